@@ -1,0 +1,48 @@
+#include "environment.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "comm/error.hpp"
+
+namespace comm::environment {
+
+std::optional<std::string> get(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+std::optional<long long> get_integer(const char* name) {
+  auto text = get(name);
+  if (!text) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text->c_str(), &end, 10);
+  if (errno != 0 || end == text->c_str() || *end != '\0') {
+    throw InvalidArgumentError("environment variable " + std::string(name) + "='" + *text +
+                               "' is not an integer; unset it or give a whole number");
+  }
+  return value;
+}
+
+std::optional<Found> first_integer(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (auto value = get_integer(name)) return Found{name, *value};
+  }
+  return std::nullopt;
+}
+
+std::chrono::milliseconds timeout_or(std::chrono::milliseconds fallback) {
+  auto text = get("COMM_TIMEOUT");
+  if (!text) return fallback;
+  char* end = nullptr;
+  double seconds = std::strtod(text->c_str(), &end);
+  if (end == text->c_str() || *end != '\0' || !(seconds > 0)) {
+    throw InvalidArgumentError("COMM_TIMEOUT='" + *text +
+                               "' is not a positive number of seconds; unset it or give e.g. 60");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
+}
+
+}  // namespace comm::environment

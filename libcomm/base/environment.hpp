@@ -1,0 +1,28 @@
+// Reading configuration from environment variables, with errors that name the variable.
+#pragma once
+
+#include <chrono>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+namespace comm::environment {
+
+// The variable's value, or nothing when it is unset or empty.
+std::optional<std::string> get(const char* name);
+
+// An integer variable; throws InvalidArgumentError naming the variable when it is not one.
+std::optional<long long> get_integer(const char* name);
+
+// The first of several spellings that is set (e.g. RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID),
+// with the name that supplied it.
+struct Found {
+  std::string name;
+  long long value;
+};
+std::optional<Found> first_integer(std::initializer_list<const char*> names);
+
+// COMM_TIMEOUT in seconds when set, else the fallback.
+std::chrono::milliseconds timeout_or(std::chrono::milliseconds fallback);
+
+}  // namespace comm::environment

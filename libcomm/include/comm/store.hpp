@@ -1,0 +1,233 @@
+// Key-value stores that bootstrap ranks: they exchange addresses, host identities and tokens
+// before any connection between ranks exists, as torch.distributed's stores do.
+//
+//   TcpStore     a client of a TcpStoreServer (hosted by rank 0, by commrun, or by comm-store)
+//   FileStore    a file on a file system every rank sees (fcntl-locked, append-only log)
+//   HashStore    in one process (ranks as threads)
+//   PrefixStore  a namespace inside another store (per group, per job)
+//
+// Every store is safe to use from several threads. Blocking calls (get, wait) end at the
+// store's timeout with a TimeoutError that names the keys still missing.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/error.hpp"
+
+namespace comm {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// Limits every store enforces (so a program behaves the same on each): larger keys or values
+// are an InvalidArgumentError, and the TCP server drops a client whose frame claims more.
+inline constexpr std::size_t kMaxStoreKeyBytes = 4096;
+inline constexpr std::size_t kMaxStoreValueBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kMaxStoreKeysPerCall = 65536;
+inline constexpr std::chrono::milliseconds kDefaultStoreTimeout = std::chrono::minutes(5);
+
+class Store {
+ public:
+  explicit Store(std::chrono::milliseconds timeout = kDefaultStoreTimeout);
+  virtual ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  void set(std::string_view key, std::span<const std::uint8_t> value);
+  void set(std::string_view key, std::string_view value);
+
+  // Blocks until the key exists, then returns its value; TimeoutError after timeout().
+  Bytes get(std::string_view key);
+  Bytes get(std::string_view key, std::chrono::milliseconds timeout);
+  std::string get_string(std::string_view key);
+
+  // Adds delta to the integer stored at key (a missing key counts as 0) and returns the sum.
+  // The value is stored as decimal text, so get() of a counter returns e.g. "42".
+  std::int64_t add(std::string_view key, std::int64_t delta);
+
+  // Atomically: if the key holds `expected` (or is missing and `expected` is empty), store
+  // `desired`. Returns the value the key holds afterwards (for a missing key and a non-empty
+  // `expected`: `expected`, as torch.distributed does).
+  Bytes compare_set(std::string_view key, std::span<const std::uint8_t> expected,
+                    std::span<const std::uint8_t> desired);
+  std::string compare_set(std::string_view key, std::string_view expected, std::string_view desired);
+
+  // Blocks until every key exists; TimeoutError naming the missing ones.
+  void wait(const std::vector<std::string>& keys);
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // True when every key exists; never blocks.
+  bool check(const std::vector<std::string>& keys);
+  // True when the key existed.
+  bool delete_key(std::string_view key);
+  std::int64_t num_keys();
+
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds timeout);
+
+  // One line saying which store this is, for error messages ("TcpStore at 10.0.0.1:29500").
+  virtual std::string describe() const = 0;
+
+ protected:
+  // Implementations receive validated arguments; they must be thread-safe.
+  virtual void do_set(const std::string& key, std::span<const std::uint8_t> value) = 0;
+  virtual Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  virtual std::int64_t do_add(const std::string& key, std::int64_t delta) = 0;
+  virtual Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
+                               std::span<const std::uint8_t> desired) = 0;
+  virtual void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  virtual bool do_check(const std::vector<std::string>& keys) = 0;
+  virtual bool do_delete_key(const std::string& key) = 0;
+  virtual std::int64_t do_num_keys() = 0;
+
+  // The TimeoutError every store throws when a get or wait runs out of time.
+  [[noreturn]] void throw_timeout(const char* op, const std::vector<std::string>& missing,
+                                  std::chrono::milliseconds timeout) const;
+
+ private:
+  std::chrono::milliseconds timeout_;
+};
+
+// In-process store: ranks as threads of one process.
+class HashStore final : public Store {
+ public:
+  explicit HashStore(std::chrono::milliseconds timeout = kDefaultStoreTimeout);
+  ~HashStore() override;
+  std::string describe() const override { return "HashStore"; }
+
+ protected:
+  void do_set(const std::string& key, std::span<const std::uint8_t> value) override;
+  Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::int64_t do_add(const std::string& key, std::int64_t delta) override;
+  Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
+                       std::span<const std::uint8_t> desired) override;
+  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool do_check(const std::vector<std::string>& keys) override;
+  bool do_delete_key(const std::string& key) override;
+  std::int64_t do_num_keys() override;
+
+ private:
+  void wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout, const char* op);
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Every key is stored as prefix + "/" + key in the underlying store. num_keys() counts the
+// whole underlying store, as in torch.distributed.
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> store);
+  std::string describe() const override;
+  const std::shared_ptr<Store>& underlying() const { return store_; }
+
+ protected:
+  void do_set(const std::string& key, std::span<const std::uint8_t> value) override;
+  Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::int64_t do_add(const std::string& key, std::int64_t delta) override;
+  Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
+                       std::span<const std::uint8_t> desired) override;
+  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool do_check(const std::vector<std::string>& keys) override;
+  bool do_delete_key(const std::string& key) override;
+  std::int64_t do_num_keys() override;
+
+ private:
+  std::string prefixed(const std::string& key) const { return prefix_ + "/" + key; }
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
+
+  std::string prefix_;
+  std::shared_ptr<Store> store_;
+};
+
+// A store in a file that every rank can open (a local or shared file system). The file is an
+// append-only log guarded by fcntl locks; it is removed when the last FileStore using it is
+// destroyed. Waiting re-reads the file with a short back-off (at most 10 ms between looks).
+class FileStore final : public Store {
+ public:
+  explicit FileStore(std::string path, std::chrono::milliseconds timeout = kDefaultStoreTimeout);
+  ~FileStore() override;
+  std::string describe() const override;
+
+ protected:
+  void do_set(const std::string& key, std::span<const std::uint8_t> value) override;
+  Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::int64_t do_add(const std::string& key, std::int64_t delta) override;
+  Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
+                       std::span<const std::uint8_t> desired) override;
+  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool do_check(const std::vector<std::string>& keys) override;
+  bool do_delete_key(const std::string& key) override;
+  std::int64_t do_num_keys() override;
+
+ private:
+  void wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout, const char* op);
+  class Log;
+  std::unique_ptr<Log> log_;
+};
+
+struct TcpStoreOptions {
+  // Host a TcpStoreServer in this process on the given port (0: any free port, see port()).
+  bool is_server = false;
+  // Bounds every blocking call, and how long a client keeps retrying to reach the server.
+  std::chrono::milliseconds timeout = kDefaultStoreTimeout;
+};
+
+class TcpStoreServer;
+
+// A client of a TcpStoreServer at host:port (IPv4, IPv6 or a host name). The constructor
+// retries until the server answers or the timeout passes. Calls from several threads use
+// separate connections, so a thread blocked in get() never delays another thread's set().
+class TcpStore final : public Store {
+ public:
+  TcpStore(std::string host, std::uint16_t port, TcpStoreOptions options = {});
+  ~TcpStore() override;
+  std::string describe() const override;
+  std::uint16_t port() const { return port_; }
+  const std::string& host() const { return host_; }
+
+ protected:
+  void do_set(const std::string& key, std::span<const std::uint8_t> value) override;
+  Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::int64_t do_add(const std::string& key, std::int64_t delta) override;
+  Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
+                       std::span<const std::uint8_t> desired) override;
+  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool do_check(const std::vector<std::string>& keys) override;
+  bool do_delete_key(const std::string& key) override;
+  std::int64_t do_num_keys() override;
+
+ private:
+  class Client;
+  std::string host_;
+  std::uint16_t port_;
+  std::unique_ptr<TcpStoreServer> server_;  // set when this process hosts the server
+  std::unique_ptr<Client> client_;
+};
+
+// The server behind TcpStore: one I/O thread serving any number of clients. Blocking requests
+// are parked on the server and answered when their keys appear or their timeout passes.
+// Malformed input closes that client's connection and is logged; the server goes on.
+class TcpStoreServer {
+ public:
+  // Binds host:port ("" or "0.0.0.0" or "::": every interface). Port 0 picks a free port.
+  // Throws IoError when the port is in use.
+  explicit TcpStoreServer(std::uint16_t port, std::string host = "");
+  ~TcpStoreServer();  // stops the thread and closes every connection
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  std::uint16_t port() const;
+  std::size_t client_count() const;
+
+  class Impl;  // defined in rendezvous/tcp_store_server.cpp only
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace comm

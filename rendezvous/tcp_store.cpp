@@ -1,0 +1,288 @@
+// TcpStore: the client side. Each call borrows a connection from a small pool (opening one
+// when all are busy), sends one request frame and reads one response frame, under a deadline.
+// Blocking calls park on the server, which answers with a Timeout status at the call's
+// timeout; the client's own deadline is that plus a grace period, for a server that stalls.
+#include <asio.hpp>
+
+#include <mutex>
+#include <thread>
+
+#include "check.hpp"
+#include "comm/store.hpp"
+#include "log.hpp"
+#include "store_format.hpp"
+#include "tcp_store_protocol.hpp"
+
+namespace comm {
+namespace {
+
+using namespace tcp_store_protocol;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kServerGrace = std::chrono::seconds(10);
+
+std::string endpoint_text(const std::string& host, std::uint16_t port) {
+  bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+class TcpStore::Client {
+ public:
+  Client(std::string host, std::uint16_t port, std::chrono::milliseconds timeout)
+      : host_(std::move(host)), port_(port), timeout_(timeout) {
+    release(connect());  // fail now, in the constructor, when no server can be reached
+  }
+
+  // Sends a request and returns the response body (status byte first).
+  Bytes request(const Bytes& frame, const char* op, std::chrono::milliseconds server_timeout,
+                const std::vector<std::string>& keys) {
+    auto connection = acquire();
+    auto deadline = Clock::now() + server_timeout + kServerGrace;
+    std::error_code ec = connection->write(frame, deadline);
+    std::array<std::uint8_t, kLengthBytes> length{};
+    if (!ec) ec = connection->read(asio::buffer(length), deadline);
+    Bytes body;
+    if (!ec) {
+      std::uint32_t size = decode_length(length.data());
+      if (size == 0 || size > kMaxFrameBytes) {
+        throw IoError("store server at " + where() + " sent a malformed reply (frame of " +
+                          std::to_string(size) + " bytes); is that port really a libcomm store?",
+                      ErrorContext{.op = op});
+      }
+      body.resize(size);
+      ec = connection->read(asio::buffer(body), deadline);
+    }
+    if (ec) fail(ec, op, keys);  // the connection is dropped, not returned to the pool
+    release(std::move(connection));
+    return body;
+  }
+
+  // Runs one request and hands the reply, positioned after the status byte, to `parse`.
+  template <class Parse>
+  auto call(const Bytes& frame, const char* op, std::chrono::milliseconds server_timeout,
+            const std::vector<std::string>& keys, Parse&& parse) {
+    Bytes body = request(frame, op, server_timeout, keys);
+    FrameReader reader(body);
+    try {
+      return parse(reader);
+    } catch (const ProtocolViolation& violation) {
+      throw IoError("store server at " + where() + " sent a malformed reply: " + violation.reason,
+                    ErrorContext{.op = op});
+    }
+  }
+
+  std::string where() const { return endpoint_text(host_, port_); }
+
+ private:
+  struct Connection {
+    asio::io_context io;
+    tcp::socket socket{io};
+
+    // Runs one asynchronous operation to completion or the deadline (then it is cancelled).
+    template <class Start>
+    std::error_code run(Clock::time_point deadline, Start&& start) {
+      std::error_code result = asio::error::would_block;
+      start([&](std::error_code ec, auto&&...) { result = ec; });
+      io.restart();
+      io.run_until(deadline);
+      if (result == asio::error::would_block) {
+        std::error_code ignored;
+        socket.close(ignored);
+        io.run();
+        return asio::error::timed_out;
+      }
+      return result;
+    }
+    std::error_code write(const Bytes& frame, Clock::time_point deadline) {
+      return run(deadline, [&](auto handler) { asio::async_write(socket, asio::buffer(frame), handler); });
+    }
+    std::error_code read(asio::mutable_buffer buffer, Clock::time_point deadline) {
+      return run(deadline, [&](auto handler) { asio::async_read(socket, buffer, handler); });
+    }
+  };
+
+  std::unique_ptr<Connection> acquire() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!idle_.empty()) {
+        auto connection = std::move(idle_.back());
+        idle_.pop_back();
+        return connection;
+      }
+    }
+    return connect();
+  }
+
+  void release(std::unique_ptr<Connection> connection) {
+    std::lock_guard lock(mutex_);
+    idle_.push_back(std::move(connection));
+  }
+
+  // Connects and says hello, retrying while the server is not up yet (rank 0 may start last).
+  std::unique_ptr<Connection> connect() {
+    auto deadline = Clock::now() + timeout_;
+    auto pause = std::chrono::milliseconds(10);
+    std::string last_error;
+    while (true) {
+      auto connection = std::make_unique<Connection>();
+      std::error_code ec;
+      tcp::resolver resolver(connection->io);
+      auto endpoints = resolver.resolve(host_, std::to_string(port_), ec);
+      if (ec) {
+        throw IoError("cannot resolve store host '" + host_ + "': " + ec.message() +
+                          "; check MASTER_ADDR or the init_method URL",
+                      ErrorContext{.op = "store.connect"});
+      }
+      ec = connection->run(deadline, [&](auto handler) { asio::async_connect(connection->socket, endpoints, handler); });
+      if (!ec) {
+        connection->socket.set_option(tcp::no_delay(true), ec);
+        Bytes hello = FrameWriter(static_cast<std::uint8_t>(RequestType::Hello)).u32(kMagic).u32(kVersion).finish();
+        std::array<std::uint8_t, kLengthBytes + 1> reply{};
+        ec = connection->write(hello, deadline);
+        if (!ec) ec = connection->read(asio::buffer(reply), deadline);
+        if (!ec && (decode_length(reply.data()) != 1 || reply[4] != static_cast<std::uint8_t>(ResponseStatus::Ok))) {
+          throw IoError("the server at " + where() + " answered the store handshake with something else; "
+                        "is MASTER_PORT the port of a libcomm store (of the same version)?",
+                        ErrorContext{.op = "store.connect"});
+        }
+        if (!ec) return connection;
+      }
+      last_error = ec.message();
+      if (Clock::now() + pause >= deadline) break;
+      log::get(log::Subsystem::Rendezvous).debug("store at {} not reachable yet ({}); retrying", where(), last_error);
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    }
+    throw TimeoutError("could not reach the store server at " + where() + " within " +
+                           store_format::seconds(timeout_) + " (last error: " + last_error +
+                           "); start rank 0 (or commrun / comm-store) and check MASTER_ADDR and MASTER_PORT",
+                       ErrorContext{.op = "store.connect"});
+  }
+
+  [[noreturn]] void fail(std::error_code ec, const char* op, const std::vector<std::string>& keys) const {
+    std::string waiting = keys.empty() ? "" : " while waiting for " + store_format::key_list(keys);
+    if (ec == asio::error::timed_out) {
+      throw TimeoutError("the store server at " + where() + " did not answer" + waiting +
+                             "; it may be overloaded or stopped (SIGSTOP?)",
+                         ErrorContext{.op = op});
+    }
+    throw IoError("lost the connection to the store server at " + where() + waiting + " (" +
+                      ec.message() + "); the process hosting it (rank 0, commrun or comm-store) "
+                      "has probably exited or crashed: check its output",
+                  ErrorContext{.op = op});
+  }
+
+  std::string host_;
+  std::uint16_t port_;
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+};
+
+namespace {
+
+FrameWriter request_of(RequestType type) { return FrameWriter(static_cast<std::uint8_t>(type)); }
+
+// Reads the status byte and checks it is one the request may get back.
+ResponseStatus read_status(FrameReader& reader, std::initializer_list<ResponseStatus> allowed,
+                           const std::string& where, const char* op) {
+  auto status = static_cast<ResponseStatus>(reader.type());
+  for (auto expected : allowed) {
+    if (status == expected) return status;
+  }
+  if (status == ResponseStatus::Failure) throw InvalidArgumentError(reader.string(), ErrorContext{.op = op});
+  throw IoError("store server at " + where + " sent an unexpected reply", ErrorContext{.op = op});
+}
+
+}  // namespace
+
+TcpStore::TcpStore(std::string host, std::uint16_t port, TcpStoreOptions options)
+    : Store(options.timeout), host_(std::move(host)), port_(port) {
+  // Accept "[::1]" as well as "::1".
+  if (host_.size() > 2 && host_.front() == '[' && host_.back() == ']') host_ = host_.substr(1, host_.size() - 2);
+  COMM_CHECK(!host_.empty(), InvalidArgumentError, ErrorContext{.op = "TcpStore"}, "store host name is empty");
+  if (options.is_server) {
+    server_ = std::make_unique<TcpStoreServer>(port_);
+    port_ = server_->port();
+  }
+  COMM_CHECK(port_ != 0, InvalidArgumentError, ErrorContext{.op = "TcpStore"},
+             "a TcpStore client needs the server's port; 0 only means 'any free port' for a server");
+  client_ = std::make_unique<Client>(host_, port_, options.timeout);
+}
+
+TcpStore::~TcpStore() = default;
+
+std::string TcpStore::describe() const { return "TcpStore at " + client_->where(); }
+
+
+void TcpStore::do_set(const std::string& key, std::span<const std::uint8_t> value) {
+  client_->call(request_of(RequestType::Set).bytes(key).bytes(value).finish(), "store.set", timeout(), {},
+             [&](FrameReader& reply) { read_status(reply, {ResponseStatus::Ok}, client_->where(), "store.set"); });
+}
+
+Bytes TcpStore::do_get(const std::string& key, std::chrono::milliseconds timeout) {
+  Bytes frame = request_of(RequestType::Get).bytes(key).i64(timeout.count()).finish();
+  return client_->call(frame, "store.get", timeout, {key}, [&](FrameReader& reply) {
+    auto status = read_status(reply, {ResponseStatus::Value, ResponseStatus::Timeout}, client_->where(), "store.get");
+    if (status == ResponseStatus::Timeout) throw_timeout("store.get", reply.keys(), timeout);
+    auto value = reply.bytes();
+    return Bytes(value.begin(), value.end());
+  });
+}
+
+std::int64_t TcpStore::do_add(const std::string& key, std::int64_t delta) {
+  Bytes frame = request_of(RequestType::Add).bytes(key).i64(delta).finish();
+  return client_->call(frame, "store.add", timeout(), {}, [&](FrameReader& reply) {
+    read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.add");
+    return reply.i64();
+  });
+}
+
+Bytes TcpStore::do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
+                               std::span<const std::uint8_t> desired) {
+  Bytes frame = request_of(RequestType::CompareSet).bytes(key).bytes(expected).bytes(desired).finish();
+  return client_->call(frame, "store.compare_set", timeout(), {}, [&](FrameReader& reply) {
+    read_status(reply, {ResponseStatus::Value}, client_->where(), "store.compare_set");
+    auto value = reply.bytes();
+    return Bytes(value.begin(), value.end());
+  });
+}
+
+void TcpStore::do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  Bytes frame = request_of(RequestType::Wait).keys(keys).i64(timeout.count()).finish();
+  COMM_CHECK(frame.size() <= kMaxFrameBytes, InvalidArgumentError, ErrorContext{.op = "store.wait"},
+             "the " + std::to_string(keys.size()) + " keys of this wait are too long together; wait in several calls");
+  client_->call(frame, "store.wait", timeout, keys, [&](FrameReader& reply) {
+    auto status = read_status(reply, {ResponseStatus::Ok, ResponseStatus::Timeout}, client_->where(), "store.wait");
+    if (status == ResponseStatus::Timeout) throw_timeout("store.wait", reply.keys(), timeout);
+  });
+}
+
+bool TcpStore::do_check(const std::vector<std::string>& keys) {
+  return client_->call(request_of(RequestType::Check).keys(keys).finish(), "store.check", timeout(), {},
+                    [&](FrameReader& reply) {
+                      read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.check");
+                      return reply.i64() != 0;
+                    });
+}
+
+bool TcpStore::do_delete_key(const std::string& key) {
+  return client_->call(request_of(RequestType::Delete).bytes(key).finish(), "store.delete_key", timeout(), {},
+                    [&](FrameReader& reply) {
+                      read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.delete_key");
+                      return reply.i64() != 0;
+                    });
+}
+
+std::int64_t TcpStore::do_num_keys() {
+  return client_->call(request_of(RequestType::NumKeys).finish(), "store.num_keys", timeout(), {},
+                    [&](FrameReader& reply) {
+                      read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.num_keys");
+                      return reply.i64();
+                    });
+}
+
+}  // namespace comm

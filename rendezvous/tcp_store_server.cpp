@@ -1,0 +1,421 @@
+// TcpStoreServer: one Asio I/O thread owns the key-value map, every session and every parked
+// request, so none of them needs a lock.
+//
+// A session handles one request at a time: it reads a frame, answers it (now, or later for a
+// parked get/wait), and keeps reading meanwhile only to notice a client that hangs up. A
+// parked request is registered under one of its missing keys; when that key appears the
+// request looks for its next missing key, and is answered when none is left or its timer
+// fires first.
+#include <asio.hpp>
+
+#include <deque>
+#include <thread>
+#include <unordered_map>
+
+#include "comm/store.hpp"
+#include "log.hpp"
+#include "store_format.hpp"
+#include "tcp_store_protocol.hpp"
+
+namespace comm {
+namespace {
+
+using namespace tcp_store_protocol;
+using asio::ip::tcp;
+
+spdlog::logger& logger() { return log::get(log::Subsystem::Rendezvous); }
+
+class Session;
+
+struct ParkedRequest {
+  std::weak_ptr<Session> session;
+  std::vector<std::string> keys;
+  std::size_t next_key = 0;     // keys before this one were present when last looked at
+  bool returns_value = false;   // a get answers with the value of keys[0]
+  bool answered = false;
+  std::unique_ptr<asio::steady_timer> timer;
+};
+
+}  // namespace
+
+class TcpStoreServer::Impl {
+ public:
+  Impl(std::uint16_t port, const std::string& host);
+  ~Impl();
+
+  std::uint16_t port() const { return port_; }
+  std::size_t client_count() const { return clients_.load(); }
+
+  // Called from sessions, on the I/O thread.
+  Bytes execute(RequestType type, FrameReader& request, const std::shared_ptr<Session>& session,
+                bool& parked);
+  void session_opened() { ++clients_; }
+  void session_closed() { --clients_; }
+
+ private:
+  void accept();
+  void notify_created(const std::string& key);
+  void put(const std::string& key, Bytes value);
+  // Registers the request under its next missing key; false when no key is missing.
+  bool park(const std::shared_ptr<ParkedRequest>& request);
+  void answer(const std::shared_ptr<ParkedRequest>& request);
+  std::vector<std::string> missing(const std::vector<std::string>& keys) const;
+  const Bytes* find(const std::string& key) const {
+    auto found = values_.find(key);
+    return found == values_.end() ? nullptr : &found->second;
+  }
+
+  // Sessions die with io_'s pending handlers and count themselves out of clients_ then, so
+  // clients_ is declared before io_, which is declared before everything bound to it.
+  std::atomic<std::size_t> clients_{0};
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_;
+  std::uint16_t port_ = 0;
+  std::unordered_map<std::string, Bytes> values_;
+  std::unordered_map<std::string, std::vector<std::shared_ptr<ParkedRequest>>> parked_;
+  std::thread thread_;
+};
+
+namespace {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, TcpStoreServer::Impl& server)
+      : socket_(std::move(socket)), server_(server) {
+    std::error_code ignored;
+    socket_.set_option(tcp::no_delay(true), ignored);
+    auto endpoint = socket_.remote_endpoint(ignored);
+    peer_ = ignored ? "unknown peer" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+    server_.session_opened();
+  }
+  ~Session() { server_.session_closed(); }
+
+  void start() { read_length(); }
+
+  // Queues a response frame; frames go out in order.
+  void respond(Bytes frame) {
+    busy_ = false;
+    outbox_.push_back(std::move(frame));
+    if (outbox_.size() == 1) write_next();
+  }
+
+  void close(const std::string& reason) {
+    if (!socket_.is_open()) return;
+    if (!reason.empty()) logger().warn("store server: dropping client {}: {}", peer_, reason);
+    std::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+
+  bool is_open() const { return socket_.is_open(); }
+
+ private:
+  void read_length() {
+    asio::async_read(socket_, asio::buffer(length_), [self = shared_from_this()](std::error_code ec, std::size_t) {
+      if (ec) return self->close(ec == asio::error::eof || ec == asio::error::operation_aborted ? "" : ec.message());
+      std::uint32_t length = decode_length(self->length_.data());
+      if (length == 0 || length > kMaxFrameBytes) {
+        return self->close("frame length " + std::to_string(length) + " outside 1.." +
+                           std::to_string(kMaxFrameBytes) + " (not a libcomm store client?)");
+      }
+      self->body_.resize(length);
+      self->read_body();
+    });
+  }
+
+  void read_body() {
+    asio::async_read(socket_, asio::buffer(body_), [self = shared_from_this()](std::error_code ec, std::size_t) {
+      if (ec) return self->close(ec == asio::error::eof ? "connection closed in the middle of a frame" : ec.message());
+      self->handle_request();
+      if (self->is_open()) self->read_length();
+    });
+  }
+
+  void handle_request() {
+    if (busy_) return close("sent a request before its previous one was answered");
+    try {
+      FrameReader request(body_);
+      auto type = static_cast<RequestType>(request.type());
+      if (!greeted_) {
+        if (type != RequestType::Hello) throw ProtocolViolation{"first request is not a hello"};
+        std::uint32_t magic = request.u32();
+        std::uint32_t version = request.u32();
+        request.expect_end();
+        if (magic != kMagic) throw ProtocolViolation{"bad magic in hello"};
+        if (version != kVersion) {
+          throw ProtocolViolation{"protocol version " + std::to_string(version) + ", server speaks " +
+                                  std::to_string(kVersion) + " (mixed libcomm versions?)"};
+        }
+        greeted_ = true;
+        return respond(FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Ok)).finish());
+      }
+      busy_ = true;
+      bool parked = false;
+      Bytes response = server_.execute(type, request, shared_from_this(), parked);
+      if (!parked) respond(std::move(response));
+    } catch (const ProtocolViolation& violation) {
+      close(violation.reason);
+    }
+  }
+
+  void write_next() {
+    asio::async_write(socket_, asio::buffer(outbox_.front()), [self = shared_from_this()](std::error_code ec, std::size_t) {
+      if (ec) return self->close(ec == asio::error::operation_aborted ? "" : ec.message());
+      self->outbox_.pop_front();
+      if (!self->outbox_.empty()) self->write_next();
+    });
+  }
+
+  tcp::socket socket_;
+  TcpStoreServer::Impl& server_;
+  std::string peer_;
+  std::array<std::uint8_t, kLengthBytes> length_{};
+  Bytes body_;
+  std::deque<Bytes> outbox_;
+  bool greeted_ = false;
+  bool busy_ = false;  // a request is being answered (possibly parked)
+};
+
+Bytes status_frame(ResponseStatus status) { return FrameWriter(static_cast<std::uint8_t>(status)).finish(); }
+
+Bytes integer_frame(std::int64_t value) {
+  return FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Integer)).i64(value).finish();
+}
+
+Bytes value_frame(std::span<const std::uint8_t> value) {
+  return FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Value)).bytes(value).finish();
+}
+
+std::chrono::milliseconds read_timeout(FrameReader& request) {
+  std::int64_t milliseconds = request.i64();
+  if (milliseconds < 0) throw ProtocolViolation{"negative timeout"};
+  return std::chrono::milliseconds(milliseconds);
+}
+
+std::string read_key(FrameReader& request) {
+  std::string key = request.string();
+  if (key.empty() || key.size() > kMaxStoreKeyBytes) {
+    throw ProtocolViolation{"key of " + std::to_string(key.size()) + " bytes"};
+  }
+  return key;
+}
+
+std::span<const std::uint8_t> read_value(FrameReader& request) {
+  auto value = request.bytes();
+  if (value.size() > kMaxStoreValueBytes) {
+    throw ProtocolViolation{"value of " + std::to_string(value.size()) + " bytes"};
+  }
+  return value;
+}
+
+}  // namespace
+
+TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host)
+    : acceptor_(io_), accept_retry_(io_) {
+  try {
+    tcp::endpoint endpoint;
+    if (host.empty() || host == "::" || host == "0.0.0.0") {
+      // Every interface; IPv6 with IPv4-mapped addresses where the kernel has IPv6.
+      bool dual_stack = host != "0.0.0.0";
+      endpoint = tcp::endpoint(dual_stack ? tcp::v6() : tcp::v4(), port);
+      std::error_code ec;
+      acceptor_.open(endpoint.protocol(), ec);
+      if (ec) {
+        endpoint = tcp::endpoint(tcp::v4(), port);
+        acceptor_.open(endpoint.protocol());
+      } else if (dual_stack) {
+        acceptor_.set_option(asio::ip::v6_only(false));
+      }
+    } else {
+      endpoint = tcp::endpoint(asio::ip::make_address(host), port);
+      acceptor_.open(endpoint.protocol());
+    }
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen(asio::socket_base::max_listen_connections);
+    port_ = acceptor_.local_endpoint().port();
+  } catch (const std::system_error& error) {
+    std::string where = (host.empty() ? std::string("every interface") : host) + " port " + std::to_string(port);
+    if (error.code() == asio::error::address_in_use) {
+      throw IoError("cannot start the store server: " + where +
+                        " is already in use; pick another MASTER_PORT, stop the process holding it, "
+                        "or let commrun choose a free port",
+                    ErrorContext{.op = "TcpStoreServer"});
+    }
+    throw IoError("cannot start the store server on " + where + ": " + error.code().message(),
+                  ErrorContext{.op = "TcpStoreServer"});
+  }
+  accept();
+  thread_ = std::thread([this] {
+    try {
+      io_.run();
+    } catch (const std::exception& error) {
+      // Handlers catch their own failures; reaching here is a bug worth a loud message.
+      logger().critical("store server: I/O thread stopped: {}", error.what());
+    }
+  });
+  logger().info("store server listening on port {}", port_);
+}
+
+TcpStoreServer::Impl::~Impl() {
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
+  parked_.clear();
+}
+
+void TcpStoreServer::Impl::accept() {
+  acceptor_.async_accept([this](std::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors, say: keep serving the clients we have and try again shortly.
+      logger().warn("store server: accept failed: {}; retrying", ec.message());
+      accept_retry_.expires_after(std::chrono::milliseconds(50));
+      accept_retry_.async_wait([this](std::error_code wait_ec) {
+        if (!wait_ec) accept();
+      });
+      return;
+    }
+    std::make_shared<Session>(std::move(socket), *this)->start();
+    accept();
+  });
+}
+
+std::vector<std::string> TcpStoreServer::Impl::missing(const std::vector<std::string>& keys) const {
+  std::vector<std::string> result;
+  for (const auto& key : keys) {
+    if (!values_.contains(key)) result.push_back(key);
+  }
+  return result;
+}
+
+void TcpStoreServer::Impl::put(const std::string& key, Bytes value) {
+  auto [slot, created] = values_.insert_or_assign(key, std::move(value));
+  if (created) notify_created(key);
+}
+
+void TcpStoreServer::Impl::notify_created(const std::string& key) {
+  auto found = parked_.find(key);
+  if (found == parked_.end()) return;
+  auto waiting = std::move(found->second);
+  parked_.erase(found);
+  for (auto& request : waiting) {
+    if (request->answered) continue;
+    if (!park(request)) answer(request);
+  }
+}
+
+bool TcpStoreServer::Impl::park(const std::shared_ptr<ParkedRequest>& request) {
+  for (bool rescanned = false;; rescanned = true) {
+    auto& keys = request->keys;
+    while (request->next_key < keys.size() && values_.contains(keys[request->next_key])) ++request->next_key;
+    if (request->next_key < keys.size()) {
+      parked_[keys[request->next_key]].push_back(request);
+      return true;
+    }
+    if (rescanned) return false;
+    request->next_key = 0;  // one full pass more, in case an earlier key was deleted meanwhile
+  }
+}
+
+void TcpStoreServer::Impl::answer(const std::shared_ptr<ParkedRequest>& request) {
+  request->answered = true;
+  request->timer->cancel();
+  auto session = request->session.lock();
+  if (!session || !session->is_open()) return;
+  if (request->returns_value) {
+    session->respond(value_frame(*find(request->keys.front())));
+  } else {
+    session->respond(status_frame(ResponseStatus::Ok));
+  }
+}
+
+Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request,
+                                    const std::shared_ptr<Session>& session, bool& parked) {
+  switch (type) {
+    case RequestType::Set: {
+      std::string key = read_key(request);
+      auto value = read_value(request);
+      request.expect_end();
+      put(key, Bytes(value.begin(), value.end()));
+      return status_frame(ResponseStatus::Ok);
+    }
+    case RequestType::Get:
+    case RequestType::Wait: {
+      bool is_get = type == RequestType::Get;
+      std::vector<std::string> keys = is_get ? std::vector<std::string>{read_key(request)} : request.keys();
+      auto timeout = read_timeout(request);
+      request.expect_end();
+      auto pending = std::make_shared<ParkedRequest>();
+      pending->session = session;
+      pending->keys = std::move(keys);
+      pending->returns_value = is_get;
+      pending->timer = std::make_unique<asio::steady_timer>(io_);
+      if (!park(pending)) {
+        return is_get ? value_frame(*find(pending->keys.front())) : status_frame(ResponseStatus::Ok);
+      }
+      parked = true;
+      pending->timer->expires_after(timeout);
+      pending->timer->async_wait([this, pending](std::error_code ec) {
+        if (ec || pending->answered) return;
+        pending->answered = true;
+        auto& waiting = parked_[pending->keys[pending->next_key]];
+        std::erase(waiting, pending);
+        if (waiting.empty()) parked_.erase(pending->keys[pending->next_key]);
+        if (auto owner = pending->session.lock(); owner && owner->is_open()) {
+          owner->respond(FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Timeout))
+                             .keys(missing(pending->keys)).finish());
+        }
+      });
+      return {};
+    }
+    case RequestType::Add: {
+      std::string key = read_key(request);
+      std::int64_t delta = request.i64();
+      request.expect_end();
+      try {
+        std::int64_t value = store_format::added_counter(key, find(key), delta);
+        put(key, store_format::encode_counter(value));
+        return integer_frame(value);
+      } catch (const Error& error) {
+        return FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Failure)).bytes(error.message()).finish();
+      }
+    }
+    case RequestType::CompareSet: {
+      std::string key = read_key(request);
+      auto expected = read_value(request);
+      auto desired = read_value(request);
+      request.expect_end();
+      Bytes result = store_format::compare_and_set(find(key), expected, desired,
+                                                   [&](const Bytes& value) { put(key, value); });
+      return value_frame(result);
+    }
+    case RequestType::Check: {
+      auto keys = request.keys();
+      request.expect_end();
+      return integer_frame(missing(keys).empty() ? 1 : 0);
+    }
+    case RequestType::Delete: {
+      std::string key = read_key(request);
+      request.expect_end();
+      return integer_frame(values_.erase(key) > 0 ? 1 : 0);
+    }
+    case RequestType::NumKeys:
+      request.expect_end();
+      return integer_frame(static_cast<std::int64_t>(values_.size()));
+    case RequestType::Hello:
+      throw ProtocolViolation{"hello sent twice"};
+  }
+  throw ProtocolViolation{"unknown request type " + std::to_string(static_cast<int>(type))};
+}
+
+TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string host)
+    : impl_(std::make_unique<Impl>(port, host)) {}
+
+TcpStoreServer::~TcpStoreServer() = default;
+
+std::uint16_t TcpStoreServer::port() const { return impl_->port(); }
+
+std::size_t TcpStoreServer::client_count() const { return impl_->client_count(); }
+
+}  // namespace comm
