@@ -19,7 +19,7 @@ const char* to_string(ErrorCode code);
 struct ErrorContext {
   int rank = -1;             // the rank that raised the error; -1: not known (e.g. a bare store)
   int peer = -1;             // the other rank involved; -1: none
-  std::string op;            // e.g. "store.get", "init_process_group"
+  std::string op{};          // e.g. "store.get", "init_process_group"
   std::int64_t sequence = -1;  // the operation's sequence number in its group; -1: none
 };
 

@@ -1,0 +1,58 @@
+// Process groups: how ranks find each other and, in later layers, talk.
+//
+// init_process_group() bootstraps a job the way torch.distributed does: through env://
+// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, or the variables of mpirun and srun),
+// tcp://host:port, file:///path, or a Store the caller brings. It returns once every rank
+// has joined, or throws an Error saying which ranks are missing or what disagreed.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "comm/store.hpp"
+
+namespace comm {
+
+struct InitOptions {
+  std::string init_method = "env://";  // env:// | tcp://host:port | file:///path
+  int rank = -1, world_size = -1;      // -1: from the URL's query or the environment
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);  // COMM_TIMEOUT (s) overrides
+  std::string group_name{};            // lets several jobs share one file:// or store
+  std::shared_ptr<Store> store{};      // or bring your own store (init_method is then ignored)
+  std::string transport = "auto";      // auto | tcp | shm
+};
+
+class ProcessGroup {
+ public:
+  struct Identity {
+    int rank = 0;
+    int size = 1;
+    int local_rank = -1;  // from LOCAL_RANK and the like; -1 when no launcher said
+    int local_size = -1;
+    std::string name{};   // the store prefix of this group
+  };
+
+  ProcessGroup(Identity identity, std::shared_ptr<Store> store, std::chrono::milliseconds timeout);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return identity_.rank; }
+  int size() const { return identity_.size; }
+  int local_rank() const { return identity_.local_rank; }
+  int local_size() const { return identity_.local_size; }
+  const std::string& name() const { return identity_.name; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // The group's namespace in the job's store (a PrefixStore), for exchanging bootstrap data.
+  Store& store() const { return *store_; }
+
+ private:
+  Identity identity_;
+  std::shared_ptr<Store> store_;
+  std::chrono::milliseconds timeout_;
+};
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});
+
+}  // namespace comm

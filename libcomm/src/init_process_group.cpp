@@ -1,0 +1,115 @@
+// init_process_group: turns InitOptions, the URL and the launcher's environment into a rank,
+// a world size and a store, then runs the join protocol (rendezvous/join.hpp).
+#include <chrono>
+
+#include "check.hpp"
+#include "comm/process_group.hpp"
+#include "environment.hpp"
+#include "init_method.hpp"
+#include "join.hpp"
+#include "launch_environment.hpp"
+#include "log.hpp"
+
+namespace comm {
+namespace {
+
+constexpr const char* kOp = "init_process_group";
+
+struct Placement {
+  int rank = -1;
+  int world_size = -1;
+};
+
+int choose(int from_options, std::optional<int> from_url, std::optional<int> from_environment) {
+  if (from_options >= 0) return from_options;
+  if (from_url && *from_url >= 0) return *from_url;
+  return from_environment.value_or(-1);
+}
+
+Placement place(const InitOptions& options, const InitMethod& method, const LaunchEnvironment& launch) {
+  Placement placement{choose(options.rank, method.rank, launch.rank),
+                      choose(options.world_size, method.world_size, launch.world_size)};
+  COMM_CHECK(placement.world_size != -1, InvalidArgumentError, ErrorContext{.op = kOp},
+             "world size unknown: set InitOptions::world_size, ?world_size= in the URL or WORLD_SIZE, "
+             "or start the program with commrun, torchrun, mpirun or srun");
+  COMM_CHECK(placement.world_size >= 1, InvalidArgumentError, ErrorContext{.op = kOp},
+             "world size must be at least 1, got " + std::to_string(placement.world_size));
+  COMM_CHECK(placement.rank != -1 || placement.world_size == 1, InvalidArgumentError, ErrorContext{.op = kOp},
+             "rank unknown: set InitOptions::rank, ?rank= in the URL or RANK, "
+             "or start the program with commrun, torchrun, mpirun or srun");
+  if (placement.rank == -1) placement.rank = 0;
+  COMM_CHECK(placement.rank >= 0 && placement.rank < placement.world_size, InvalidArgumentError,
+             ErrorContext{.op = kOp},
+             "rank " + std::to_string(placement.rank) + " is outside 0.." + std::to_string(placement.world_size - 1) +
+                 " for world size " + std::to_string(placement.world_size) +
+                 (launch.rank_source.empty() ? std::string() : " (rank from " + launch.rank_source + ")"));
+  return placement;
+}
+
+struct JobStore {
+  std::shared_ptr<Store> store;
+  bool hosts_server = false;
+  std::string description;
+};
+
+JobStore open_store(const InitOptions& options, const InitMethod& method, const Placement& placement,
+                    std::chrono::milliseconds timeout) {
+  if (options.store) return {options.store, false, options.store->describe()};
+  if (placement.world_size == 1) return {std::make_shared<HashStore>(timeout), false, "no store (world size 1)"};
+  if (method.kind == InitMethod::Kind::File) {
+    return {std::make_shared<FileStore>(method.path, timeout), false, "file://" + method.path};
+  }
+  std::string host = method.host;
+  std::uint16_t port = method.port;
+  if (method.kind == InitMethod::Kind::Environment) {
+    auto address = environment::get("MASTER_ADDR");
+    auto port_text = environment::get("MASTER_PORT");
+    COMM_CHECK(address && port_text, InvalidArgumentError, ErrorContext{.op = kOp},
+               std::string("env:// needs MASTER_ADDR and MASTER_PORT (missing: ") +
+                   (address ? "" : "MASTER_ADDR ") + (port_text ? "" : "MASTER_PORT") +
+                   "); start the program with commrun, or set them to rank 0's address and a free port");
+    host = *address;
+    port = parse_port(*port_text, "MASTER_PORT");
+  }
+  // Rank 0 hosts the server unless a launcher (commrun) or comm-store already runs one.
+  bool external = environment::get(kStoreIsExternalVariable).value_or("0") != "0";
+  bool host_server = placement.rank == 0 && !external;
+  auto store = std::make_shared<TcpStore>(host, port, TcpStoreOptions{.is_server = host_server, .timeout = timeout});
+  return {store, host_server, store->describe()};
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  Placement placement;
+  try {
+    auto method = parse_init_method(options.init_method);
+    auto launch = read_launch_environment();
+    placement = place(options, method, launch);
+    log::set_rank(placement.rank, placement.world_size);
+    auto timeout = environment::timeout_or(options.timeout);
+    COMM_CHECK(options.transport == "auto" || options.transport == "tcp" || options.transport == "shm",
+               InvalidArgumentError, ErrorContext{.op = kOp},
+               "transport '" + options.transport + "' is not one of auto, tcp, shm");
+
+    JobStore job = open_store(options, method, placement, timeout);
+    std::string name = options.group_name.empty() ? "default_pg" : options.group_name;
+    auto group_store = std::make_shared<PrefixStore>(name, job.store);
+    if (placement.world_size > 1) {
+      join_group(*group_store, {placement.rank, placement.world_size, timeout, job.hosts_server});
+    }
+    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    log::get(log::Subsystem::Rendezvous)
+        .info("joined group '{}' as rank {} of {} through {} in {} ms", name, placement.rank, placement.world_size,
+              job.description, elapsed.count());
+    ProcessGroup::Identity identity{placement.rank, placement.world_size, launch.local_rank.value_or(-1),
+                                    launch.local_size.value_or(-1), name};
+    return std::make_shared<ProcessGroup>(std::move(identity), std::move(group_store), timeout);
+  } catch (Error& error) {
+    error.add_context(ErrorContext{.rank = placement.rank, .op = kOp});
+    throw;
+  }
+}
+
+}  // namespace comm

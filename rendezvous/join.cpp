@@ -1,0 +1,87 @@
+#include "join.hpp"
+
+#include <unistd.h>
+
+#include <random>
+#include <string>
+
+#include "store_format.hpp"
+
+namespace comm {
+namespace {
+
+std::string identity() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  static thread_local std::mt19937_64 random{std::random_device{}()};
+  return std::string(host) + ":" + std::to_string(::getpid()) + ":" + std::to_string(random() % 1000000);
+}
+
+std::string without_nonce(const std::string& identity) { return identity.substr(0, identity.rfind(':')); }
+
+// Publishes the first disagreement so every rank waiting on status learns of it at once.
+[[noreturn]] void fail(Store& store, const std::string& message) {
+  store.compare_set("status", "", "error: " + message);
+  throw MismatchError(message, ErrorContext{.op = "init_process_group"});
+}
+
+std::string missing_ranks(Store& store, int world_size) {
+  std::string text;
+  int shown = 0, missing = 0;
+  for (int rank = 0; rank < world_size; ++rank) {
+    if (store.check({"rank/" + std::to_string(rank)})) continue;
+    ++missing;
+    if (shown++ < 16) text += (text.empty() ? "" : ", ") + std::to_string(rank);
+  }
+  if (missing > shown) text += " and " + std::to_string(missing - shown) + " more";
+  return text;
+}
+
+}  // namespace
+
+void join_group(Store& store, const JoinRequest& request) {
+  std::string world_size = std::to_string(request.world_size);
+  std::string agreed = store.compare_set("world_size", "", world_size);
+  if (agreed != world_size) {
+    fail(store, "rank " + std::to_string(request.rank) + " was started with world size " + world_size +
+                    " but ranks that joined earlier use " + agreed +
+                    "; start every rank with the same WORLD_SIZE / -n");
+  }
+
+  std::string me = identity();
+  std::string rank_key = "rank/" + std::to_string(request.rank);
+  std::string owner = store.compare_set(rank_key, "", me);
+  if (owner != me) {
+    fail(store, "rank " + std::to_string(request.rank) + " was claimed twice, by " + without_nonce(owner) +
+                    " and by " + without_nonce(me) +
+                    "; give every process its own RANK (or, with file://, delete a file left by an earlier run)");
+  }
+
+  if (store.add("joined", 1) == request.world_size) store.compare_set("status", "", "ok");
+
+  std::string status;
+  try {
+    auto value = store.get("status", request.timeout);
+    status.assign(value.begin(), value.end());
+  } catch (TimeoutError&) {
+    std::string who;
+    try {
+      who = std::to_string(store.add("joined", 0)) + " of " + world_size + " ranks joined; missing rank(s): " +
+            missing_ranks(store, request.world_size);
+    } catch (const Error& error) {  // the store itself went away (its host gave up first)
+      who = "could not ask the store which ranks are missing (" + error.message() + ")";
+    }
+    throw TimeoutError("timed out after " + store_format::seconds(request.timeout) + ": " + who +
+                           ". Start the missing ranks, and check that every rank uses the same "
+                           "MASTER_ADDR/MASTER_PORT (or URL) and WORLD_SIZE",
+                       ErrorContext{.op = "init_process_group"});
+  }
+  if (status != "ok") {
+    throw MismatchError(status.substr(status.find(' ') + 1), ErrorContext{.op = "init_process_group"});
+  }
+
+  if (store.add("acked", 1) == request.world_size) store.set("all_acked", "1");
+  if (request.hosts_store) store.wait({"all_acked"}, request.timeout);
+}
+
+}  // namespace comm

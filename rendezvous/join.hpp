@@ -1,0 +1,30 @@
+// The join protocol: how the ranks of a job meet in a store and agree they are all there.
+//
+// Keys (inside the group's prefix):
+//   world_size   the first rank to arrive writes its world size; everyone compares
+//   rank/R       claimed by rank R with a unique identity (host:pid:nonce); a second claim fails
+//   joined       a counter; the rank that brings it to the world size writes status
+//   status       "ok", or "error: ..." written by the first rank that found a disagreement
+//   acked        a counter; the rank that brings it to the world size writes all_acked, which
+//                the rank hosting the store waits for, so it never shuts the server down under
+//                ranks still reading their status
+#pragma once
+
+#include <chrono>
+
+#include "comm/store.hpp"
+
+namespace comm {
+
+struct JoinRequest {
+  int rank = 0;
+  int world_size = 1;
+  std::chrono::milliseconds timeout{};
+  bool hosts_store = false;
+};
+
+// Returns when every rank has joined. Throws MismatchError when ranks disagree (world size,
+// duplicate rank) and TimeoutError naming the ranks that never arrived.
+void join_group(Store& store, const JoinRequest& request);
+
+}  // namespace comm

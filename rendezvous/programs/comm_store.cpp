@@ -1,0 +1,56 @@
+// comm-store: a standalone TcpStore server, for jobs whose ranks are started by something that
+// hosts no store itself. Ranks then run with COMM_STORE_EXTERNAL=1 so rank 0 connects to it
+// instead of hosting its own.
+//
+//   comm-store --port 29500 [--host ADDRESS]
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "comm/store.hpp"
+#include "init_method.hpp"
+
+int main(int argc, char** argv) {
+  std::uint16_t port = 0;
+  std::string host;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if ((arg == "--port" || arg == "--host") && i + 1 < argc) {
+      std::string value = argv[++i];
+      if (arg == "--host") {
+        host = value;
+        continue;
+      }
+      try {
+        port = comm::parse_port(value, "--port");
+      } catch (const comm::Error& error) {
+        std::fprintf(stderr, "comm-store: %s\n", error.what());
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "usage: comm-store [--port PORT] [--host ADDRESS]\n"
+                           "Serves a libcomm TcpStore until SIGINT or SIGTERM; port 0 or none: any free port.\n");
+      return arg == "-h" || arg == "--help" ? 0 : 2;
+    }
+  }
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before the server thread starts
+  try {
+    comm::TcpStoreServer server(port, host);
+    std::printf("comm-store: listening on port %u\n", static_cast<unsigned>(server.port()));
+    std::fflush(stdout);
+    int received = 0;
+    sigwait(&stop, &received);
+    std::printf("comm-store: stopping on signal %d with %zu client(s) connected\n", received, server.client_count());
+  } catch (const comm::Error& error) {
+    std::fprintf(stderr, "comm-store: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,202 @@
+// commrun: starts the ranks of a job on this node, like torchrun or mpirun -n.
+//
+//   commrun -n 4 ./prog args...                              4 ranks on this host
+//   commrun --nnodes 2 --node-rank 0 --master-addr HOST0 --master-port 29500 -n 4 ./prog
+//
+// Node 0's commrun hosts the job's store (on a free port unless one is given) for as long
+// as the job runs; every rank learns where from MASTER_ADDR/MASTER_PORT and connects to it.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "comm/store.hpp"
+#include "init_method.hpp"
+#include "launch_environment.hpp"
+#include "launcher.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: commrun [options] PROGRAM [ARGS...]
+
+Starts the ranks of a libcomm (or torch-style) job on this node. Each rank gets RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT; output
+lines are prefixed with "[rank] ". If a rank fails, the others are stopped and commrun exits
+with the failed rank's status.
+
+options:
+  -n, --nproc-per-node N   ranks on this node (default 1)
+  --nnodes N               nodes in the job (default 1)
+  --node-rank R            this node's index, 0..nnodes-1 (default 0)
+  --master-addr ADDR       address of node 0 (default 127.0.0.1 on a single node)
+  --master-port PORT       store port on node 0 (default: any free port on a single node,
+                           29500 with several nodes)
+  --grace-period SECONDS   time ranks get after SIGTERM before SIGKILL (default 3)
+  --exit-wait SECONDS       node 0 keeps the store up this long for other nodes' ranks
+                           still running after its own finished (default 300)
+  --no-prefix              do not prefix output lines with the rank
+  -h, --help               this text
+)";
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "commrun: %s\n(commrun --help shows the options)\n", message.c_str());
+  std::exit(2);
+}
+
+int parse_count(const char* text, const char* option, int minimum) {
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < minimum || value > 1 << 20) {
+    usage_error(std::string(option) + " needs a whole number >= " + std::to_string(minimum) + ", got '" + text + "'");
+  }
+  return static_cast<int>(value);
+}
+
+double parse_seconds(const char* text, const char* option) {
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value >= 0)) usage_error(std::string(option) + " needs seconds >= 0");
+  return value;
+}
+
+struct Options {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr;
+  std::optional<std::uint16_t> master_port;
+  double grace_seconds = 3.0;
+  double exit_wait_seconds = 300.0;
+  bool prefix = true;
+  std::vector<std::string> command;
+};
+
+Options parse(int argc, char** argv) {
+  Options options;
+  int i = 1;
+  auto value_of = [&](const char* option) -> const char* {
+    if (i + 1 >= argc) usage_error(std::string(option) + " needs a value");
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    // --name=value is accepted as well as --name value.
+    std::string name = arg, inline_value;
+    bool has_inline = false;
+    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
+      name = arg.substr(0, arg.find('='));
+      inline_value = arg.substr(arg.find('=') + 1);
+      has_inline = true;
+    }
+    std::replace(name.begin(), name.end(), '_', '-');
+    auto value = [&](const char* option) { return has_inline ? inline_value.c_str() : value_of(option); };
+    if (name == "-h" || name == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (name == "-n" || name == "--nproc-per-node" || name == "-np") {
+      options.nproc_per_node = parse_count(value("-n"), "-n", 1);
+    } else if (name == "--nnodes") {
+      options.nnodes = parse_count(value("--nnodes"), "--nnodes", 1);
+    } else if (name == "--node-rank") {
+      options.node_rank = parse_count(value("--node-rank"), "--node-rank", 0);
+    } else if (name == "--master-addr") {
+      options.master_addr = value("--master-addr");
+    } else if (name == "--master-port") {
+      try {
+        options.master_port = comm::parse_port(value("--master-port"), "--master-port");
+      } catch (const comm::Error& error) {
+        usage_error(error.message());
+      }
+    } else if (name == "--grace-period") {
+      options.grace_seconds = parse_seconds(value("--grace-period"), "--grace-period");
+    } else if (name == "--exit-wait") {
+      options.exit_wait_seconds = parse_seconds(value("--exit-wait"), "--exit-wait");
+    } else if (name == "--no-prefix") {
+      options.prefix = false;
+    } else if (arg == "--") {
+      ++i;
+      break;
+    } else if (!arg.empty() && arg[0] == '-') {
+      usage_error("unknown option '" + arg + "'");
+    } else {
+      break;
+    }
+  }
+  for (; i < argc; ++i) options.command.emplace_back(argv[i]);
+  if (options.command.empty()) usage_error("no program to run");
+  if (options.node_rank >= options.nnodes) {
+    usage_error("--node-rank " + std::to_string(options.node_rank) + " must be below --nnodes " +
+                std::to_string(options.nnodes));
+  }
+  if (options.nnodes > 1 && options.node_rank > 0 && options.master_addr.empty()) {
+    usage_error("with several nodes, --master-addr must name node 0");
+  }
+  return options;
+}
+
+// With several nodes, node 0's store must outlive every rank of every node, not only its own:
+// each commrun reports when its ranks are done, and node 0 waits for all before it exits.
+void leave_job(const Options& options, const std::string& master_addr, std::uint16_t master_port, bool succeeded) {
+  try {
+    comm::TcpStore store(master_addr, master_port, comm::TcpStoreOptions{.timeout = std::chrono::seconds(30)});
+    if (store.add("commrun/nodes_done", 1) == options.nnodes) store.set("commrun/all_nodes_done", "1");
+    if (options.node_rank == 0 && succeeded) {
+      store.wait({"commrun/all_nodes_done"}, std::chrono::milliseconds(static_cast<long long>(options.exit_wait_seconds * 1000)));
+    }
+  } catch (const comm::Error& error) {
+    std::fprintf(stderr, "commrun: while waiting for the other nodes to finish: %s\n", error.what());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options = parse(argc, argv);
+  // Before any thread exists (the store server starts one), so that all inherit the mask.
+  comm::launcher::block_forwarded_signals();
+
+  bool single_node = options.nnodes == 1;
+  std::string master_addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
+  std::uint16_t master_port = options.master_port.value_or(single_node ? 0 : 29500);
+  std::unique_ptr<comm::TcpStoreServer> store;
+  if (options.node_rank == 0) {
+    try {
+      // Binding port 0 lets the kernel choose a free port: no guessing, no race.
+      store = std::make_unique<comm::TcpStoreServer>(master_port, single_node && options.master_addr.empty()
+                                                                      ? "127.0.0.1" : "");
+      master_port = store->port();
+    } catch (const comm::Error& error) {
+      std::fprintf(stderr, "commrun: %s\n", error.what());
+      return 1;
+    }
+  }
+
+  int world_size = options.nnodes * options.nproc_per_node;
+  comm::launcher::LaunchPlan plan;
+  plan.command = options.command;
+  plan.prefix_output = options.prefix;
+  plan.grace_period = std::chrono::milliseconds(static_cast<long long>(options.grace_seconds * 1000));
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    int rank = options.node_rank * options.nproc_per_node + local;
+    plan.ranks.push_back({rank,
+                          {{"RANK", std::to_string(rank)},
+                           {"WORLD_SIZE", std::to_string(world_size)},
+                           {"LOCAL_RANK", std::to_string(local)},
+                           {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
+                           {"GROUP_RANK", std::to_string(options.node_rank)},
+                           {"MASTER_ADDR", master_addr},
+                           {"MASTER_PORT", std::to_string(master_port)},
+                           {comm::kStoreIsExternalVariable, "1"}}});
+  }
+  int status = 1;
+  try {
+    status = comm::launcher::run(plan);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "commrun: %s\n", error.what());
+  }
+  if (options.nnodes > 1) leave_job(options, master_addr, master_port, status == 0);
+  return status;
+}

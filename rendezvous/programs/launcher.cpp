@@ -1,0 +1,280 @@
+// One poll loop watches every rank's stdout and stderr pipes and a signalfd; SIGCHLD tells it
+// when a rank exits. Each rank runs in its own process group (so a rank's children are
+// signalled with it) and dies with commrun (PR_SET_PDEATHSIG), so no process outlives a job.
+#include "launcher.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace comm::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+sigset_t forwarded_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int number : kForwardedSignals) sigaddset(&set, number);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
+  ~FileDescriptor() { reset(); }
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.fd_;
+      other.fd_ = -1;
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// One of a rank's output streams, re-emitted line by line with the rank's prefix.
+struct OutputStream {
+  FileDescriptor pipe;
+  int target = STDOUT_FILENO;
+  std::string pending;  // an unfinished line
+
+  void emit(const std::string& prefix, std::string_view text) const {
+    std::string line = prefix;
+    line.append(text);
+    line.push_back('\n');
+    for (std::size_t done = 0; done < line.size();) {
+      ssize_t n = ::write(target, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // our own output is gone (closed pipe): drop, keep supervising
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  // Reads what is available; false at end of file.
+  bool drain(const std::string& prefix) {
+    char buffer[65536];
+    ssize_t n = ::read(pipe.get(), buffer, sizeof buffer);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (n <= 0) {
+      if (!pending.empty()) emit(prefix, pending);
+      pending.clear();
+      pipe.reset();
+      return false;
+    }
+    pending.append(buffer, static_cast<std::size_t>(n));
+    std::size_t start = 0;
+    for (std::size_t newline; (newline = pending.find('\n', start)) != std::string::npos; start = newline + 1) {
+      emit(prefix, std::string_view(pending).substr(start, newline - start));
+    }
+    pending.erase(0, start);
+    return true;
+  }
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  std::optional<int> exit_status;
+  OutputStream out, err;
+  std::string prefix;
+};
+
+std::pair<FileDescriptor, FileDescriptor> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  return {FileDescriptor(fds[0]), FileDescriptor(fds[1])};
+}
+
+std::vector<std::string> environment_for(const RankSpec& spec) {
+  std::vector<std::string> entries;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string text(*entry);
+    if (!spec.environment.contains(text.substr(0, text.find('=')))) entries.push_back(std::move(text));
+  }
+  for (const auto& [name, value] : spec.environment) entries.push_back(name + "=" + value);
+  return entries;
+}
+
+void start(Rank& rank, const RankSpec& spec, const std::vector<std::string>& command, bool prefix) {
+  auto [out_read, out_write] = make_pipe();
+  auto [err_read, err_write] = make_pipe();
+  // Everything exec needs is built before fork: after it only async-signal-safe calls are made.
+  std::vector<std::string> environment = environment_for(spec);
+  std::vector<char*> env_pointers, arg_pointers;
+  for (auto& entry : environment) env_pointers.push_back(entry.data());
+  env_pointers.push_back(nullptr);
+  std::vector<std::string> arguments = command;
+  for (auto& argument : arguments) arg_pointers.push_back(argument.data());
+  arg_pointers.push_back(nullptr);
+  pid_t parent = ::getpid();
+
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(128 + SIGKILL);  // commrun died before prctl took effect
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::dup2(out_write.get(), STDOUT_FILENO);
+    ::dup2(err_write.get(), STDERR_FILENO);
+    ::execvpe(arg_pointers[0], arg_pointers.data(), env_pointers.data());
+    int error = errno;
+    const char* reason = std::strerror(error);
+    const char* head = "commrun: cannot execute '";
+    (void)!::write(STDERR_FILENO, head, std::strlen(head));
+    (void)!::write(STDERR_FILENO, arg_pointers[0], std::strlen(arg_pointers[0]));
+    (void)!::write(STDERR_FILENO, "': ", 3);
+    (void)!::write(STDERR_FILENO, reason, std::strlen(reason));
+    (void)!::write(STDERR_FILENO, "\n", 1);
+    ::_exit(error == ENOENT ? 127 : 126);
+  }
+  ::setpgid(pid, pid);  // also here, so signalling the group works before the child ran
+  rank.rank = spec.rank;
+  rank.pid = pid;
+  rank.prefix = prefix ? "[" + std::to_string(spec.rank) + "] " : "";
+  rank.out.pipe = std::move(out_read);
+  rank.out.target = STDOUT_FILENO;
+  rank.err.pipe = std::move(err_read);
+  rank.err.target = STDERR_FILENO;
+}
+
+void signal_all(std::vector<Rank>& ranks, int number) {
+  for (auto& rank : ranks) {
+    if (!rank.exit_status) ::kill(-rank.pid, number);
+  }
+}
+
+int decode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+void block_forwarded_signals() {
+  sigset_t set = forwarded_set();
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+int run(const LaunchPlan& plan) {
+  sigset_t set = forwarded_set();
+  FileDescriptor signals(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (signals.get() < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+
+  std::vector<Rank> ranks(plan.ranks.size());
+  std::optional<int> first_failure;
+  std::optional<Clock::time_point> kill_at;  // set once the job is being stopped
+  auto stop_job = [&](int signal_number) {
+    signal_all(ranks, signal_number);
+    if (!kill_at) kill_at = Clock::now() + plan.grace_period;
+  };
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    try {
+      start(ranks[i], plan.ranks[i], plan.command, plan.prefix_output);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "commrun: cannot start rank %d: %s\n", plan.ranks[i].rank, error.what());
+      ranks.resize(i);
+      first_failure = 1;
+      stop_job(SIGTERM);
+      break;
+    }
+  }
+
+  auto running = [&] {
+    for (auto& rank : ranks) {
+      if (!rank.exit_status) return true;
+    }
+    return false;
+  };
+  std::optional<Clock::time_point> drain_until;  // after the last exit: wait briefly for output
+  while (true) {
+    bool open_pipes = false;
+    std::vector<pollfd> watched{{signals.get(), POLLIN, 0}};
+    std::vector<OutputStream*> streams;
+    for (auto& rank : ranks) {
+      for (OutputStream* stream : {&rank.out, &rank.err}) {
+        if (stream->pipe.get() < 0) continue;
+        watched.push_back({stream->pipe.get(), POLLIN, 0});
+        streams.push_back(stream);
+        open_pipes = true;
+      }
+    }
+    if (!running()) {
+      if (!open_pipes) break;
+      // Output still open after every rank exited: a grandchild holds it. Do not wait forever.
+      if (!drain_until) drain_until = Clock::now() + std::chrono::seconds(2);
+      if (Clock::now() >= *drain_until) break;
+    }
+    int timeout_ms = 200;
+    if (::poll(watched.data(), watched.size(), timeout_ms) < 0 && errno != EINTR) {
+      throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
+    }
+    for (std::size_t i = 1; i < watched.size(); ++i) {
+      if (watched[i].revents == 0) continue;
+      for (auto& rank : ranks) {
+        if (&rank.out == streams[i - 1] || &rank.err == streams[i - 1]) streams[i - 1]->drain(rank.prefix);
+      }
+    }
+    if (watched[0].revents != 0) {
+      signalfd_siginfo info{};
+      while (::read(signals.get(), &info, sizeof info) == sizeof info) {
+        int number = static_cast<int>(info.ssi_signo);
+        if (number == SIGCHLD) continue;  // reaped below
+        signal_all(ranks, number);
+        if (number == SIGINT || number == SIGTERM || number == SIGHUP || number == SIGQUIT) {
+          if (!kill_at) kill_at = Clock::now() + plan.grace_period;
+        }
+      }
+    }
+    // Reap every rank that exited.
+    for (auto& rank : ranks) {
+      if (rank.exit_status) continue;
+      int status = 0;
+      if (::waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
+      rank.exit_status = decode(status);
+      if (*rank.exit_status != 0 && !first_failure) {
+        first_failure = *rank.exit_status;
+        if (running()) {
+          std::fprintf(stderr, "commrun: rank %d exited with status %d; stopping the other ranks\n", rank.rank,
+                       *rank.exit_status);
+        }
+        stop_job(SIGTERM);
+      }
+    }
+    if (kill_at && Clock::now() >= *kill_at && running()) signal_all(ranks, SIGKILL);
+  }
+  // Whatever a rank left in its process group goes with it.
+  for (auto& rank : ranks) ::kill(-rank.pid, SIGKILL);
+  return first_failure.value_or(0);
+}
+
+}  // namespace comm::launcher

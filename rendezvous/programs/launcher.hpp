@@ -1,0 +1,36 @@
+// The supervisor behind commrun: starts the ranks of one node, forwards their output with a
+// rank prefix and the signals commrun receives, and stops every rank when one fails.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace comm::launcher {
+
+struct RankSpec {
+  int rank = 0;
+  std::map<std::string, std::string> environment;  // added to commrun's own
+};
+
+struct LaunchPlan {
+  std::vector<std::string> command;  // program and arguments; the program is looked up in PATH
+  std::vector<RankSpec> ranks;
+  bool prefix_output = true;
+  // After the first failure (or a forwarded SIGINT/SIGTERM): how long ranks get to exit after
+  // SIGTERM before SIGKILL.
+  std::chrono::milliseconds grace_period = std::chrono::seconds(3);
+};
+
+// Runs every rank to completion. Returns 0 when all exited 0, else the exit status of the
+// first rank that failed (128 + signal number for a signal), as torchrun does. The signal
+// mask of the calling thread must already block the forwarded signals (see run_blocking_signals).
+int run(const LaunchPlan& plan);
+
+// Blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGCHLD in the calling thread;
+// call before starting any thread so that every thread inherits the mask and run() receives
+// them through a signalfd.
+void block_forwarded_signals();
+
+}  // namespace comm::launcher

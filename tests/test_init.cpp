@@ -1,0 +1,289 @@
+// init_process_group: every init method, as threads of one process and as real processes,
+// and every kind of bad input.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <functional>
+#include <future>
+#include <thread>
+
+#include "comm/comm.hpp"
+#include "support/child_process.hpp"
+
+using namespace std::chrono_literals;
+using Catch::Matchers::ContainsSubstring;
+using comm::testing::ChildProcess;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs `ranks` threads, each calling init_process_group with options_for(rank); returns what
+// each got: the group, or the error text.
+struct Outcome {
+  std::shared_ptr<comm::ProcessGroup> group;
+  std::string error;
+  comm::ErrorCode code = comm::ErrorCode::Internal;
+};
+
+std::vector<Outcome> init_threads(int ranks, const std::function<comm::InitOptions(int)>& options_for) {
+  std::vector<std::future<Outcome>> futures;
+  for (int rank = 0; rank < ranks; ++rank) {
+    futures.push_back(std::async(std::launch::async, [&, rank] {
+      Outcome outcome;
+      try {
+        outcome.group = comm::init_process_group(options_for(rank));
+      } catch (const comm::Error& error) {
+        outcome.error = error.what();
+        outcome.code = error.code();
+      }
+      return outcome;
+    }));
+  }
+  std::vector<Outcome> outcomes;
+  for (auto& future : futures) outcomes.push_back(future.get());
+  return outcomes;
+}
+
+void check_joined(const std::vector<Outcome>& outcomes) {
+  for (std::size_t rank = 0; rank < outcomes.size(); ++rank) {
+    INFO("rank " << rank << ": " << outcomes[rank].error);
+    REQUIRE(outcomes[rank].group != nullptr);
+    CHECK(outcomes[rank].group->rank() == static_cast<int>(rank));
+    CHECK(outcomes[rank].group->size() == static_cast<int>(outcomes.size()));
+  }
+}
+
+std::string helper() { return comm::testing::program_path("COMM_TEST_HELPER"); }
+
+}  // namespace
+
+TEST_CASE("init_process_group with ranks as threads, every init method, 1..8 ranks", "[init]") {
+  int ranks = GENERATE(1, 2, 3, 5, 8);
+  comm::testing::TemporaryDirectory directory;
+  SECTION("tcp://") {
+    std::string url = "tcp://127.0.0.1:" + std::to_string(comm::testing::free_port());
+    check_joined(init_threads(ranks, [&](int rank) {
+      return comm::InitOptions{.init_method = url, .rank = rank, .world_size = ranks, .timeout = 20s};
+    }));
+  }
+  SECTION("tcp:// with rank and world size in the URL") {
+    std::string url = "tcp://localhost:" + std::to_string(comm::testing::free_port());
+    check_joined(init_threads(ranks, [&](int rank) {
+      return comm::InitOptions{.init_method = url + "?rank=" + std::to_string(rank) + "&world_size=" + std::to_string(ranks),
+                               .timeout = 20s};
+    }));
+  }
+  SECTION("file://") {
+    std::string url = "file://" + (directory.path() / "rendezvous").string();
+    check_joined(init_threads(ranks, [&](int rank) {
+      return comm::InitOptions{.init_method = url, .rank = rank, .world_size = ranks, .timeout = 20s};
+    }));
+    CHECK_FALSE(std::filesystem::exists(directory.path() / "rendezvous"));
+  }
+  SECTION("a store the caller brings") {
+    auto store = std::make_shared<comm::HashStore>();
+    check_joined(init_threads(ranks, [&](int rank) {
+      return comm::InitOptions{.rank = rank, .world_size = ranks, .timeout = 20s, .store = store};
+    }));
+  }
+}
+
+TEST_CASE("init over IPv6", "[init]") {
+  if (::access("/proc/net/if_inet6", F_OK) != 0) SKIP("no IPv6 on this machine");
+  std::string url = "tcp://[::1]:" + std::to_string(comm::testing::free_port());
+  check_joined(init_threads(3, [&](int rank) {
+    return comm::InitOptions{.init_method = url, .rank = rank, .world_size = 3, .timeout = 20s};
+  }));
+}
+
+TEST_CASE("two jobs share one file and one store through group names", "[init]") {
+  comm::testing::TemporaryDirectory directory;
+  std::string url = "file://" + (directory.path() / "shared").string();
+  auto store = std::make_shared<comm::HashStore>();
+  auto outcomes = init_threads(8, [&](int thread) {
+    int rank = thread % 4;
+    std::string job = thread < 4 ? "job-a" : "job-b";
+    return comm::InitOptions{.init_method = url, .rank = rank, .world_size = 4, .timeout = 20s, .group_name = job};
+  });
+  for (auto& outcome : outcomes) {
+    INFO(outcome.error);
+    REQUIRE(outcome.group);
+  }
+  CHECK(outcomes[0].group->name() == "job-a");
+  CHECK(outcomes[7].group->name() == "job-b");
+}
+
+TEST_CASE("world size 1 needs no server and no environment", "[init]") {
+  auto group = comm::init_process_group({.init_method = "env://", .rank = 0, .world_size = 1});
+  CHECK(group->rank() == 0);
+  CHECK(group->size() == 1);
+  group->store().set("k", "v");
+  CHECK(group->store().get_string("k") == "v");
+}
+
+TEST_CASE("init_process_group with ranks as processes", "[init][process]") {
+  SECTION("env:// under commrun, 1, 2, 4 and 8 ranks") {
+    int ranks = GENERATE(1, 2, 4, 8);
+    ChildProcess run({comm::testing::program_path("COMMRUN"), "-n", std::to_string(ranks), helper(), "init"});
+    auto status = run.wait_for(60s);
+    REQUIRE(status.has_value());
+    INFO(run.output());
+    CHECK(*status == 0);
+    for (int rank = 0; rank < ranks; ++rank) {
+      CHECK_THAT(run.output(), ContainsSubstring("[" + std::to_string(rank) + "] joined " + std::to_string(rank) + "/" +
+                                                 std::to_string(ranks) + " local " + std::to_string(rank) + "/" +
+                                                 std::to_string(ranks)));
+    }
+  }
+  auto start_ranks = [](int ranks, const std::function<std::map<std::string, std::string>(int)>& environment,
+                        const std::vector<std::string>& arguments) {
+    std::vector<std::unique_ptr<ChildProcess>> children;
+    for (int rank = 0; rank < ranks; ++rank) {
+      std::vector<std::string> argv{helper(), "init"};
+      for (auto argument : arguments) {
+        if (argument == "RANK") argument = std::to_string(rank);
+        argv.push_back(argument);
+      }
+      children.push_back(std::make_unique<ChildProcess>(argv, environment(rank)));
+    }
+    for (int rank = 0; rank < ranks; ++rank) {
+      auto status = children[rank]->wait_for(60s);
+      INFO("rank " << rank << ": " << children[rank]->output());
+      REQUIRE(status.has_value());
+      CHECK(*status == 0);
+      CHECK_THAT(children[rank]->output(), ContainsSubstring("joined " + std::to_string(rank) + "/" + std::to_string(ranks)));
+    }
+  };
+  std::string port = std::to_string(comm::testing::free_port());
+  SECTION("tcp:// with explicit ranks") {
+    start_ranks(4, [](int) { return std::map<std::string, std::string>{}; }, {"tcp://127.0.0.1:" + port, "RANK", "4"});
+  }
+  SECTION("file://") {
+    comm::testing::TemporaryDirectory directory;
+    start_ranks(3, [](int) { return std::map<std::string, std::string>{}; },
+                {"file://" + (directory.path() / "f").string(), "RANK", "3"});
+  }
+  SECTION("mpirun's variables") {
+    start_ranks(3, [&](int rank) {
+      return std::map<std::string, std::string>{{"OMPI_COMM_WORLD_RANK", std::to_string(rank)}, {"OMPI_COMM_WORLD_SIZE", "3"},
+                                                {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank)},
+                                                {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+    }, {});
+  }
+  SECTION("srun's variables") {
+    start_ranks(2, [&](int rank) {
+      return std::map<std::string, std::string>{{"SLURM_PROCID", std::to_string(rank)}, {"SLURM_NTASKS", "2"},
+                                                {"SLURM_LOCALID", std::to_string(rank)},
+                                                {"MASTER_ADDR", "localhost"}, {"MASTER_PORT", port}};
+    }, {});
+  }
+}
+
+TEST_CASE("malformed init URLs are rejected with the URL and the expected forms", "[init][bad-input]") {
+  auto url = GENERATE(as<std::string>{}, "", "127.0.0.1:29500", "tcp://", "tcp://host", "tcp://host:", "tcp://host:0",
+                      "tcp://host:70000", "tcp://host:12ab", "tcp://:29500", "tcp://::1:29500", "tcp://[::1]29500",
+                      "tcp://[::1:29500", "file://relative/path", "file:///tmp/dir/", "udp://host:1", "env://somewhere",
+                      "tcp://h:1?rank=x", "tcp://h:1?color=red", "tcp://h:1?rank");
+  INFO(url);
+  try {
+    comm::init_process_group({.init_method = url, .rank = 0, .world_size = 2, .timeout = 1s});
+    FAIL("accepted " << url);
+  } catch (const comm::InvalidArgumentError& error) {
+    CHECK_THAT(std::string(error.what()), ContainsSubstring("'" + url + "'") && ContainsSubstring("tcp://HOST:PORT"));
+  }
+}
+
+TEST_CASE("ranks outside the world are rejected before any connection", "[init][bad-input]") {
+  auto [rank, world_size] = GENERATE(std::pair{2, 2}, std::pair{5, 3}, std::pair{-5, 4}, std::pair{0, 0}, std::pair{0, -3});
+  INFO(rank << " of " << world_size);
+  auto start = Clock::now();
+  CHECK_THROWS_AS(comm::init_process_group({.init_method = "tcp://127.0.0.1:1", .rank = rank, .world_size = world_size,
+                                            .timeout = 10s}),
+                  comm::InvalidArgumentError);
+  CHECK(Clock::now() - start < 1s);
+}
+
+TEST_CASE("ranks that disagree on the world size all fail fast", "[init][bad-input]") {
+  std::string url = "tcp://127.0.0.1:" + std::to_string(comm::testing::free_port());
+  auto start = Clock::now();
+  auto outcomes = init_threads(3, [&](int rank) {
+    if (rank == 2) std::this_thread::sleep_for(200ms);  // arrives last, with another opinion
+    return comm::InitOptions{.init_method = url, .rank = rank, .world_size = rank == 2 ? 4 : 3, .timeout = 30s};
+  });
+  CHECK(Clock::now() - start < 10s);
+  for (auto& outcome : outcomes) {
+    CHECK(outcome.group == nullptr);
+    CHECK(outcome.code == comm::ErrorCode::Mismatch);
+    CHECK_THAT(outcome.error, ContainsSubstring("world size 4") && ContainsSubstring("3"));
+  }
+  CHECK_THAT(outcomes[0].error, ContainsSubstring("[rank 0]"));
+}
+
+TEST_CASE("a rank claimed twice fails every rank", "[init][bad-input]") {
+  auto store = std::make_shared<comm::HashStore>();
+  auto outcomes = init_threads(3, [&](int thread) {
+    return comm::InitOptions{.rank = thread == 2 ? 1 : thread, .world_size = 3, .timeout = 30s, .store = store};
+  });
+  for (auto& outcome : outcomes) {
+    CHECK(outcome.code == comm::ErrorCode::Mismatch);
+    CHECK_THAT(outcome.error, ContainsSubstring("rank 1 was claimed twice"));
+  }
+}
+
+TEST_CASE("a missing rank makes init time out, naming it", "[init][bad-input]") {
+  auto store = std::make_shared<comm::HashStore>();
+  auto start = Clock::now();
+  auto outcomes = init_threads(2, [&](int rank) {
+    return comm::InitOptions{.rank = rank == 1 ? 2 : 0, .world_size = 4, .timeout = 700ms, .store = store};
+  });
+  CHECK(Clock::now() - start < 10s);
+  for (auto& outcome : outcomes) {
+    CHECK(outcome.code == comm::ErrorCode::Timeout);
+    CHECK_THAT(outcome.error, ContainsSubstring("2 of 4 ranks joined") && ContainsSubstring("missing rank(s): 1, 3"));
+  }
+}
+
+TEST_CASE("rank 0 alone over tcp:// times out naming the others", "[init][bad-input]") {
+  std::string url = "tcp://127.0.0.1:" + std::to_string(comm::testing::free_port());
+  CHECK_THROWS_WITH(comm::init_process_group({.init_method = url, .rank = 0, .world_size = 3, .timeout = 500ms}),
+                    ContainsSubstring("1 of 3 ranks joined") && ContainsSubstring("missing rank(s): 1, 2"));
+}
+
+TEST_CASE("rank 0 cannot host the store on a port in use", "[init][bad-input]") {
+  comm::TcpStoreServer occupant(0, "127.0.0.1");
+  try {
+    comm::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(occupant.port()), .rank = 0,
+                              .world_size = 2, .timeout = 2s});
+    FAIL("rank 0 started on a busy port");
+  } catch (const comm::IoError& error) {
+    CHECK_THAT(std::string(error.what()), ContainsSubstring("already in use") && ContainsSubstring("[rank 0]"));
+  }
+}
+
+TEST_CASE("bad environments are reported by variable name", "[init][bad-input][process]") {
+  auto run = [](std::map<std::string, std::string> environment) {
+    environment.emplace("MASTER_ADDR", "");
+    environment.emplace("MASTER_PORT", "");
+    environment.emplace("RANK", "");
+    environment.emplace("WORLD_SIZE", "");
+    ChildProcess child({helper(), "init", "env://"}, environment);
+    auto status = child.wait_for(30s);
+    REQUIRE(status.has_value());
+    CHECK(*status == 10);
+    return child.output();
+  };
+  CHECK_THAT(run({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), ContainsSubstring("MASTER_ADDR"));
+  CHECK_THAT(run({{"RANK", "zero"}, {"WORLD_SIZE", "2"}}), ContainsSubstring("RANK='zero'"));
+  CHECK_THAT(run({{"RANK", "0"}}), ContainsSubstring("world size unknown"));
+  CHECK_THAT(run({{"RANK", "3"}, {"WORLD_SIZE", "2"}}), ContainsSubstring("rank 3 is outside 0..1"));
+  CHECK_THAT(run({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "99999"}}),
+             ContainsSubstring("MASTER_PORT '99999'"));
+  CHECK_THAT(run({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"COMM_TIMEOUT", "soon"}}), ContainsSubstring("COMM_TIMEOUT"));
+}

@@ -1,0 +1,112 @@
+// commrun: environment, output prefixes, failure propagation, signals, several nodes.
+#include <signal.h>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <fstream>
+#include <thread>
+
+#include "support/child_process.hpp"
+
+using namespace std::chrono_literals;
+using Catch::Matchers::ContainsSubstring;
+using comm::testing::ChildProcess;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string commrun() { return comm::testing::program_path("COMMRUN"); }
+std::string helper() { return comm::testing::program_path("COMM_TEST_HELPER"); }
+
+// Pids the helper's ranks wrote to the directory; waits until `count` are there.
+std::vector<pid_t> rank_pids(const std::filesystem::path& directory, int count) {
+  for (auto deadline = Clock::now() + 20s; Clock::now() < deadline; std::this_thread::sleep_for(10ms)) {
+    std::vector<pid_t> pids;
+    for (int rank = 0; rank < count; ++rank) {
+      std::ifstream in(directory / std::to_string(rank));
+      pid_t pid = 0;
+      if (in >> pid) pids.push_back(pid);
+    }
+    if (static_cast<int>(pids.size()) == count) return pids;
+  }
+  FAIL("the ranks did not all start");
+  return {};
+}
+
+bool all_gone_within(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+  for (auto deadline = Clock::now() + limit; Clock::now() < deadline; std::this_thread::sleep_for(10ms)) {
+    bool any = false;
+    for (pid_t pid : pids) any = any || comm::testing::process_alive(pid);
+    if (!any) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("commrun gives each rank its variables and prefixes every line", "[launcher]") {
+  ChildProcess run({commrun(), "-n", "3", helper(), "env"});
+  REQUIRE(run.wait_for(30s) == 0);
+  auto output = run.output();
+  INFO(output);
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string r = std::to_string(rank);
+    CHECK_THAT(output, ContainsSubstring("[" + r + "] " + r + " 3 " + r + " 3 127.0.0.1\n"));
+    CHECK_THAT(output, ContainsSubstring("[" + r + "] partial line without newline"));
+  }
+}
+
+TEST_CASE("a failing rank makes commrun exit with its status and stop the others", "[launcher]") {
+  comm::testing::TemporaryDirectory pids;
+  auto start = Clock::now();
+  ChildProcess run({commrun(), "-n", "4", helper(), "exit", "3", "2", "300", pids.path().string()});
+  auto ranks = rank_pids(pids.path(), 4);
+  auto status = run.wait_for(20s);
+  REQUIRE(status.has_value());
+  CHECK(*status == 3);
+  CHECK(all_gone_within(ranks, 5s));
+  CHECK(Clock::now() - start < 15s);
+  CHECK_THAT(run.output(), ContainsSubstring("rank 2 exited with status 3"));
+}
+
+TEST_CASE("commrun forwards SIGTERM and SIGINT to every rank", "[launcher]") {
+  int signal_number = GENERATE(SIGTERM, SIGINT);
+  comm::testing::TemporaryDirectory pids;
+  ChildProcess run({commrun(), "-n", "2", helper(), "exit", "0", "99", "0", pids.path().string()});
+  auto ranks = rank_pids(pids.path(), 2);
+  run.signal(signal_number);
+  auto status = run.wait_for(10s);
+  REQUIRE(status.has_value());
+  CHECK(*status == 128 + signal_number);
+  CHECK(all_gone_within(ranks, 5s));
+}
+
+TEST_CASE("commrun reports programs it cannot start and bad options", "[launcher]") {
+  ChildProcess missing({commrun(), "-n", "2", "/no/such/program"});
+  CHECK(missing.wait_for(10s) == 127);
+  CHECK_THAT(missing.output(), ContainsSubstring("cannot execute '/no/such/program'"));
+  for (auto arguments : std::vector<std::vector<std::string>>{
+           {"-n", "0", "x"}, {"-n", "two", "x"}, {"--nnodes", "2", "--node-rank", "2", "x"}, {"--frobnicate", "x"},
+           {"-n", "2"}, {"--nnodes", "2", "--node-rank", "1", "x"}, {"--master-port", "70000", "x"}}) {
+    arguments.insert(arguments.begin(), commrun());
+    ChildProcess bad(arguments);
+    CHECK(bad.wait_for(10s) == 2);
+  }
+}
+
+TEST_CASE("two commruns form one job across 'nodes'", "[launcher]") {
+  std::string port = std::to_string(comm::testing::free_port());
+  ChildProcess node0({commrun(), "--nnodes", "2", "--node-rank", "0", "--master-port", port, "-n", "2", helper(), "init"});
+  ChildProcess node1({commrun(), "--nnodes=2", "--node_rank=1", "--master-addr", "127.0.0.1", "--master-port", port,
+                      "--nproc-per-node", "2", helper(), "init"});
+  auto status0 = node0.wait_for(30s);
+  auto status1 = node1.wait_for(30s);
+  INFO(node0.output() << node1.output());
+  CHECK(status0 == 0);
+  CHECK(status1 == 0);
+  CHECK_THAT(node0.output(), ContainsSubstring("[0] joined 0/4 local 0/2") && ContainsSubstring("[1] joined 1/4 local 1/2"));
+  CHECK_THAT(node1.output(), ContainsSubstring("[2] joined 2/4 local 0/2") && ContainsSubstring("[3] joined 3/4 local 1/2"));
+}

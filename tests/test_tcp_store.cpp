@@ -1,0 +1,271 @@
+// TcpStore server and client: concurrency, failures and hostile input on the store port.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "comm/store.hpp"
+#include "support/child_process.hpp"
+#include "tcp_store_protocol.hpp"
+
+using namespace std::chrono_literals;
+using Catch::Matchers::ContainsSubstring;
+namespace protocol = comm::tcp_store_protocol;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A raw socket to the store port, for sending what no well-behaved client would.
+class RawConnection {
+ public:
+  explicit RawConnection(std::uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    timeval limit{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  }
+  ~RawConnection() { ::close(fd_); }
+  void send(const comm::Bytes& bytes) const { REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())); }
+  void send(const std::string& text) const { send(comm::Bytes(text.begin(), text.end())); }
+  // True when the server closed the connection (reads end of file or a reset).
+  bool closed_by_server() const {
+    char buffer[256];
+    while (true) {
+      ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+      if (n < 0) return false;  // timed out: still open
+    }
+  }
+  void say_hello() const {
+    send(protocol::FrameWriter(static_cast<std::uint8_t>(protocol::RequestType::Hello))
+             .u32(protocol::kMagic).u32(protocol::kVersion).finish());
+    char reply[5];
+    REQUIRE(::recv(fd_, reply, sizeof reply, MSG_WAITALL) == 5);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+comm::TcpStore client(std::uint16_t port, std::chrono::milliseconds timeout = 10s, const std::string& host = "127.0.0.1") {
+  return comm::TcpStore(host, port, comm::TcpStoreOptions{.timeout = timeout});
+}
+
+// The server still answers a well-behaved client.
+void check_still_serving(std::uint16_t port) {
+  auto store = client(port);
+  store.set("alive", "yes");
+  CHECK(store.get_string("alive") == "yes");
+}
+
+}  // namespace
+
+TEST_CASE("hostile input on the store port closes that connection only", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1");
+  auto waiting = client(server.port());
+  waiting.set("kept", "value");
+
+  SECTION("garbage") {
+    RawConnection raw(server.port());
+    raw.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(raw.closed_by_server());
+  }
+  SECTION("a 4 GiB length prefix") {
+    RawConnection raw(server.port());
+    raw.say_hello();
+    raw.send(comm::Bytes{0xFF, 0xFF, 0xFF, 0xFF, 0x02});
+    CHECK(raw.closed_by_server());
+  }
+  SECTION("a truncated frame, then hanging up") {
+    {
+      RawConnection raw(server.port());
+      raw.say_hello();
+      raw.send(comm::Bytes{100, 0, 0, 0, 2, 1, 2, 3});
+    }
+  }
+  SECTION("an unknown request type after a valid hello") {
+    RawConnection raw(server.port());
+    raw.say_hello();
+    raw.send(protocol::FrameWriter(99).finish());
+    CHECK(raw.closed_by_server());
+  }
+  SECTION("fields running past the frame") {
+    RawConnection raw(server.port());
+    raw.say_hello();
+    raw.send(protocol::FrameWriter(static_cast<std::uint8_t>(protocol::RequestType::Set)).u32(1000).finish());
+    CHECK(raw.closed_by_server());
+  }
+  SECTION("a second request while the first is parked") {
+    RawConnection raw(server.port());
+    raw.say_hello();
+    auto get = protocol::FrameWriter(static_cast<std::uint8_t>(protocol::RequestType::Get)).bytes(std::string("never")).i64(60000).finish();
+    raw.send(get);
+    raw.send(get);
+    CHECK(raw.closed_by_server());
+  }
+  check_still_serving(server.port());
+  CHECK(waiting.get_string("kept") == "value");
+}
+
+TEST_CASE("a client blocked in get does not block other threads using the same TcpStore", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1");
+  auto store = client(server.port());
+  std::thread setter([&] {
+    std::this_thread::sleep_for(100ms);
+    store.set("shared", "ok");
+  });
+  CHECK(store.get_string("shared") == "ok");
+  setter.join();
+}
+
+TEST_CASE("hundreds of parked clients are all released by one set", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1");
+  constexpr int kClients = 512;
+  std::vector<std::unique_ptr<comm::TcpStore>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<comm::TcpStore>("127.0.0.1", server.port(), comm::TcpStoreOptions{.timeout = 30s}));
+  }
+  std::atomic<int> released{0};
+  std::vector<std::thread> threads;
+  for (auto& store : clients) {
+    threads.emplace_back([&] {
+      store->wait({"go"});
+      ++released;
+    });
+  }
+  std::this_thread::sleep_for(100ms);
+  CHECK(released == 0);
+  clients.front()->set("go", "1");
+  for (auto& thread : threads) thread.join();
+  CHECK(released == kClients);
+  CHECK(server.client_count() >= kClients);  // the setter opened one more: its first connection is parked
+  clients.clear();
+  auto deadline = Clock::now() + 5s;
+  while (server.client_count() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  CHECK(server.client_count() == 0);
+}
+
+TEST_CASE("a waiting client learns at once that the server went away", "[tcp_store]") {
+  SECTION("server object destroyed") {
+    auto server = std::make_unique<comm::TcpStoreServer>(0, "127.0.0.1");
+    auto store = client(server->port(), 60s);
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(200ms);
+      server.reset();
+    });
+    auto start = Clock::now();
+    CHECK_THROWS_WITH(store.get("never-set"),
+                      ContainsSubstring("lost the connection") && ContainsSubstring("'never-set'"));
+    CHECK(Clock::now() - start < 5s);
+    stopper.join();
+  }
+  SECTION("comm-store process killed with SIGKILL") {
+    comm::testing::ChildProcess server({comm::testing::program_path("COMM_STORE")});
+    std::uint16_t port = 0;
+    for (auto deadline = Clock::now() + 10s; port == 0 && Clock::now() < deadline;) {
+      auto text = server.output();
+      if (auto at = text.find("listening on port "); at != std::string::npos && text.find('\n', at) != std::string::npos) {
+        port = static_cast<std::uint16_t>(std::stoi(text.substr(at + 18)));
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE(port != 0);
+    auto store = client(port, 60s);
+    store.set("before", "1");
+    std::thread killer([&] {
+      std::this_thread::sleep_for(200ms);
+      server.signal(SIGKILL);
+    });
+    auto start = Clock::now();
+    CHECK_THROWS_AS(store.wait({"never-set"}), comm::IoError);
+    CHECK(Clock::now() - start < 5s);
+    killer.join();
+  }
+}
+
+TEST_CASE("connecting, resolving and binding fail with clear errors", "[tcp_store]") {
+  SECTION("nobody listening: times out naming where and what to check") {
+    std::uint16_t port = comm::testing::free_port();
+    auto start = Clock::now();
+    CHECK_THROWS_WITH(client(port, 500ms), ContainsSubstring("127.0.0.1:" + std::to_string(port)) &&
+                                               ContainsSubstring("MASTER_ADDR"));
+    CHECK(Clock::now() - start < 5s);
+  }
+  SECTION("unknown host name") {
+    CHECK_THROWS_WITH(client(1234, 2s, "no-such-host.invalid"), ContainsSubstring("cannot resolve"));
+  }
+  SECTION("port already in use") {
+    comm::TcpStoreServer first(0, "127.0.0.1");
+    CHECK_THROWS_WITH(comm::TcpStoreServer(first.port(), "127.0.0.1"), ContainsSubstring("already in use"));
+    CHECK_THROWS_AS(comm::TcpStore("127.0.0.1", first.port(), comm::TcpStoreOptions{.is_server = true}), comm::IoError);
+  }
+  SECTION("port 0 for a client") {
+    CHECK_THROWS_AS(client(0), comm::InvalidArgumentError);
+  }
+}
+
+TEST_CASE("TcpStore reaches the server by IPv6 address and by host name", "[tcp_store]") {
+  comm::TcpStoreServer server(0);  // every interface, IPv4 and IPv6
+  auto by_name = client(server.port(), 10s, "localhost");
+  by_name.set("k", "v");
+  auto by_v4 = client(server.port(), 10s, "127.0.0.1");
+  CHECK(by_v4.get_string("k") == "v");
+  if (::access("/proc/net/if_inet6", F_OK) != 0) SKIP("no IPv6 on this machine");
+  auto by_v6 = client(server.port(), 10s, "[::1]");
+  CHECK(by_v6.get_string("k") == "v");
+}
+
+TEST_CASE("an in-process server picks a free port and serves its own client", "[tcp_store]") {
+  comm::TcpStore store("127.0.0.1", 0, comm::TcpStoreOptions{.is_server = true, .timeout = 5s});
+  CHECK(store.port() != 0);
+  store.set("x", "1");
+  CHECK(client(store.port()).get_string("x") == "1");
+  CHECK_THAT(store.describe(), ContainsSubstring(std::to_string(store.port())));
+}
+
+TEST_CASE("FileStore is shared by separate processes", "[file_store]") {
+  comm::testing::TemporaryDirectory directory;
+  std::string path = (directory.path() / "store").string();
+  comm::FileStore mine(path, 30s);  // keeps the file alive between the children
+  std::vector<std::unique_ptr<comm::testing::ChildProcess>> children;
+  constexpr int kChildren = 4, kAdds = 100;
+  for (int i = 0; i < kChildren; ++i) {
+    children.push_back(std::make_unique<comm::testing::ChildProcess>(std::vector<std::string>{
+        comm::testing::program_path("COMM_TEST_HELPER"), "file-add", path, "hits", std::to_string(kAdds)}));
+  }
+  for (auto& child : children) {
+    auto status = child->wait_for(60s);
+    REQUIRE(status.has_value());
+    CHECK(*status == 0);
+    INFO(child->output());
+  }
+  CHECK(mine.add("hits", 0) == kChildren * kAdds);
+}
+
+TEST_CASE("FileStore removes its file when the last user closes it", "[file_store]") {
+  comm::testing::TemporaryDirectory directory;
+  auto path = directory.path() / "store";
+  {
+    comm::FileStore first(path.string(), 1s);
+    {
+      comm::FileStore second(path.string(), 1s);
+      second.set("k", "v");
+    }
+    CHECK(std::filesystem::exists(path));
+    CHECK(first.get_string("k") == "v");
+  }
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK_THROWS_AS(comm::FileStore((directory.path() / "no" / "such" / "dir").string()), comm::IoError);
+}
