@@ -58,7 +58,8 @@ std::shared_ptr<spdlog::logger> make_logger(const char* name) {
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   formatter->add_flag<RankFlag>('*').set_pattern("%*%n %^%l%$: %v");
   logger->set_formatter(std::move(formatter));
-  logger->set_level(level_from_environment());
+  static const auto level = level_from_environment();  // read (and complained about) once
+  logger->set_level(level);
   logger->flush_on(spdlog::level::warn);
   return logger;
 }
