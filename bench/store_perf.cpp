@@ -124,7 +124,8 @@ void round_trips(const Options& options, int clients) {
   double requests_per_second = 2.0 * static_cast<double>(all.size()) / elapsed;
   double p50 = percentile(all, 0.50), p99 = percentile(all, 0.99);
   if (options.csv) {
-    std::printf("set_get,%d,%zu,%.0f,%.1f,%.1f\n", clients, options.value_bytes, requests_per_second, p50, p99);
+    std::printf("set_get,%d,%zu,%.0f,%.1f,%.1f,%.1f\n", clients, options.value_bytes, requests_per_second, p50, p99,
+                elapsed * 1000);
   } else {
     std::printf("%8d %12zu %14.0f %16.1f %16.1f\n", clients, options.value_bytes, requests_per_second, p50, p99);
   }
@@ -163,7 +164,8 @@ void rendezvous(const Options& options, int clients) {
   for (auto& thread : threads) thread.join();
   double rendezvous_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (options.csv) {
-    std::printf("rendezvous,%d,0,0,%.1f,%.1f\n", clients, connect_ms * 1000, rendezvous_ms * 1000);
+    std::printf("connect,%d,0,,,,%.1f\n", clients, connect_ms);
+    std::printf("rendezvous,%d,0,,,,%.1f\n", clients, rendezvous_ms);
   } else {
     std::printf("rendezvous of %d clients: connect all %.1f ms, add+wait until all released %.1f ms\n", clients,
                 connect_ms, rendezvous_ms);
@@ -187,7 +189,7 @@ int main(int argc, char** argv) {
       options.port = server->port();
     }
     if (options.csv) {
-      std::printf("test,clients,value_bytes,requests_per_s,p50_us,p99_us\n");
+      std::printf("test,clients,value_bytes,requests_per_s,p50_us,p99_us,total_ms\n");
     } else {
       std::printf("# TcpStore set+get round trips, %.1f s per row (latency: one set plus one get)\n", options.seconds);
       std::printf("%8s %12s %14s %16s %16s\n", "clients", "value_bytes", "requests/s", "p50_us(set+get)", "p99_us(set+get)");

@@ -2,6 +2,7 @@
 // implementations only ever see well-formed requests.
 #include "comm/store.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "check.hpp"
@@ -37,22 +38,21 @@ void check_keys(const std::vector<std::string>& keys, const char* op) {
   for (const auto& key : keys) check_key(key, op);
 }
 
-void check_timeout(std::chrono::milliseconds timeout, const char* op) {
+// Checks a timeout and caps it, so that "forever" (milliseconds::max()) cannot overflow a deadline.
+std::chrono::milliseconds check_timeout(std::chrono::milliseconds timeout, const char* op) {
   COMM_CHECK(timeout.count() >= 0, InvalidArgumentError, ErrorContext{.op = op},
              "timeout must not be negative (got " + std::to_string(timeout.count()) + " ms)");
+  return std::min(timeout, kMaxStoreTimeout);
 }
 
 }  // namespace
 
-Store::Store(std::chrono::milliseconds timeout) : timeout_(timeout) {
-  check_timeout(timeout, "store");
-}
+Store::Store(std::chrono::milliseconds timeout) : timeout_(check_timeout(timeout, "store")) {}
 
 Store::~Store() = default;
 
 void Store::set_timeout(std::chrono::milliseconds timeout) {
-  check_timeout(timeout, "store.set_timeout");
-  timeout_ = timeout;
+  timeout_ = check_timeout(timeout, "store.set_timeout");
 }
 
 void Store::set(std::string_view key, std::span<const std::uint8_t> value) {
@@ -67,8 +67,7 @@ Bytes Store::get(std::string_view key) { return get(key, timeout_); }
 
 Bytes Store::get(std::string_view key, std::chrono::milliseconds timeout) {
   check_key(key, "store.get");
-  check_timeout(timeout, "store.get");
-  return do_get(std::string(key), timeout);
+  return do_get(std::string(key), check_timeout(timeout, "store.get"));
 }
 
 std::string Store::get_string(std::string_view key) {
@@ -99,7 +98,7 @@ void Store::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
 void Store::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   check_keys(keys, "store.wait");
-  check_timeout(timeout, "store.wait");
+  timeout = check_timeout(timeout, "store.wait");
   if (!keys.empty()) do_wait(keys, timeout);
 }
 

@@ -8,6 +8,7 @@
 // fires first.
 #include <asio.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <thread>
 #include <unordered_map>
@@ -190,7 +191,7 @@ Bytes value_frame(std::span<const std::uint8_t> value) {
 std::chrono::milliseconds read_timeout(FrameReader& request) {
   std::int64_t milliseconds = request.i64();
   if (milliseconds < 0) throw ProtocolViolation{"negative timeout"};
-  return std::chrono::milliseconds(milliseconds);
+  return std::min(std::chrono::milliseconds(milliseconds), kMaxStoreTimeout);
 }
 
 std::string read_key(FrameReader& request) {

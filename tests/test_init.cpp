@@ -162,13 +162,16 @@ TEST_CASE("init_process_group with ranks as processes", "[init][process]") {
     }
   };
   std::string port = std::to_string(comm::testing::free_port());
-  SECTION("tcp:// with explicit ranks") {
-    start_ranks(4, [](int) { return std::map<std::string, std::string>{}; }, {"tcp://127.0.0.1:" + port, "RANK", "4"});
+  SECTION("tcp:// with explicit ranks, 1..8 ranks") {
+    int ranks = GENERATE(1, 2, 5, 8);
+    start_ranks(ranks, [](int) { return std::map<std::string, std::string>{}; },
+                {"tcp://127.0.0.1:" + port, "RANK", std::to_string(ranks)});
   }
-  SECTION("file://") {
+  SECTION("file://, 1..8 ranks") {
+    int ranks = GENERATE(1, 3, 8);
     comm::testing::TemporaryDirectory directory;
-    start_ranks(3, [](int) { return std::map<std::string, std::string>{}; },
-                {"file://" + (directory.path() / "f").string(), "RANK", "3"});
+    start_ranks(ranks, [](int) { return std::map<std::string, std::string>{}; },
+                {"file://" + (directory.path() / "f").string(), "RANK", std::to_string(ranks)});
   }
   SECTION("mpirun's variables") {
     start_ranks(3, [&](int rank) {

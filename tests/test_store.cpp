@@ -184,6 +184,9 @@ TEMPLATE_TEST_CASE("oversized keys and values are rejected with the limit named"
   comm::Bytes huge(comm::kMaxStoreValueBytes + 1);
   CHECK_THROWS_WITH(store->set("big", huge), ContainsSubstring(std::to_string(comm::kMaxStoreValueBytes)));
   CHECK_THROWS_AS(store->wait({"x"}, -1ms), comm::InvalidArgumentError);
+  // "Forever" is capped rather than overflowing a deadline.
+  store->set("now", "1");
+  store->wait({"now"}, std::chrono::milliseconds::max());
   // A value at the limit is fine.
   comm::Bytes largest(comm::kMaxStoreValueBytes, 7);
   store->set("largest", largest);

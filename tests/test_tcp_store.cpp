@@ -9,6 +9,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <atomic>
+#include <random>
 #include <thread>
 
 #include "comm/store.hpp"
@@ -117,6 +118,21 @@ TEST_CASE("hostile input on the store port closes that connection only", "[tcp_s
   }
   check_still_serving(server.port());
   CHECK(waiting.get_string("kept") == "value");
+}
+
+TEST_CASE("random frames never take the server down", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1");
+  std::mt19937 random(12345);
+  for (int round = 0; round < 200; ++round) {
+    RawConnection raw(server.port());
+    if (round % 2 == 0) raw.say_hello();
+    // A plausible length (so the server reads the body) followed by random bytes.
+    std::uint32_t length = 1 + random() % 64;
+    comm::Bytes frame{static_cast<std::uint8_t>(length), 0, 0, 0};
+    for (std::uint32_t i = 0; i < length; ++i) frame.push_back(static_cast<std::uint8_t>(random()));
+    raw.send(frame);
+  }
+  check_still_serving(server.port());
 }
 
 TEST_CASE("a client blocked in get does not block other threads using the same TcpStore", "[tcp_store]") {

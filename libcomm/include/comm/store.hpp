@@ -31,6 +31,8 @@ inline constexpr std::size_t kMaxStoreKeyBytes = 4096;
 inline constexpr std::size_t kMaxStoreValueBytes = std::size_t{64} << 20;
 inline constexpr std::size_t kMaxStoreKeysPerCall = 65536;
 inline constexpr std::chrono::milliseconds kDefaultStoreTimeout = std::chrono::minutes(5);
+// Longer timeouts (milliseconds::max() as "forever", say) are capped to this.
+inline constexpr std::chrono::milliseconds kMaxStoreTimeout = std::chrono::hours(24 * 365 * 10);
 
 class Store {
  public:
