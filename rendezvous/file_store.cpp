@@ -67,16 +67,9 @@ class FileStore::Log {
     return body();
   }
 
-  const Bytes* find(const std::string& key) const {
-    auto found = values_.find(key);
-    return found == values_.end() ? nullptr : &found->second;
-  }
+  const Bytes* find(const std::string& key) const { return store_format::find_value(values_, key); }
   std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    std::vector<std::string> result;
-    for (const auto& key : keys) {
-      if (!values_.contains(key)) result.push_back(key);
-    }
-    return result;
+    return store_format::missing_keys(values_, keys);
   }
   std::size_t size() const { return values_.size(); }
   std::int64_t open_count() const { return open_count_; }

@@ -15,16 +15,9 @@ struct HashStore::State {
   std::condition_variable key_added;
   std::unordered_map<std::string, Bytes> values;
 
-  const Bytes* find(const std::string& key) const {
-    auto found = values.find(key);
-    return found == values.end() ? nullptr : &found->second;
-  }
+  const Bytes* find(const std::string& key) const { return store_format::find_value(values, key); }
   std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    std::vector<std::string> result;
-    for (const auto& key : keys) {
-      if (!values.contains(key)) result.push_back(key);
-    }
-    return result;
+    return store_format::missing_keys(values, keys);
   }
   void store(const std::string& key, Bytes value) {
     values[key] = std::move(value);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,6 +22,22 @@ std::string seconds(std::chrono::milliseconds duration);
 Bytes encode_counter(std::int64_t value);
 // Nothing when the bytes are not a decimal integer.
 std::optional<std::int64_t> decode_counter(std::span<const std::uint8_t> bytes);
+
+// Lookups every map-backed store needs (std::map and std::unordered_map alike).
+template <class Map>
+const Bytes* find_value(const Map& values, const std::string& key) {
+  auto found = values.find(key);
+  return found == values.end() ? nullptr : &found->second;
+}
+
+template <class Map>
+std::vector<std::string> missing_keys(const Map& values, const std::vector<std::string>& keys) {
+  std::vector<std::string> result;
+  for (const auto& key : keys) {
+    if (!values.contains(key)) result.push_back(key);
+  }
+  return result;
+}
 
 // The shared rule of add(): the new counter value, or InvalidArgumentError when the key holds
 // something that is not a counter.

@@ -60,11 +60,10 @@ class TcpStoreServer::Impl {
   // Registers the request under its next missing key; false when no key is missing.
   bool park(const std::shared_ptr<ParkedRequest>& request);
   void answer(const std::shared_ptr<ParkedRequest>& request);
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const;
-  const Bytes* find(const std::string& key) const {
-    auto found = values_.find(key);
-    return found == values_.end() ? nullptr : &found->second;
+  std::vector<std::string> missing(const std::vector<std::string>& keys) const {
+    return store_format::missing_keys(values_, keys);
   }
+  const Bytes* find(const std::string& key) const { return store_format::find_value(values_, key); }
 
   // Sessions die with io_'s pending handlers and count themselves out of clients_ then, so
   // clients_ is declared before io_, which is declared before everything bound to it.
@@ -280,14 +279,6 @@ void TcpStoreServer::Impl::accept() {
     std::make_shared<Session>(std::move(socket), *this)->start();
     accept();
   });
-}
-
-std::vector<std::string> TcpStoreServer::Impl::missing(const std::vector<std::string>& keys) const {
-  std::vector<std::string> result;
-  for (const auto& key : keys) {
-    if (!values_.contains(key)) result.push_back(key);
-  }
-  return result;
 }
 
 void TcpStoreServer::Impl::put(const std::string& key, Bytes value) {
