@@ -15,8 +15,8 @@ missing() {
   done
 }
 
-need_main=$(missing "${main_packages[@]}")
-need_backports=$(missing "${backports_packages[@]}")
+need_main=$(missing "${main_packages[@]}" | tr "\n" " ")
+need_backports=$(missing "${backports_packages[@]}" | tr "\n" " ")
 # An older meson from bookworm itself (1.0) is not enough.
 if command -v meson >/dev/null && ! dpkg --compare-versions "$(meson --version)" ge 1.7; then
   need_backports="meson $need_backports"
