@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <random>
 #include <string>
 
+#include "environment.hpp"
 #include "store_format.hpp"
 
 namespace comm {
@@ -80,8 +82,19 @@ void join_group(Store& store, const JoinRequest& request) {
     throw MismatchError(status.substr(status.find(' ') + 1), ErrorContext{.op = "init_process_group"});
   }
 
+}
+
+void finish_join(Store& store, const JoinRequest& request) {
   if (store.add("acked", 1) == request.world_size) store.set("all_acked", "1");
   if (request.hosts_store) store.wait({"all_acked"}, request.timeout);
+}
+
+std::string agree_job_token(Store& store) {
+  if (auto token = environment::get("COMM_JOB_TOKEN")) return *token;
+  std::random_device entropy;
+  char text[33];
+  for (int i = 0; i < 4; ++i) std::snprintf(text + 8 * i, 9, "%08x", entropy());
+  return store.compare_set("job_token", "", text);
 }
 
 }  // namespace comm

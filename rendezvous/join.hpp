@@ -27,4 +27,12 @@ struct JoinRequest {
 // duplicate rank) and TimeoutError naming the ranks that never arrived.
 void join_group(Store& store, const JoinRequest& request);
 
+// The last step: after it no rank uses the store for this group's set-up, so the rank hosting
+// the store may return (and, one day, exit) without pulling it from under the others.
+void finish_join(Store& store, const JoinRequest& request);
+
+// The job's token, agreed through the store (COMM_JOB_TOKEN wins when set): transports refuse
+// connections that do not present it.
+std::string agree_job_token(Store& store);
+
 }  // namespace comm

@@ -9,6 +9,7 @@
 #include "join.hpp"
 #include "launch_environment.hpp"
 #include "log.hpp"
+#include "tcp_transport.hpp"
 
 namespace comm {
 namespace {
@@ -46,15 +47,23 @@ Placement place(const InitOptions& options, const InitMethod& method, const Laun
   return placement;
 }
 
+// The host of the TcpStore under a store (through PrefixStores), or "" for other stores.
+std::string route_host_of(const Store& store) {
+  if (const auto* tcp = dynamic_cast<const TcpStore*>(&store)) return tcp->host();
+  if (const auto* prefix = dynamic_cast<const PrefixStore*>(&store)) return route_host_of(*prefix->underlying());
+  return "";
+}
+
 struct JobStore {
   std::shared_ptr<Store> store;
   bool hosts_server = false;
   std::string description;
+  std::string route_to_host{};  // the TCP store's host: data connections use the interface towards it
 };
 
 JobStore open_store(const InitOptions& options, const InitMethod& method, const Placement& placement,
                     std::chrono::milliseconds timeout) {
-  if (options.store) return {options.store, false, options.store->describe()};
+  if (options.store) return {options.store, false, options.store->describe(), route_host_of(*options.store)};
   if (placement.world_size == 1) return {std::make_shared<HashStore>(timeout), false, "no store (world size 1)"};
   if (method.kind == InitMethod::Kind::File) {
     return {std::make_shared<FileStore>(method.path, timeout), false, "file://" + method.path};
@@ -75,7 +84,21 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
   bool external = environment::get(kStoreIsExternalVariable).value_or("0") != "0";
   bool host_server = placement.rank == 0 && !external;
   auto store = std::make_shared<TcpStore>(host, port, TcpStoreOptions{.is_server = host_server, .timeout = timeout});
-  return {store, host_server, store->describe()};
+  return {store, host_server, store->describe(), host};
+}
+
+std::shared_ptr<transport::Transport> open_transport(const InitOptions& options, const Placement& placement,
+                                                    Store& store, const JobStore& job, std::chrono::milliseconds timeout) {
+  std::string choice = environment::get("COMM_TRANSPORT").value_or(options.transport);
+  COMM_CHECK(choice == "auto" || choice == "tcp" || choice == "shm", InvalidArgumentError, ErrorContext{.op = kOp},
+             "transport '" + choice + "' (InitOptions::transport or COMM_TRANSPORT) is not one of auto, tcp, shm");
+  COMM_CHECK(choice != "shm", InvalidArgumentError, ErrorContext{.op = kOp},
+             "the shared-memory transport is not built yet; use auto or tcp");
+  transport::MeshOptions mesh{placement.rank, placement.world_size, "", job.route_to_host, timeout};
+  if (placement.world_size > 1) mesh.job_token = agree_job_token(store);
+  auto transport = transport::TcpTransport::create(store, mesh);
+  log::get(log::Subsystem::Transport).info("using the tcp transport ({})", choice == "auto" ? "automatic choice" : "asked for");
+  return transport;
 }
 
 }  // namespace
@@ -89,23 +112,21 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     placement = place(options, method, launch);
     log::set_rank(placement.rank, placement.world_size);
     auto timeout = environment::timeout_or(options.timeout);
-    COMM_CHECK(options.transport == "auto" || options.transport == "tcp" || options.transport == "shm",
-               InvalidArgumentError, ErrorContext{.op = kOp},
-               "transport '" + options.transport + "' is not one of auto, tcp, shm");
 
     JobStore job = open_store(options, method, placement, timeout);
     std::string name = options.group_name.empty() ? "default_pg" : options.group_name;
     auto group_store = std::make_shared<PrefixStore>(name, job.store);
-    if (placement.world_size > 1) {
-      join_group(*group_store, {placement.rank, placement.world_size, timeout, job.hosts_server});
-    }
+    JoinRequest join{placement.rank, placement.world_size, timeout, job.hosts_server};
+    if (placement.world_size > 1) join_group(*group_store, join);
+    auto transport = open_transport(options, placement, *group_store, job, timeout);
+    if (placement.world_size > 1) finish_join(*group_store, join);
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     log::get(log::Subsystem::Rendezvous)
         .info("joined group '{}' as rank {} of {} through {} in {} ms", name, placement.rank, placement.world_size,
               job.description, elapsed.count());
     ProcessGroup::Identity identity{placement.rank, placement.world_size, launch.local_rank.value_or(-1),
                                     launch.local_size.value_or(-1), name};
-    return std::make_shared<ProcessGroup>(std::move(identity), std::move(group_store), timeout);
+    return std::make_shared<ProcessGroup>(std::move(identity), std::move(group_store), std::move(transport), timeout);
   } catch (Error& error) {
     error.add_context(ErrorContext{.rank = placement.rank, .op = kOp});
     throw;

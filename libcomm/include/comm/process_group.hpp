@@ -11,8 +11,16 @@
 #include <string>
 
 #include "comm/store.hpp"
+#include "comm/types.hpp"
+#include "comm/work.hpp"
 
 namespace comm {
+
+namespace transport {
+class Transport;
+}
+
+constexpr int kAnySource = -1;
 
 struct InitOptions {
   std::string init_method = "env://";  // env:// | tcp://host:port | file:///path
@@ -33,7 +41,8 @@ class ProcessGroup {
     std::string name{};   // the store prefix of this group
   };
 
-  ProcessGroup(Identity identity, std::shared_ptr<Store> store, std::chrono::milliseconds timeout);
+  ProcessGroup(Identity identity, std::shared_ptr<Store> store, std::shared_ptr<transport::Transport> transport,
+               std::chrono::milliseconds timeout);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -46,10 +55,29 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const { return timeout_; }
   // The group's namespace in the job's store (a PrefixStore), for exchanging bootstrap data.
   Store& store() const { return *store_; }
+  // "tcp" or "shm": the medium this group's messages travel over.
+  const char* transport_name() const;
+
+  // Point to point. Messages from one rank to another with one tag arrive in the order they
+  // were sent; a recv from kAnySource reports the sender through Work::source_rank() (the
+  // blocking recv returns it). The receive buffer must be at least as large as the message:
+  // a smaller one is an error on both sides, never a silent truncation. Tags are >= 0.
+  void send(Buffer buffer, int dst, int tag = 0);
+  int recv(Buffer buffer, int src, int tag = 0);
+  std::shared_ptr<Work> isend(Buffer buffer, int dst, int tag = 0);
+  std::shared_ptr<Work> irecv(Buffer buffer, int src, int tag = 0);
+
+  // Fails every pending operation of this group; later calls fail at once.
+  void abort();
 
  private:
+  void check_buffer(const Buffer& buffer, const char* op) const;
+  void check_peer(int peer, const char* op, bool any_source_allowed) const;
+  void check_tag(int tag, const char* op) const;
+
   Identity identity_;
   std::shared_ptr<Store> store_;
+  std::shared_ptr<transport::Transport> transport_;
   std::chrono::milliseconds timeout_;
 };
 

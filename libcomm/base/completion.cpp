@@ -1,0 +1,81 @@
+#include "completion.hpp"
+
+#include <sched.h>
+
+#include <cstdlib>
+
+namespace comm::detail {
+
+std::chrono::nanoseconds spin_budget() {
+  static const std::chrono::nanoseconds budget = [] {
+    const char* text = std::getenv("COMM_SPIN_US");
+    long microseconds = text != nullptr ? std::strtol(text, nullptr, 10) : 100;
+    return std::chrono::nanoseconds(std::chrono::microseconds(microseconds < 0 ? 0 : microseconds));
+  }();
+  return budget;
+}
+
+void Completion::complete(std::size_t bytes, int source) {
+  bytes_ = bytes;
+  source_ = source;
+  finish(kDone);
+}
+
+void Completion::fail(std::exception_ptr error) {
+  error_ = std::move(error);
+  finish(kFailed);
+}
+
+void Completion::finish(int state) {
+  state_.store(state, std::memory_order_release);
+  if (sleepers_.load(std::memory_order_acquire) > 0) {
+    std::lock_guard lock(mutex_);  // a sleeper between its check and its wait holds the mutex
+    woken_.notify_all();
+  }
+}
+
+void Completion::rethrow_if_failed() const {
+  if (failed()) std::rethrow_exception(error_);
+}
+
+void Completion::wait() {
+  while (!wait_for(std::chrono::hours(24))) {
+  }
+}
+
+bool Completion::wait_for(std::chrono::nanoseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  auto deadline = timeout > std::chrono::hours(24 * 365) ? Clock::time_point::max() : start + timeout;
+  auto spin_until = start + std::min(spin_budget(), timeout);
+  // Spin: drive progress ourselves while the answer is likely to be a few microseconds away.
+  for (unsigned round = 0; !done(); ++round) {
+    if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_);
+    if (done()) break;
+    if ((round & 63) == 63) {
+      if (Clock::now() >= spin_until) break;
+      ::sched_yield();  // oversubscribed ranks must not starve the peer we wait for
+    }
+  }
+  if (!done()) {
+    // Sleep; the transport's progress thread completes us. Wake now and then to drive progress
+    // in case nothing else does (a transport without a progress thread).
+    sleepers_.fetch_add(1, std::memory_order_acq_rel);
+    std::unique_lock lock(mutex_);
+    while (!done() && Clock::now() < deadline) {
+      auto slice = std::min<Clock::time_point>(deadline, Clock::now() + std::chrono::milliseconds(50));
+      woken_.wait_until(lock, slice, [&] { return done(); });
+      if (!done()) {
+        lock.unlock();
+        if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_);
+        lock.lock();
+      }
+    }
+    sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  if (!done()) return false;
+  rethrow_if_failed();
+  return true;
+}
+
+}  // namespace comm::detail

@@ -1,0 +1,50 @@
+#include "comm/types.hpp"
+
+namespace comm {
+
+std::size_t element_size(DType dtype) {
+  switch (dtype) {
+    case DType::Int8: case DType::UInt8: case DType::Bool: return 1;
+    case DType::Float16: case DType::BFloat16: return 2;
+    case DType::Int32: case DType::UInt32: case DType::Float32: return 4;
+    case DType::Int64: case DType::UInt64: case DType::Float64: return 8;
+  }
+  return 0;
+}
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::Int8: return "int8";
+    case DType::UInt8: return "uint8";
+    case DType::Int32: return "int32";
+    case DType::UInt32: return "uint32";
+    case DType::Int64: return "int64";
+    case DType::UInt64: return "uint64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Bool: return "bool";
+  }
+  return "unknown dtype";
+}
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Product: return "product";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::BAnd: return "band";
+    case ReduceOp::BOr: return "bor";
+    case ReduceOp::BXor: return "bxor";
+  }
+  return "unknown op";
+}
+
+std::string to_string(Device device) {
+  return device.kind == Device::Kind::Cpu ? "cpu" : "cuda:" + std::to_string(device.index);
+}
+
+}  // namespace comm

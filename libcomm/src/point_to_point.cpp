@@ -1,0 +1,54 @@
+// send, recv, isend, irecv: argument checks, then one transport call each.
+#include "check.hpp"
+#include "comm/process_group.hpp"
+#include "transport.hpp"
+
+namespace comm {
+
+void ProcessGroup::check_buffer(const Buffer& buffer, const char* op) const {
+  ErrorContext context{.rank = rank(), .op = op};
+  COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError, context,
+             "the buffer is a null pointer with a count of " + std::to_string(buffer.count));
+  COMM_CHECK(buffer.device.kind == Device::Kind::Cpu, InvalidArgumentError, context,
+             "device buffers (" + to_string(buffer.device) + ") are not supported by this build yet; pass host memory");
+}
+
+void ProcessGroup::check_peer(int peer, const char* op, bool any_source_allowed) const {
+  COMM_CHECK((peer >= 0 && peer < size()) || (any_source_allowed && peer == kAnySource), InvalidArgumentError,
+             (ErrorContext{.rank = rank(), .op = op}),
+             "rank " + std::to_string(peer) + " is not in this group of " + std::to_string(size()) +
+                 " ranks (valid: 0.." + std::to_string(size() - 1) + (any_source_allowed ? ", or kAnySource)" : ")"));
+}
+
+void ProcessGroup::check_tag(int tag, const char* op) const {
+  COMM_CHECK(tag >= 0, InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
+             "tag " + std::to_string(tag) + " is negative; tags are >= 0");
+}
+
+std::shared_ptr<Work> ProcessGroup::isend(Buffer buffer, int dst, int tag) {
+  check_buffer(buffer, "send");
+  check_peer(dst, "send", false);
+  check_tag(tag, "send");
+  auto completion = transport_->isend(dst, buffer.data, buffer.bytes(), static_cast<std::uint64_t>(tag));
+  return std::make_shared<Work>(std::move(completion), timeout_,
+                                detail::WorkLabel{"send", rank(), dst, tag, buffer.bytes()});
+}
+
+std::shared_ptr<Work> ProcessGroup::irecv(Buffer buffer, int src, int tag) {
+  check_buffer(buffer, "recv");
+  check_peer(src, "recv", true);
+  check_tag(tag, "recv");
+  auto completion = transport_->irecv(src, buffer.data, buffer.bytes(), static_cast<std::uint64_t>(tag));
+  return std::make_shared<Work>(std::move(completion), timeout_,
+                                detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
+}
+
+void ProcessGroup::send(Buffer buffer, int dst, int tag) { isend(buffer, dst, tag)->wait(); }
+
+int ProcessGroup::recv(Buffer buffer, int src, int tag) {
+  auto work = irecv(buffer, src, tag);
+  work->wait();
+  return work->source_rank();
+}
+
+}  // namespace comm

@@ -1,0 +1,45 @@
+#include "comm/work.hpp"
+
+#include "comm/error.hpp"
+#include "completion.hpp"
+
+namespace comm {
+
+Work::Work(std::shared_ptr<detail::Completion> completion, std::chrono::milliseconds timeout, detail::WorkLabel label)
+    : completion_(std::move(completion)), timeout_(timeout), label_(label) {}
+
+Work::~Work() = default;
+
+bool Work::is_completed() {
+  if (!completion_->done()) {
+    // Nobody may be driving progress for this process right now: give it a nudge.
+    completion_->wait_for(std::chrono::nanoseconds(0));
+  }
+  return completion_->done();
+}
+
+void Work::wait() {
+  if (wait_for(timeout_)) return;
+  std::string what = std::string(label_.op) + " of " + std::to_string(label_.bytes) + " bytes";
+  if (label_.peer >= 0) what += (std::string(label_.op) == "recv" ? " from rank " : " to rank ") + std::to_string(label_.peer);
+  if (label_.peer < 0 && std::string(label_.op) == "recv") what += " from any source";
+  what += " with tag " + std::to_string(label_.tag);
+  throw TimeoutError(what + " did not complete within " + std::to_string(timeout_.count() / 1000.0).substr(0, 6) +
+                         " s; check that the peer posts the matching call (same tag), or raise the timeout",
+                     ErrorContext{.rank = label_.rank, .peer = label_.peer, .op = label_.op});
+}
+
+bool Work::wait_for(std::chrono::milliseconds timeout) {
+  try {
+    return completion_->wait_for(timeout);
+  } catch (Error& error) {
+    error.add_context(ErrorContext{.rank = label_.rank, .op = label_.op});
+    throw;
+  }
+}
+
+int Work::source_rank() const { return completion_->source(); }
+
+std::size_t Work::bytes() const { return completion_->bytes(); }
+
+}  // namespace comm

@@ -1,0 +1,63 @@
+#include "matcher.hpp"
+
+#include <algorithm>
+
+#include "transport.hpp"
+
+namespace comm::transport {
+
+std::optional<PostedReceive> Matcher::take_receive(int source, std::uint64_t tag) {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (it->tag == tag && (it->source == source || it->source == kAnySource)) {
+      PostedReceive found = std::move(*it);
+      posted_.erase(it);
+      return found;
+    }
+  }
+  return std::nullopt;
+}
+
+UnexpectedMessage* Matcher::find_unexpected(const PostedReceive& receive) {
+  for (auto& message : unexpected_) {
+    if (message.claimed_by) continue;
+    if (message.tag == receive.tag && (receive.source == kAnySource || message.source == receive.source)) {
+      return &message;
+    }
+  }
+  return nullptr;
+}
+
+UnexpectedMessage& Matcher::add_unexpected(UnexpectedMessage message) {
+  unexpected_.push_back(std::move(message));
+  return unexpected_.back();
+}
+
+void Matcher::remove_unexpected(const UnexpectedMessage* message) {
+  auto it = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const auto& m) { return &m == message; });
+  if (it != unexpected_.end()) unexpected_.erase(it);
+}
+
+std::vector<PostedReceive> Matcher::take_receives_from(int source, bool include_any_source) {
+  std::vector<PostedReceive> taken;
+  auto keep = std::stable_partition(posted_.begin(), posted_.end(), [&](const PostedReceive& receive) {
+    return !(receive.source == source || (include_any_source && receive.source == kAnySource));
+  });
+  for (auto it = keep; it != posted_.end(); ++it) taken.push_back(std::move(*it));
+  posted_.erase(keep, posted_.end());
+  return taken;
+}
+
+std::vector<UnexpectedMessage> Matcher::take_incomplete_from(int source) {
+  std::vector<UnexpectedMessage> taken;
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    if (it->source == source && !it->arrived) {
+      taken.push_back(std::move(*it));
+      it = unexpected_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
+}  // namespace comm::transport

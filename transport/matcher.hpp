@@ -1,0 +1,61 @@
+// Matching arriving messages to posted receives, MPI-style, independent of the medium.
+//
+// Posted receives and unexpected messages (arrived before their receive) are kept in order,
+// so for one (source, tag) the n-th message matches the n-th receive, and kAnySource receives
+// take their turn in posting order. The caller serialises access (the transport's lock).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "completion.hpp"
+
+namespace comm::transport {
+
+struct PostedReceive {
+  int source = -1;  // or kAnySource
+  std::uint64_t tag = 0;
+  void* data = nullptr;
+  std::size_t capacity = 0;
+  std::shared_ptr<detail::Completion> completion;
+};
+
+struct UnexpectedMessage {
+  int source = -1;
+  std::uint64_t tag = 0;
+  std::size_t bytes = 0;
+  bool rendezvous = false;   // only announced: the payload comes once the receiver asks for it
+  std::uint64_t id = 0;      // the sender's id for a rendezvous message
+  bool arrived = false;      // an eager payload fully read into `payload`
+  std::vector<std::uint8_t> payload;
+  std::optional<PostedReceive> claimed_by;  // a receive matched while the payload was arriving
+};
+
+class Matcher {
+ public:
+  // A message announced by `source`: the earliest posted receive it satisfies, removed.
+  std::optional<PostedReceive> take_receive(int source, std::uint64_t tag);
+  // A new receive: the earliest unexpected message it satisfies (left in place, returned by
+  // pointer so the caller can claim or consume it), or nullptr after storing the receive.
+  UnexpectedMessage* find_unexpected(const PostedReceive& receive);
+  UnexpectedMessage& add_unexpected(UnexpectedMessage message);
+  void remove_unexpected(const UnexpectedMessage* message);
+  void post(PostedReceive receive) { posted_.push_back(std::move(receive)); }
+
+  // Removes and returns the posted receives waiting on `source` (with any-source ones too when
+  // `include_any_source`), so the caller can fail them.
+  std::vector<PostedReceive> take_receives_from(int source, bool include_any_source);
+  // Removes and returns the unexpected messages from `source` whose payload has not (fully)
+  // arrived: announced large messages, and eager ones cut off mid-payload.
+  std::vector<UnexpectedMessage> take_incomplete_from(int source);
+
+ private:
+  std::deque<PostedReceive> posted_;
+  std::list<UnexpectedMessage> unexpected_;  // a list: transports hold pointers into it
+};
+
+}  // namespace comm::transport

@@ -1,0 +1,137 @@
+#include "socket.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "comm/error.hpp"
+
+namespace comm::transport {
+
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::string SocketAddress::to_string() const {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (storage.ss_family == AF_INET6) {
+    const auto* address = reinterpret_cast<const sockaddr_in6*>(&storage);
+    ::inet_ntop(AF_INET6, &address->sin6_addr, text, sizeof text);
+    return "[" + std::string(text) + "]:" + std::to_string(ntohs(address->sin6_port));
+  }
+  const auto* address = reinterpret_cast<const sockaddr_in*>(&storage);
+  ::inet_ntop(AF_INET, &address->sin_addr, text, sizeof text);
+  return std::string(text) + ":" + std::to_string(ntohs(address->sin_port));
+}
+
+std::uint16_t SocketAddress::port() const {
+  if (storage.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+  return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
+}
+
+void SocketAddress::set_port(std::uint16_t port) {
+  if (storage.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port = htons(port);
+  } else {
+    reinterpret_cast<sockaddr_in*>(&storage)->sin_port = htons(port);
+  }
+}
+
+SocketAddress SocketAddress::parse(const std::string& text) {
+  SocketAddress result;
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) throw InvalidArgumentError("'" + text + "' is not an address:port");
+  std::string host = text.substr(0, colon);
+  auto port = static_cast<std::uint16_t>(std::stoi(text.substr(colon + 1)));
+  if (host.size() > 2 && host.front() == '[') {
+    auto* address = reinterpret_cast<sockaddr_in6*>(&result.storage);
+    address->sin6_family = AF_INET6;
+    address->sin6_port = htons(port);
+    if (::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &address->sin6_addr) != 1) {
+      throw InvalidArgumentError("'" + text + "' is not an IPv6 address:port");
+    }
+    result.length = sizeof(sockaddr_in6);
+  } else {
+    auto* address = reinterpret_cast<sockaddr_in*>(&result.storage);
+    address->sin_family = AF_INET;
+    address->sin_port = htons(port);
+    if (::inet_pton(AF_INET, host.c_str(), &address->sin_addr) != 1) {
+      throw InvalidArgumentError("'" + text + "' is not an IPv4 address:port");
+    }
+    result.length = sizeof(sockaddr_in);
+  }
+  return result;
+}
+
+void set_nonblocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL, 0);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+void set_no_delay(int fd) {
+  int on = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+namespace {
+
+// Waits until fd is ready for `events` or the deadline passes.
+bool wait_ready(int fd, short events, Deadline deadline, std::string& error) {
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      error = "timed out";
+      return false;
+    }
+    pollfd watched{fd, events, 0};
+    int ready = ::poll(&watched, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) {
+      error = std::strerror(errno);
+      return false;
+    }
+  }
+}
+
+}  // namespace
+
+bool send_all(int fd, std::span<const std::uint8_t> bytes, Deadline deadline, std::string& error) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_ready(fd, POLLOUT, deadline, error)) return false;
+    } else {
+      error = n == 0 ? "connection closed" : std::strerror(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool receive_all(int fd, std::span<std::uint8_t> bytes, Deadline deadline, std::string& error) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, 0);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_ready(fd, POLLIN, deadline, error)) return false;
+    } else {
+      error = n == 0 ? "connection closed by the other side" : std::strerror(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace comm::transport

@@ -1,0 +1,142 @@
+#include "tcp_connection.hpp"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "comm/error.hpp"
+
+namespace comm::transport {
+namespace {
+
+constexpr std::size_t kInboxBytes = 256 * 1024;
+// Payload left to read beyond this goes straight into its destination, not through the inbox.
+constexpr std::size_t kDirectReadBytes = 32 * 1024;
+constexpr int kMaxIovecs = 64;
+
+bool has_payload(FrameKind kind) { return kind == FrameKind::Eager || kind == FrameKind::Data; }
+
+}  // namespace
+
+TcpConnection::TcpConnection(int peer, std::string peer_name, Socket socket)
+    : peer_(peer), peer_name_(std::move(peer_name)), socket_(std::move(socket)), inbox_(kInboxBytes) {}
+
+void TcpConnection::lost(const char* what, int error) const {
+  std::string reason = error == 0 ? "closed the connection" : std::string("connection failed: ") + std::strerror(error);
+  throw PeerClosedError(peer_name_ + " " + reason + " while " + what +
+                            "; that process has probably exited or crashed: look at its output",
+                        ErrorContext{.peer = peer_});
+}
+
+void TcpConnection::queue(const FrameHeader& header, const void* payload,
+                          std::shared_ptr<detail::Completion> on_written) {
+  std::size_t payload_bytes = has_payload(header.kind) ? header.bytes : 0;
+  outbox_.push_back({header, static_cast<const std::uint8_t*>(payload), payload_bytes, 0, std::move(on_written)});
+}
+
+bool TcpConnection::flush() {
+  while (!outbox_.empty()) {
+    iovec vectors[kMaxIovecs];
+    int count = 0;
+    for (auto it = outbox_.begin(); it != outbox_.end() && count + 2 <= kMaxIovecs; ++it) {
+      std::size_t skip = it->written;
+      if (skip < sizeof(FrameHeader)) {
+        vectors[count++] = {reinterpret_cast<std::uint8_t*>(&it->header) + skip, sizeof(FrameHeader) - skip};
+        skip = 0;
+      } else {
+        skip -= sizeof(FrameHeader);
+      }
+      if (it->payload_bytes > skip) {
+        vectors[count++] = {const_cast<std::uint8_t*>(it->payload) + skip, it->payload_bytes - skip};
+      }
+    }
+    ssize_t sent = ::writev(socket_.fd(), vectors, count);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EINTR) return false;
+      lost("sending", errno);
+    }
+    auto left = static_cast<std::size_t>(sent);
+    while (!outbox_.empty()) {
+      Outgoing& front = outbox_.front();
+      std::size_t total = sizeof(FrameHeader) + front.payload_bytes;
+      std::size_t take = std::min(left, total - front.written);
+      front.written += take;
+      left -= take;
+      if (front.written < total) break;
+      if (front.on_written) front.on_written->complete(front.payload_bytes, -1);
+      outbox_.pop_front();
+    }
+  }
+  return true;
+}
+
+void TcpConnection::receive(Sink& sink) {
+  while (true) {
+    consume(sink);
+    // Read more: large payload remainders straight into their destination.
+    if (in_payload_ && payload_target_ != nullptr && current_.bytes - payload_done_ >= kDirectReadBytes) {
+      ssize_t n = ::recv(socket_.fd(), payload_target_ + payload_done_, current_.bytes - payload_done_, 0);
+      if (n == 0) lost("receiving", 0);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) return;
+        lost("receiving", errno);
+      }
+      payload_done_ += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (inbox_begin_ == inbox_end_) {
+      inbox_begin_ = inbox_end_ = 0;
+    } else if (inbox_begin_ > 0 && inbox_.size() - inbox_end_ < sizeof(FrameHeader)) {
+      std::memmove(inbox_.data(), inbox_.data() + inbox_begin_, inbox_end_ - inbox_begin_);
+      inbox_end_ -= inbox_begin_;
+      inbox_begin_ = 0;
+    }
+    ssize_t n = ::recv(socket_.fd(), inbox_.data() + inbox_end_, inbox_.size() - inbox_end_, 0);
+    if (n == 0) lost("receiving", 0);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return;
+      lost("receiving", errno);
+    }
+    inbox_end_ += static_cast<std::size_t>(n);
+  }
+}
+
+// Dispatches every complete header and payload byte held in the inbox.
+void TcpConnection::consume(Sink& sink) {
+  while (true) {
+    if (!in_payload_) {
+      if (inbox_end_ - inbox_begin_ < sizeof(FrameHeader)) return;
+      std::memcpy(&current_, inbox_.data() + inbox_begin_, sizeof(FrameHeader));
+      inbox_begin_ += sizeof(FrameHeader);
+      payload_done_ = 0;
+      payload_target_ = nullptr;
+      PayloadTarget target = sink.on_header(*this, current_);
+      if (!has_payload(current_.kind)) continue;
+      payload_target_ = target.data;
+      in_payload_ = true;
+    }
+    std::size_t available = std::min(inbox_end_ - inbox_begin_, current_.bytes - payload_done_);
+    if (available > 0 && payload_target_ != nullptr) {
+      std::memcpy(payload_target_ + payload_done_, inbox_.data() + inbox_begin_, available);
+    }
+    inbox_begin_ += available;
+    payload_done_ += available;
+    if (payload_done_ < current_.bytes) return;
+    in_payload_ = false;
+    sink.on_payload(*this, current_);
+  }
+}
+
+std::vector<std::shared_ptr<detail::Completion>> TcpConnection::take_queued() {
+  std::vector<std::shared_ptr<detail::Completion>> taken;
+  for (auto& item : outbox_) {
+    if (item.on_written) taken.push_back(std::move(item.on_written));
+  }
+  outbox_.clear();
+  return taken;
+}
+
+}  // namespace comm::transport

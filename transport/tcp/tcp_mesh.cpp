@@ -1,0 +1,244 @@
+#include "tcp_mesh.hpp"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "interfaces.hpp"
+#include "log.hpp"
+
+namespace comm::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint32_t kMagic = 0x50435443;  // "CTCP"
+constexpr std::uint32_t kVersion = 1;
+// How long a connection that has not said hello may hold a place before it is dropped.
+constexpr auto kHelloTimeout = std::chrono::seconds(5);
+
+struct Hello {
+  std::uint32_t magic;
+  std::uint32_t version;
+  std::int32_t from_rank;
+  std::int32_t to_rank;
+  std::int32_t world_size;
+  char token[68];
+  char name[160];
+};
+
+spdlog::logger& logger() { return log::get(log::Subsystem::Transport); }
+
+Hello make_hello(const MeshOptions& options, int to_rank) {
+  Hello hello{};
+  hello.magic = kMagic;
+  hello.version = kVersion;
+  hello.from_rank = options.rank;
+  hello.to_rank = to_rank;
+  hello.world_size = options.size;
+  std::strncpy(hello.token, options.job_token.c_str(), sizeof hello.token - 1);
+  std::strncpy(hello.name, process_name(options.rank).c_str(), sizeof hello.name - 1);
+  return hello;
+}
+
+// Why a hello is not from the peer we expect, or "" when it is.
+std::string check_hello(const Hello& hello, const MeshOptions& options, int expected_from) {
+  if (hello.magic != kMagic) return "not a libcomm connection (bad magic)";
+  if (hello.version != kVersion) return "protocol version " + std::to_string(hello.version) + ", expected " + std::to_string(kVersion);
+  if (std::strncmp(hello.token, options.job_token.c_str(), sizeof hello.token) != 0) return "wrong job token";
+  if (hello.world_size != options.size || hello.to_rank != options.rank) {
+    return "it belongs to another group (world size " + std::to_string(hello.world_size) + ", rank " +
+           std::to_string(hello.to_rank) + ")";
+  }
+  if (hello.from_rank < 0 || hello.from_rank >= options.size || (expected_from >= 0 && hello.from_rank != expected_from)) {
+    return "unexpected peer rank " + std::to_string(hello.from_rank);
+  }
+  return "";
+}
+
+std::string peer_name_of(const Hello& hello) {
+  return std::string(hello.name, strnlen(hello.name, sizeof hello.name));
+}
+
+[[noreturn]] void fail(const std::string& message, int peer = -1) {
+  throw IoError(message, ErrorContext{.peer = peer, .op = "transport.tcp.connect"});
+}
+
+Socket open_listener(const SocketAddress& address) {
+  Socket listener(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listener.valid()) fail(std::string("socket: ") + std::strerror(errno));
+  int on = 1;
+  ::setsockopt(listener.fd(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (::bind(listener.fd(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) != 0) {
+    fail("cannot listen on " + address.to_string() + ": " + std::strerror(errno));
+  }
+  if (::listen(listener.fd(), 1024) != 0) fail(std::string("listen: ") + std::strerror(errno));
+  set_nonblocking(listener.fd());
+  return listener;
+}
+
+SocketAddress bound_address(const Socket& socket) {
+  SocketAddress address;
+  address.length = sizeof address.storage;
+  ::getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&address.storage), &address.length);
+  return address;
+}
+
+// Connects to a lower rank and sends our hello; its answer is read later, so that every rank
+// first gets on with accepting its higher ranks (no rank waits on one that waits on it).
+Socket connect_to(const SocketAddress& address, int peer, Clock::time_point deadline, const MeshOptions& options) {
+  auto pause = std::chrono::milliseconds(5);
+  std::string last_error;
+  while (Clock::now() < deadline) {
+    Socket socket(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(socket.fd(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) == 0) {
+      set_nonblocking(socket.fd());
+      Hello hello = make_hello(options, peer);
+      std::string error;
+      if (!send_all(socket.fd(), {reinterpret_cast<const std::uint8_t*>(&hello), sizeof hello}, deadline, error)) {
+        fail("sending the handshake to rank " + std::to_string(peer) + " at " + address.to_string() + ": " + error, peer);
+      }
+      return socket;
+    }
+    last_error = std::strerror(errno);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+  fail("could not connect to rank " + std::to_string(peer) + " at " + address.to_string() + " (" + last_error +
+           "); check that this host can reach it (firewall, COMM_SOCKET_IFNAME)",
+       peer);
+}
+
+// Accepts until every higher rank has said a valid hello; strangers are dropped.
+void accept_higher_ranks(Socket& listener, Mesh& mesh, const MeshOptions& options, Clock::time_point deadline) {
+  struct Pending {
+    Socket socket;
+    std::string from;
+    Clock::time_point hello_deadline;
+    Hello hello{};
+    std::size_t received = 0;
+  };
+  std::vector<Pending> pending;
+  auto missing = [&] {
+    std::vector<int> ranks;
+    for (int peer = options.rank + 1; peer < options.size; ++peer) {
+      if (!mesh.sockets[peer].valid()) ranks.push_back(peer);
+    }
+    return ranks;
+  };
+  while (!missing().empty()) {
+    auto now = Clock::now();
+    if (now >= deadline) {
+      std::string ranks;
+      for (int peer : missing()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
+      throw TimeoutError("timed out waiting for rank(s) " + ranks + " to connect to " + mesh.local_address +
+                             "; they may be unable to reach this address (firewall, COMM_SOCKET_IFNAME)",
+                         ErrorContext{.op = "transport.tcp.connect"});
+    }
+    std::vector<pollfd> watched{{listener.fd(), POLLIN, 0}};
+    for (auto& connection : pending) watched.push_back({connection.socket.fd(), POLLIN, 0});
+    ::poll(watched.data(), watched.size(), 100);
+    if (watched[0].revents & POLLIN) {
+      sockaddr_storage from{};
+      socklen_t length = sizeof from;
+      int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&from), &length, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        SocketAddress address;
+        address.storage = from;
+        address.length = length;
+        pending.push_back({Socket(fd), address.to_string(), Clock::now() + kHelloTimeout});
+      }
+    }
+    for (std::size_t i = 0; i < pending.size();) {
+      Pending& connection = pending[i];
+      bool drop = false;
+      std::string reason;
+      ssize_t n = ::recv(connection.socket.fd(), reinterpret_cast<std::uint8_t*>(&connection.hello) + connection.received,
+                         sizeof(Hello) - connection.received, 0);
+      if (n > 0) connection.received += static_cast<std::size_t>(n);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        drop = true;
+        reason = "closed before completing the handshake";
+      } else if (connection.received == sizeof(Hello)) {
+        reason = check_hello(connection.hello, options, -1);
+        int peer = connection.hello.from_rank;
+        if (reason.empty() && (peer <= options.rank || mesh.sockets[peer].valid())) reason = "rank " + std::to_string(peer) + " connected twice";
+        if (reason.empty()) {
+          Hello answer = make_hello(options, peer);
+          std::string error;
+          if (!send_all(connection.socket.fd(), {reinterpret_cast<const std::uint8_t*>(&answer), sizeof answer}, deadline, error)) {
+            reason = "could not answer its handshake: " + error;
+          } else {
+            mesh.peer_names[peer] = peer_name_of(connection.hello);
+            mesh.sockets[peer] = std::move(connection.socket);
+          }
+        }
+        drop = true;
+      } else if (Clock::now() > connection.hello_deadline) {
+        drop = true;
+        reason = "sent no complete handshake within 5 s";
+      }
+      if (drop) {
+        if (!reason.empty()) logger().warn("refused a connection from {} to {}: {}", connection.from, mesh.local_address, reason);
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string process_name(int rank) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return "rank " + std::to_string(rank) + " (" + host + ":" + std::to_string(::getpid()) + ")";
+}
+
+Mesh connect_mesh(Store& store, const MeshOptions& options) {
+  auto deadline = Clock::now() + options.timeout;
+  Mesh mesh;
+  mesh.sockets.resize(options.size);
+  mesh.peer_names.resize(options.size);
+  mesh.peer_names[options.rank] = process_name(options.rank);
+  if (options.size == 1) return mesh;
+
+  LocalAddress local = choose_local_address(options.route_to_host);
+  Socket listener = open_listener(local.address);
+  mesh.local_address = bound_address(listener).to_string();
+  store.set("tcp/" + std::to_string(options.rank), mesh.local_address);
+  logger().info("listening for peers on {} ({})", mesh.local_address, local.interface);
+
+  std::vector<Socket> lower(options.rank);
+  for (int peer = 0; peer < options.rank; ++peer) {
+    auto address = SocketAddress::parse(store.get_string("tcp/" + std::to_string(peer)));
+    lower[peer] = connect_to(address, peer, deadline, options);
+  }
+  accept_higher_ranks(listener, mesh, options, deadline);
+  listener.close();
+
+  for (int peer = 0; peer < options.rank; ++peer) {
+    Hello answer{};
+    std::string error;
+    if (!receive_all(lower[peer].fd(), {reinterpret_cast<std::uint8_t*>(&answer), sizeof answer}, deadline, error)) {
+      fail("rank " + std::to_string(peer) + " did not answer the handshake (" + error +
+               "); a rank of another job, or an old address in the store?", peer);
+    }
+    if (std::string reason = check_hello(answer, options, peer); !reason.empty()) {
+      fail("rank " + std::to_string(peer) + " answered the handshake wrongly: " + reason, peer);
+    }
+    mesh.peer_names[peer] = peer_name_of(answer);
+    mesh.sockets[peer] = std::move(lower[peer]);
+  }
+  for (auto& socket : mesh.sockets) {
+    if (socket.valid()) set_no_delay(socket.fd());
+  }
+  return mesh;
+}
+
+}  // namespace comm::transport

@@ -1,0 +1,39 @@
+// Building the full mesh of TCP connections of a group, through the store.
+//
+// Each rank listens on its chosen address and publishes it under "tcp/<rank>". A rank connects
+// to every lower rank and accepts every higher one. The connecting side opens with a hello
+// (magic, protocol version, job token, both ranks, world size, its name); the accepting side
+// checks it and answers with its own. A connection with a wrong token, wrong ranks or garbage
+// is closed and logged, and the job goes on waiting for its real peers. The listener is closed
+// once the mesh is complete, so nothing can connect afterwards.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "comm/store.hpp"
+#include "socket.hpp"
+
+namespace comm::transport {
+
+struct MeshOptions {
+  int rank = 0;
+  int size = 1;
+  std::string job_token;
+  std::string route_to_host;  // the store's host, to pick the interface (see interfaces.hpp)
+  std::chrono::milliseconds timeout{};
+};
+
+struct Mesh {
+  std::vector<Socket> sockets;         // [rank] invalid
+  std::vector<std::string> peer_names; // "rank 3 (host:pid)"
+  std::string local_address;
+};
+
+Mesh connect_mesh(Store& store, const MeshOptions& options);
+
+// The name this process gives itself in handshakes: "rank R (host:pid)".
+std::string process_name(int rank);
+
+}  // namespace comm::transport

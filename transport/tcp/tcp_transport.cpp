@@ -1,0 +1,381 @@
+#include "tcp_transport.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "comm/error.hpp"
+#include "log.hpp"
+
+namespace comm::transport {
+namespace {
+
+FrameHeader frame(FrameKind kind, std::uint64_t tag, std::uint64_t bytes, std::uint64_t id = 0, std::uint64_t extra = 0) {
+  FrameHeader header{};
+  header.kind = kind;
+  header.tag = tag;
+  header.bytes = bytes;
+  header.id = id;
+  header.extra = extra;
+  return header;
+}
+
+template <class Error>
+std::exception_ptr error_of(const std::string& message, int rank, int peer, const char* op) {
+  return std::make_exception_ptr(Error(message, ErrorContext{.rank = rank, .peer = peer, .op = op}));
+}
+
+}  // namespace
+
+std::shared_ptr<TcpTransport> TcpTransport::create(Store& store, const MeshOptions& options) {
+  auto transport = std::make_shared<TcpTransport>(options.rank, connect_mesh(store, options));
+  transport->progress_thread_ = std::thread([raw = transport.get()] { raw->run_progress_thread(); });
+  return transport;
+}
+
+TcpTransport::TcpTransport(int rank, Mesh mesh)
+    : rank_(rank), size_(static_cast<int>(mesh.sockets.size())), peer_names_(std::move(mesh.peer_names)),
+      peers_(mesh.sockets.size()) {
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event wake{EPOLLIN, {.u64 = static_cast<std::uint64_t>(size_)}};
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (!mesh.sockets[peer].valid()) continue;
+    set_nonblocking(mesh.sockets[peer].fd());
+    peers_[peer].connection = std::make_unique<TcpConnection>(peer, peer_names_[peer], std::move(mesh.sockets[peer]));
+    epoll_event event{EPOLLIN, {.u64 = static_cast<std::uint64_t>(peer)}};
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_[peer].connection->fd(), &event);
+  }
+}
+
+TcpTransport::~TcpTransport() {
+  stopping_ = true;
+  std::uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+  if (progress_thread_.joinable()) progress_thread_.join();
+  abort("the process group was destroyed");
+  ::close(epoll_fd_);
+  ::close(wake_fd_);
+}
+
+std::shared_ptr<detail::Completion> TcpTransport::new_completion(int peer) {
+  // The progressor is a weak pointer: a Work kept after its group died must not keep the
+  // transport (and its thread) alive.
+  return std::make_shared<detail::Completion>(std::weak_ptr<detail::Progressor>(weak_from_this()), peer);
+}
+
+std::exception_ptr TcpTransport::peer_error(int peer, const std::string& message) const {
+  return error_of<InvalidArgumentError>(message, rank_, peer, "transport");
+}
+
+std::shared_ptr<detail::Completion> TcpTransport::isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) {
+  auto completion = new_completion(peer);
+  std::lock_guard lock(mutex_);
+  if (aborted_) {
+    completion->fail(aborted_);
+  } else if (peer == rank_) {
+    deliver_to_self(data, bytes, tag);
+    completion->complete(bytes, rank_);
+  } else if (peers_[peer].error) {
+    completion->fail(peers_[peer].error);
+  } else if (bytes <= kEagerBytes) {
+    send_frame(peer, frame(FrameKind::Eager, tag, bytes), data, completion);
+  } else {
+    std::uint64_t id = next_id_++;
+    peers_[peer].awaiting_clearance.emplace(id, PendingSend{data, bytes, tag, completion});
+    send_frame(peer, frame(FrameKind::ReadyToSend, tag, bytes, id), nullptr, nullptr);
+  }
+  return completion;
+}
+
+std::shared_ptr<detail::Completion> TcpTransport::irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag) {
+  auto completion = new_completion(peer);
+  std::lock_guard lock(mutex_);
+  if (aborted_) {
+    completion->fail(aborted_);
+    return completion;
+  }
+  PostedReceive receive{peer, tag, data, capacity, completion};
+  UnexpectedMessage* message = matcher_.find_unexpected(receive);
+  if (message == nullptr) {
+    // Messages that arrived before a peer left are still delivered (above); nothing more will.
+    if (peer != kAnySource && peer != rank_ && peers_[peer].error) {
+      completion->fail(peers_[peer].error);
+      return completion;
+    }
+    if (peer == kAnySource && all_peers_lost()) {
+      completion->fail(error_of<PeerClosedError>("every peer is gone; nobody is left to send to a receive from any source",
+                                                 rank_, -1, "recv"));
+      return completion;
+    }
+    matcher_.post(std::move(receive));
+    return completion;
+  }
+  if (!fits(receive, message->source, tag, message->bytes, message->rendezvous ? message->id : 0)) {
+    matcher_.remove_unexpected(message);
+  } else if (message->rendezvous) {
+    int source = message->source;
+    std::uint64_t id = message->id;
+    matcher_.remove_unexpected(message);
+    clear_to_send(source, id, std::move(receive));
+  } else if (message->arrived) {
+    if (message->bytes > 0) std::memcpy(data, message->payload.data(), message->bytes);
+    completion->complete(message->bytes, message->source);
+    matcher_.remove_unexpected(message);
+  } else {
+    message->claimed_by = std::move(receive);  // completed when its payload has arrived
+  }
+  return completion;
+}
+
+// Checks the receive buffer holds the message; if not, fails the receive and tells the sender.
+bool TcpTransport::fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id) {
+  if (bytes <= receive.capacity) return true;
+  receive.completion->fail(error_of<InvalidArgumentError>(
+      "the message from " + peer_name(source) + " with tag " + std::to_string(tag) + " has " + std::to_string(bytes) +
+          " bytes but the receive buffer holds " + std::to_string(receive.capacity) +
+          "; post a receive at least as large as what is sent (nothing was truncated: the message is dropped)",
+      rank_, source, "recv"));
+  if (source != rank_) send_frame(source, frame(FrameKind::Refused, tag, bytes, id, receive.capacity), nullptr, nullptr);
+  return false;
+}
+
+void TcpTransport::clear_to_send(int peer, std::uint64_t id, PostedReceive receive) {
+  peers_[peer].cleared.emplace(id, std::move(receive));
+  send_frame(peer, frame(FrameKind::ClearToSend, 0, 0, id), nullptr, nullptr);
+}
+
+void TcpTransport::deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag) {
+  if (auto receive = matcher_.take_receive(rank_, tag)) {
+    if (fits(*receive, rank_, tag, bytes, 0)) {
+      if (bytes > 0) std::memcpy(receive->data, data, bytes);
+      receive->completion->complete(bytes, rank_);
+    }
+    return;
+  }
+  UnexpectedMessage message{rank_, tag, bytes, false, 0, true, {}, std::nullopt};
+  auto* begin = static_cast<const std::uint8_t*>(data);
+  message.payload.assign(begin, begin + bytes);
+  matcher_.add_unexpected(std::move(message));
+}
+
+void TcpTransport::send_frame(int peer, const FrameHeader& header, const void* payload,
+                              std::shared_ptr<detail::Completion> on_written) {
+  Peer& state = peers_[peer];
+  if (!state.connection) {
+    if (on_written) on_written->fail(state.error);
+    return;
+  }
+  state.connection->queue(header, payload, std::move(on_written));
+  try {
+    if (!state.connection->flush()) watch_output(peer, true);
+  } catch (const Error&) {
+    // Inside that connection's receive() (answering a frame), the connection must outlive
+    // the call: service() loses the peer once receive() has unwound.
+    if (peer == servicing_peer_) throw;
+    lose_peer(peer, std::current_exception());
+  }
+}
+
+TcpConnection::PayloadTarget TcpTransport::on_header(TcpConnection& connection, const FrameHeader& header) {
+  int peer = connection.peer();
+  Peer& state = peers_[peer];
+  state.arrival = {};
+  switch (header.kind) {
+    case FrameKind::Eager: {
+      if (auto receive = matcher_.take_receive(peer, header.tag)) {
+        if (!fits(*receive, peer, header.tag, header.bytes, 0)) return {nullptr};
+        state.arrival.receive = std::move(receive);
+        return {static_cast<std::uint8_t*>(state.arrival.receive->data)};
+      }
+      UnexpectedMessage message{peer, header.tag, header.bytes, false, 0, false, {}, std::nullopt};
+      message.payload.resize(header.bytes);
+      state.arrival.unexpected = &matcher_.add_unexpected(std::move(message));
+      return {state.arrival.unexpected->payload.data()};
+    }
+    case FrameKind::ReadyToSend:
+      if (auto receive = matcher_.take_receive(peer, header.tag)) {
+        if (fits(*receive, peer, header.tag, header.bytes, header.id)) clear_to_send(peer, header.id, std::move(*receive));
+      } else {
+        matcher_.add_unexpected({peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt});
+      }
+      return {};
+    case FrameKind::ClearToSend: {
+      auto found = state.awaiting_clearance.find(header.id);
+      if (found == state.awaiting_clearance.end()) {
+        throw IoError(peer_name(peer) + " cleared an unknown message; protocol error", ErrorContext{.peer = peer});
+      }
+      PendingSend send = std::move(found->second);
+      state.awaiting_clearance.erase(found);
+      send_frame(peer, frame(FrameKind::Data, send.tag, send.bytes, header.id), send.data, std::move(send.completion));
+      return {};
+    }
+    case FrameKind::Data: {
+      auto found = state.cleared.find(header.id);
+      if (found == state.cleared.end() || header.bytes > found->second.capacity) {
+        throw IoError(peer_name(peer) + " sent data nobody asked for; protocol error", ErrorContext{.peer = peer});
+      }
+      state.arrival.receive = std::move(found->second);
+      state.cleared.erase(found);
+      return {static_cast<std::uint8_t*>(state.arrival.receive->data)};
+    }
+    case FrameKind::Goodbye:
+      state.departing = true;
+      return {};
+    case FrameKind::Refused: {
+      std::string message = "the send of " + std::to_string(header.bytes) + " bytes with tag " + std::to_string(header.tag) +
+                            " to " + peer_name(peer) + " did not fit its receive buffer of " + std::to_string(header.extra) +
+                            " bytes; post a receive at least as large as what is sent";
+      auto error = error_of<InvalidArgumentError>(message, rank_, peer, "send");
+      if (auto found = state.awaiting_clearance.find(header.id); header.id != 0 && found != state.awaiting_clearance.end()) {
+        found->second.completion->fail(error);
+        state.awaiting_clearance.erase(found);
+      } else {
+        // An eager send has completed already: its error surfaces on everything that follows
+        // with this peer, so the mistake cannot go unnoticed.
+        log::get(log::Subsystem::Transport).error("{}", message);
+        state.error = error;
+      }
+      return {};
+    }
+  }
+  throw IoError(peer_name(peer) + " sent a frame of unknown kind " + std::to_string(static_cast<int>(header.kind)),
+                ErrorContext{.peer = peer});
+}
+
+void TcpTransport::on_payload(TcpConnection& connection, const FrameHeader& header) {
+  Peer& state = peers_[connection.peer()];
+  if (state.arrival.receive) {
+    state.arrival.receive->completion->complete(header.bytes, connection.peer());
+  } else if (UnexpectedMessage* message = state.arrival.unexpected) {
+    message->arrived = true;
+    if (message->claimed_by) {
+      PostedReceive receive = std::move(*message->claimed_by);
+      if (fits(receive, message->source, message->tag, message->bytes, 0)) {
+        if (message->bytes > 0) std::memcpy(receive.data, message->payload.data(), message->bytes);
+        receive.completion->complete(message->bytes, message->source);
+      }
+      matcher_.remove_unexpected(message);
+    }
+  }
+  state.arrival = {};
+}
+
+void TcpTransport::service(int peer) {
+  Peer& state = peers_[peer];
+  if (!state.connection) return;
+  try {
+    servicing_peer_ = peer;
+    state.connection->receive(*this);
+    servicing_peer_ = -1;
+    if (state.connection && state.connection->has_output() && state.connection->flush()) watch_output(peer, false);
+  } catch (const Error&) {
+    servicing_peer_ = -1;
+    lose_peer(peer, std::current_exception());
+  }
+}
+
+void TcpTransport::progress(int peer_hint) {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // someone else is making progress right now
+  if (peer_hint >= 0 && peer_hint != rank_) {
+    service(peer_hint);
+  } else {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_) service(peer);
+    }
+  }
+}
+
+void TcpTransport::watch_output(int peer, bool on) {
+  std::uint32_t interest = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
+  epoll_event event{interest, {.u64 = static_cast<std::uint64_t>(peer)}};
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, peers_[peer].connection->fd(), &event);
+}
+
+bool TcpTransport::all_peers_lost() const {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_ && peers_[peer].connection) return false;
+  }
+  return size_ > 1;
+}
+
+void TcpTransport::lose_peer(int peer, std::exception_ptr error) {
+  Peer& state = peers_[peer];
+  if (state.departing) {
+    error = error_of<PeerClosedError>(peer_name(peer) + " has shut down its process group (it finished, aborted, or destroyed "
+                                      "the group) while this operation still needed it", rank_, peer, "transport");
+  } else {
+    try {
+      std::rethrow_exception(error);
+    } catch (Error& cause) {
+      cause.add_context(ErrorContext{.rank = rank_, .peer = peer});
+      if (!aborted_) log::get(log::Subsystem::Transport).warn("{}", cause.what());
+      error = std::make_exception_ptr(cause);
+    } catch (...) {
+    }
+  }
+  if (!state.error) state.error = error;
+  if (state.connection) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, state.connection->fd(), nullptr);
+    for (auto& completion : state.connection->take_queued()) completion->fail(error);
+    state.connection.reset();
+  }
+  for (auto& [id, send] : state.awaiting_clearance) send.completion->fail(error);
+  state.awaiting_clearance.clear();
+  for (auto& [id, receive] : state.cleared) receive.completion->fail(error);
+  state.cleared.clear();
+  if (state.arrival.receive) state.arrival.receive->completion->fail(error);
+  state.arrival = {};
+  for (auto& receive : matcher_.take_receives_from(peer, all_peers_lost())) receive.completion->fail(error);
+  // Messages that fully arrived stay deliverable; half-arrived and announced ones never will be.
+  for (auto& message : matcher_.take_incomplete_from(peer)) {
+    if (message.claimed_by) message.claimed_by->completion->fail(error);
+  }
+}
+
+void TcpTransport::abort(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  say_goodbye();
+  if (!aborted_) aborted_ = error_of<PeerClosedError>("aborted: " + reason, rank_, -1, "transport");
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_ && peers_[peer].connection) lose_peer(peer, aborted_);
+  }
+  for (auto& receive : matcher_.take_receives_from(rank_, true)) receive.completion->fail(aborted_);
+}
+
+// Tells every live peer we are going, so it sees an orderly shutdown rather than a crash.
+void TcpTransport::say_goodbye() {
+  for (auto& state : peers_) {
+    if (!state.connection) continue;
+    state.connection->queue(frame(FrameKind::Goodbye, 0, 0), nullptr, nullptr);
+    try {
+      state.connection->flush();
+    } catch (const Error&) {
+      // That peer is gone already; nothing to tell it.
+    }
+  }
+}
+
+void TcpTransport::run_progress_thread() {
+  epoll_event events[64];
+  while (!stopping_) {
+    int ready = ::epoll_wait(epoll_fd_, events, 64, 1000);
+    if (ready <= 0) continue;
+    std::lock_guard lock(mutex_);
+    for (int i = 0; i < ready; ++i) {
+      auto peer = static_cast<int>(events[i].data.u64);
+      if (peer == size_) {
+        std::uint64_t drained;
+        (void)!::read(wake_fd_, &drained, sizeof drained);
+        continue;
+      }
+      service(peer);
+    }
+  }
+}
+
+}  // namespace comm::transport

@@ -1,0 +1,102 @@
+// The TCP transport: one connection per peer (tcp_connection.hpp), message matching
+// (matcher.hpp), and one progress thread per group sleeping in epoll.
+//
+// Messages up to kEagerBytes go out at once (a receiver that has not posted its receive yet
+// buffers them). Larger ones announce themselves (ReadyToSend) and their payload follows once
+// the receiver has matched a receive (ClearToSend), straight into the user's buffer: no
+// unbounded buffering, and a receive buffer that is too small fails both sides.
+//
+// Threads: callers queue and try to write at once; a waiter spins driving progress itself
+// (try-lock, so it never fights the progress thread), then sleeps; the progress thread handles
+// whatever arrives while nobody waits.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "matcher.hpp"
+#include "tcp_connection.hpp"
+#include "tcp_mesh.hpp"
+#include "transport.hpp"
+
+namespace comm::transport {
+
+class TcpTransport final : public Transport, private TcpConnection::Sink,
+                           public std::enable_shared_from_this<TcpTransport> {
+ public:
+  static constexpr std::size_t kEagerBytes = 64 * 1024;
+
+  // Connects to every peer (see tcp_mesh.hpp) and starts the progress thread.
+  static std::shared_ptr<TcpTransport> create(Store& store, const MeshOptions& options);
+  ~TcpTransport() override;
+
+  std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) override;
+  std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag) override;
+  void progress(int peer_hint) override;
+  std::string peer_name(int peer) const override { return peer_names_.at(peer); }
+  const char* medium() const override { return "tcp"; }
+  void abort(const std::string& reason) override;
+
+  // Private: use create().
+  TcpTransport(int rank, Mesh mesh);
+
+ private:
+  struct PendingSend {
+    const void* data;
+    std::size_t bytes;
+    std::uint64_t tag;
+    std::shared_ptr<detail::Completion> completion;
+  };
+  // Where the payload of the frame now arriving from a peer goes.
+  struct Arrival {
+    std::optional<PostedReceive> receive;
+    UnexpectedMessage* unexpected = nullptr;
+  };
+  struct Peer {
+    std::unique_ptr<TcpConnection> connection;        // null once lost
+    std::exception_ptr error;                         // why it is unusable
+    std::unordered_map<std::uint64_t, PendingSend> awaiting_clearance;  // our large sends
+    std::unordered_map<std::uint64_t, PostedReceive> cleared;          // their large sends
+    Arrival arrival;
+    bool departing = false;  // said Goodbye: its end of file is an orderly shutdown
+  };
+
+  TcpConnection::PayloadTarget on_header(TcpConnection& connection, const FrameHeader& header) override;
+  void on_payload(TcpConnection& connection, const FrameHeader& header) override;
+
+  // All under mutex_.
+  void send_frame(int peer, const FrameHeader& header, const void* payload, std::shared_ptr<detail::Completion> on_written);
+  void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
+  bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
+  void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag);
+  void service(int peer);
+  void lose_peer(int peer, std::exception_ptr error);
+  bool all_peers_lost() const;
+  std::shared_ptr<detail::Completion> new_completion(int peer);
+  std::exception_ptr peer_error(int peer, const std::string& message) const;
+
+  void say_goodbye();
+  void run_progress_thread();
+  void watch_output(int peer, bool on);
+
+  int rank_;
+  int size_;
+  std::vector<std::string> peer_names_;
+  std::mutex mutex_;  // guards everything below
+  std::vector<Peer> peers_;
+  Matcher matcher_;
+  std::uint64_t next_id_ = 1;
+  std::exception_ptr aborted_;
+  int servicing_peer_ = -1;  // the peer whose receive() is on the stack
+
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::thread progress_thread_;
+};
+
+}  // namespace comm::transport
