@@ -13,6 +13,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/comm.hpp"
 
@@ -55,6 +56,76 @@ int run_exit(char** argv) {
   return 0;
 }
 
+// All pairs, then a ring, then any-source gathering at rank 0; each message's bytes say who
+// sent it, to whom and which one it is.
+int run_p2p_exchange() {
+  try {
+    auto group = comm::init_process_group();
+    int me = group->rank(), n = group->size();
+    auto fill = [](int from, int to, std::size_t bytes) {
+      std::vector<std::uint8_t> data(bytes);
+      for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<std::uint8_t>(from * 37 + to * 11 + i * 7 + (i >> 10));
+      return data;
+    };
+    for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4096}, std::size_t{300000}}) {
+      std::vector<std::vector<std::uint8_t>> out(n), in(n);
+      std::vector<std::shared_ptr<comm::Work>> works;
+      for (int peer = 0; peer < n; ++peer) {
+        if (peer == me) continue;
+        in[peer].resize(bytes);
+        works.push_back(group->irecv(comm::Buffer(in[peer].data(), bytes, comm::DType::UInt8), peer, 1));
+        out[peer] = fill(me, peer, bytes);
+        works.push_back(group->isend(comm::Buffer(out[peer].data(), bytes, comm::DType::UInt8), peer, 1));
+      }
+      for (auto& work : works) work->wait();
+      for (int peer = 0; peer < n; ++peer) {
+        if (peer != me && in[peer] != fill(peer, me, bytes)) {
+          std::cout << "ERROR wrong bytes from rank " << peer << " (" << bytes << " bytes)" << std::endl;
+          return 10;
+        }
+      }
+    }
+    std::int64_t token = me;
+    if (me != 0) group->recv(comm::Buffer(&token, 1, comm::DType::Int64), me - 1, 2);
+    if (n > 1) group->send(comm::Buffer(&token, 1, comm::DType::Int64), (me + 1) % n, 2);
+    if (me == 0 && n > 1) group->recv(comm::Buffer(&token, 1, comm::DType::Int64), n - 1, 2);
+    std::cout << "p2p ok rank " << me << " over " << group->transport_name() << std::endl;
+    return 0;
+  } catch (const comm::Error& error) {
+    std::cout << "ERROR " << error.what() << std::endl;
+    return 10;
+  }
+}
+
+// Rank 1 streams 16 MiB messages to rank 0 until killed; rank 0 receives until that fails and
+// reports how long after its last good message the failure came.
+int run_p2p_stream() {
+  try {
+    auto group = comm::init_process_group();
+    std::vector<std::uint8_t> data(16 << 20);
+    if (group->rank() == 1) {
+      std::cout << "streaming" << std::endl;
+      while (true) group->send(comm::Buffer(data.data(), data.size(), comm::DType::UInt8), 0);
+    }
+    auto last = std::chrono::steady_clock::now();
+    try {
+      for (int received = 0;; ++received) {
+        group->recv(comm::Buffer(data.data(), data.size(), comm::DType::UInt8), 1);
+        last = std::chrono::steady_clock::now();
+        if (received == 3) std::cout << "receiving" << std::endl;
+      }
+    } catch (const comm::Error& error) {
+      auto after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - last);
+      std::cout << "FAILED " << comm::to_string(error.code()) << " after " << after.count() << " ms: " << error.what()
+                << std::endl;
+      return 10;
+    }
+  } catch (const comm::Error& error) {
+    std::cout << "ERROR " << error.what() << std::endl;
+    return 11;
+  }
+}
+
 int run_file_add(char** argv) {
   comm::FileStore store(argv[2], std::chrono::seconds(30));
   int count = std::atoi(argv[4]);
@@ -69,6 +140,8 @@ int main(int argc, char** argv) {
   if (mode == "init") return run_init(argc, argv);
   if (mode == "exit" && argc == 6) return run_exit(argv);
   if (mode == "file-add" && argc == 5) return run_file_add(argv);
+  if (mode == "p2p-exchange") return run_p2p_exchange();
+  if (mode == "p2p-stream") return run_p2p_stream();
   if (mode == "env") {
     std::cout << env_or("RANK", "-") << " " << env_or("WORLD_SIZE", "-") << " " << env_or("LOCAL_RANK", "-") << " "
               << env_or("LOCAL_WORLD_SIZE", "-") << " " << env_or("MASTER_ADDR", "-") << std::endl;

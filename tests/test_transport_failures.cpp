@@ -1,0 +1,160 @@
+// The transport as real processes: exchanges under commrun, a peer killed mid-transfer, and
+// strangers knocking on a data port while a job sets up.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "support/child_process.hpp"
+#include "support/thread_ranks.hpp"
+
+using namespace std::chrono_literals;
+using Catch::Matchers::ContainsSubstring;
+using comm::testing::ChildProcess;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string helper() { return comm::testing::program_path("COMM_TEST_HELPER"); }
+
+bool wait_for_output(const ChildProcess& child, const std::string& text, std::chrono::milliseconds limit) {
+  for (auto deadline = Clock::now() + limit; Clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
+    if (child.output().find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Connects to host:port ("1.2.3.4:5"), sends bytes, and reports whether the connect worked.
+bool knock(const std::string& address, const std::vector<std::uint8_t>& bytes) {
+  auto colon = address.rfind(':');
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &target.sin_addr);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target) == 0;
+  if (connected && !bytes.empty()) (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  std::this_thread::sleep_for(50ms);
+  ::close(fd);
+  return connected;
+}
+
+}  // namespace
+
+TEST_CASE("ranks as processes exchange all pairs, a ring and any-source messages", "[transport][process]") {
+  int ranks = GENERATE(2, 3, 4, 8);
+  ChildProcess run({comm::testing::program_path("COMMRUN"), "-n", std::to_string(ranks), helper(), "p2p-exchange"});
+  auto status = run.wait_for(120s);
+  INFO(run.output());
+  REQUIRE(status.has_value());
+  CHECK(*status == 0);
+  for (int rank = 0; rank < ranks; ++rank) CHECK_THAT(run.output(), ContainsSubstring("p2p ok rank " + std::to_string(rank)));
+}
+
+TEST_CASE("a peer killed with SIGKILL mid-transfer fails the survivor's wait within 2 s, naming it", "[transport][process]") {
+  std::string port = std::to_string(comm::testing::free_port());
+  auto environment = [&](int rank) {
+    return std::map<std::string, std::string>{{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"},
+                                              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+  };
+  ChildProcess survivor({helper(), "p2p-stream"}, environment(0));
+  ChildProcess victim({helper(), "p2p-stream"}, environment(1));
+  REQUIRE(wait_for_output(survivor, "receiving", 30s));
+  victim.signal(SIGKILL);
+  auto killed_at = Clock::now();
+  auto status = survivor.wait_for(10s);
+  auto reaction = Clock::now() - killed_at;
+  INFO(survivor.output());
+  REQUIRE(status.has_value());
+  CHECK(*status == 10);
+  CHECK(reaction < 2s);
+  CHECK_THAT(survivor.output(), ContainsSubstring("FAILED peer closed") &&
+                                    ContainsSubstring("rank 1 (") && ContainsSubstring(":" + std::to_string(victim.pid()) + ")"));
+}
+
+// A HashStore whose set() of one key waits until the test opens the gate: holds one rank back
+// in the middle of building the mesh.
+class GatedStore final : public comm::Store {
+ public:
+  explicit GatedStore(std::string gated_key) : gated_key_(std::move(gated_key)) {}
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    opened_.notify_all();
+  }
+  std::string describe() const override { return "GatedStore"; }
+  comm::HashStore inner;
+
+ protected:
+  void do_set(const std::string& key, std::span<const std::uint8_t> value) override {
+    if (key == gated_key_) {
+      std::unique_lock lock(mutex_);
+      opened_.wait(lock, [&] { return open_; });
+    }
+    inner.set(key, value);
+  }
+  comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override { return inner.get(key, timeout); }
+  std::int64_t do_add(const std::string& key, std::int64_t delta) override { return inner.add(key, delta); }
+  comm::Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
+                             std::span<const std::uint8_t> desired) override {
+    return inner.compare_set(key, expected, desired);
+  }
+  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override { inner.wait(keys, timeout); }
+  bool do_check(const std::vector<std::string>& keys) override { return inner.check(keys); }
+  bool do_delete_key(const std::string& key) override { return inner.delete_key(key); }
+  std::int64_t do_num_keys() override { return inner.num_keys(); }
+
+ private:
+  std::string gated_key_;
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+
+TEST_CASE("strangers on a data port are refused and the job goes on", "[transport]") {
+  auto store = std::make_shared<GatedStore>("default_pg/tcp/2");
+  comm::testing::RankChecks checks;
+  auto body = [&](int rank) {
+    try {
+      auto group = comm::init_process_group({.rank = rank, .world_size = 3, .timeout = 30s, .store = store});
+      std::int32_t value = rank, got = -1;
+      for (int peer = 0; peer < 3; ++peer) {
+        if (peer == rank) continue;
+        auto receive = group->irecv(comm::Buffer(&got, 1, comm::DType::Int32), peer, 4);
+        group->send(comm::Buffer(&value, 1, comm::DType::Int32), peer, 4);
+        receive->wait();
+        RANK_CHECK(checks, got == peer);
+      }
+    } catch (const comm::Error& error) {
+      checks.check(false, "rank failed", __LINE__, error.what());
+    }
+  };
+  std::thread rank0(body, 0), rank1(body, 1), rank2(body, 2);
+  // Rank 0 is accepting now; rank 2 is held back before publishing its address.
+  std::string address = store->inner.get_string("default_pg/tcp/0");
+  CHECK(knock(address, std::vector<std::uint8_t>(300, 0x41)));  // garbage
+  CHECK(knock(address, {0x43, 0x54, 0x43, 0x50}));               // a truncated hello
+  std::vector<std::uint8_t> hello(4 * 5 + 68 + 160, 0);           // a hello with the wrong token
+  const std::uint32_t header[5] = {0x50435443, 1, 2, 0, 3};       // magic, version, from 2, to 0, world 3
+  std::memcpy(hello.data(), header, sizeof header);
+  std::memcpy(hello.data() + sizeof header, "not-the-token", 13);
+  CHECK(knock(address, hello));
+  store->open();
+  rank0.join();
+  rank1.join();
+  rank2.join();
+  REQUIRE_RANK_CHECKS(checks);
+  // The mesh is complete, so the data port is closed.
+  CHECK_FALSE(knock(address, {}));
+}
