@@ -36,6 +36,8 @@ long long first_wrong(const std::vector<std::uint8_t>& data, int rank, int messa
 }  // namespace
 
 TEST_CASE("messages of every size arrive intact", "[p2p]") {
+  std::string transport = GENERATE("tcp", "shm");
+  INFO("transport " << transport);
   std::size_t bytes = GENERATE(std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{4096},
                                std::size_t{64 * 1024}, std::size_t{64 * 1024 + 1}, std::size_t{(1 << 20) + 3},
                                std::size_t{256} << 20);
@@ -55,12 +57,14 @@ TEST_CASE("messages of every size arrive intact", "[p2p]") {
       wrong = first_wrong(data, 0, 1, bytes);
       RANK_CHECK(checks, data[bytes] == 0xEE);  // nothing written past the message
     }
-  });
+  }, std::chrono::seconds(60), transport);
   REQUIRE_RANK_CHECKS(checks);
   CHECK(wrong == -1);
 }
 
 TEST_CASE("a message over 4 GiB arrives intact", "[p2p][slow]") {
+  std::string transport = GENERATE("tcp", "shm");
+  INFO("transport " << transport);
   const std::size_t bytes = (std::size_t{4} << 30) + 4099;
   std::atomic<long long> wrong{-2};
   run_ranks(2, [&](comm::ProcessGroup& group) {
@@ -72,11 +76,13 @@ TEST_CASE("a message over 4 GiB arrives intact", "[p2p][slow]") {
       group.recv(comm::Buffer(data.data(), bytes, comm::DType::UInt8), 0);
       wrong = first_wrong(data, 0, 2, bytes);
     }
-  }, 300s);
+  }, 300s, transport);
   CHECK(wrong == -1);
 }
 
 TEST_CASE("1000 messages in flight keep their order per tag, eager and large mixed", "[p2p]") {
+  std::string transport = GENERATE("tcp", "shm");
+  INFO("transport " << transport);
   constexpr int kMessages = 1000;
   std::atomic<int> errors{0};
   run_ranks(2, [&](comm::ProcessGroup& group) {
@@ -103,11 +109,13 @@ TEST_CASE("1000 messages in flight keep their order per tag, eager and large mix
         if (first_wrong(buffers[m], 0, m, size_of(m)) != -1) ++errors;
       }
     }
-  });
+  }, std::chrono::seconds(60), transport);
   CHECK(errors == 0);
 }
 
 TEST_CASE("all pairs exchange at once", "[p2p]") {
+  std::string transport = GENERATE("tcp", "shm");
+  INFO("transport " << transport);
   int ranks = GENERATE(2, 3, 5, 8);
   std::size_t bytes = GENERATE(std::size_t{10}, std::size_t{300'000});
   INFO(ranks << " ranks, " << bytes << " bytes");
@@ -130,11 +138,13 @@ TEST_CASE("all pairs exchange at once", "[p2p]") {
     for (int peer = 0; peer < ranks; ++peer) {
       if (peer != me && first_wrong(in[peer], peer, me, bytes) != -1) ++errors;
     }
-  });
+  }, std::chrono::seconds(60), transport);
   CHECK(errors == 0);
 }
 
 TEST_CASE("a receive from any source reports the sender", "[p2p]") {
+  std::string transport = GENERATE("tcp", "shm");
+  INFO("transport " << transport);
   int ranks = GENERATE(2, 4, 7);
   std::set<int> senders;
   std::atomic<int> errors{0};
@@ -150,7 +160,7 @@ TEST_CASE("a receive from any source reports the sender", "[p2p]") {
       std::int32_t value = group.rank() * 10;
       group.send(comm::Buffer(&value, 1, comm::DType::Int32), 0, 5);
     }
-  });
+  }, std::chrono::seconds(60), transport);
   CHECK(errors == 0);
   CHECK(static_cast<int>(senders.size()) == ranks - 1);
 }
@@ -168,6 +178,8 @@ TEST_CASE("sending to oneself works", "[p2p]") {
 }
 
 TEST_CASE("a receive buffer smaller than the message fails both sides", "[p2p][bad-input]") {
+  std::string transport = GENERATE("tcp", "shm");
+  INFO("transport " << transport);
   SECTION("a large message: both Works fail") {
     std::string sender_error, receiver_error;
     run_ranks(2, [&](comm::ProcessGroup& group) {
@@ -181,7 +193,7 @@ TEST_CASE("a receive buffer smaller than the message fails both sides", "[p2p][b
       } catch (const comm::Error& error) {
         (group.rank() == 0 ? sender_error : receiver_error) = error.what();
       }
-    });
+    }, std::chrono::seconds(60), transport);
     CHECK_THAT(sender_error, ContainsSubstring("1048576 bytes") && ContainsSubstring("1000"));
     CHECK_THAT(receiver_error, ContainsSubstring("1048576 bytes") && ContainsSubstring("holds 1000"));
   }
@@ -207,7 +219,7 @@ TEST_CASE("a receive buffer smaller than the message fails both sides", "[p2p][b
         std::uint8_t flag = 1;
         group.send(comm::Buffer(&flag, 1, comm::DType::UInt8), 0, 3);
       }
-    });
+    }, std::chrono::seconds(60), transport);
     CHECK_THAT(receiver_error, ContainsSubstring("100 bytes") && ContainsSubstring("holds 10"));
     CHECK_THAT(sender_error, ContainsSubstring("did not fit"));
   }

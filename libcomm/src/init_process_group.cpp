@@ -9,7 +9,7 @@
 #include "join.hpp"
 #include "launch_environment.hpp"
 #include "log.hpp"
-#include "tcp_transport.hpp"
+#include "connect.hpp"
 
 namespace comm {
 namespace {
@@ -89,16 +89,12 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
 
 std::shared_ptr<transport::Transport> open_transport(const InitOptions& options, const Placement& placement,
                                                     Store& store, const JobStore& job, std::chrono::milliseconds timeout) {
-  std::string choice = environment::get("COMM_TRANSPORT").value_or(options.transport);
-  COMM_CHECK(choice == "auto" || choice == "tcp" || choice == "shm", InvalidArgumentError, ErrorContext{.op = kOp},
-             "transport '" + choice + "' (InitOptions::transport or COMM_TRANSPORT) is not one of auto, tcp, shm");
-  COMM_CHECK(choice != "shm", InvalidArgumentError, ErrorContext{.op = kOp},
-             "the shared-memory transport is not built yet; use auto or tcp");
+  auto from_environment = environment::get("COMM_TRANSPORT");
+  auto choice = transport::parse_medium_choice(from_environment.value_or(options.transport),
+                                               from_environment ? "COMM_TRANSPORT" : "InitOptions::transport");
   transport::MeshOptions mesh{placement.rank, placement.world_size, "", job.route_to_host, timeout};
   if (placement.world_size > 1) mesh.job_token = agree_job_token(store);
-  auto transport = transport::TcpTransport::create(store, mesh);
-  log::get(log::Subsystem::Transport).info("using the tcp transport ({})", choice == "auto" ? "automatic choice" : "asked for");
-  return transport;
+  return transport::connect_transport(store, mesh, choice);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -15,12 +16,13 @@ namespace comm::testing {
 // Runs body(group) on `ranks` threads; rethrows the first exception any rank threw (after all
 // have finished, so no thread outlives the call).
 inline void run_ranks(int ranks, const std::function<void(ProcessGroup&)>& body,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60), const std::string& transport = "auto") {
   auto store = std::make_shared<HashStore>();
   std::vector<std::future<void>> futures;
   for (int rank = 0; rank < ranks; ++rank) {
     futures.push_back(std::async(std::launch::async, [&, rank] {
-      auto group = init_process_group({.rank = rank, .world_size = ranks, .timeout = timeout, .store = store});
+      auto group = init_process_group(
+          {.rank = rank, .world_size = ranks, .timeout = timeout, .store = store, .transport = transport});
       body(*group);
     }));
   }

@@ -1,4 +1,4 @@
-#include "tcp_transport.hpp"
+#include "mesh_transport.hpp"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -29,29 +29,32 @@ std::exception_ptr error_of(const std::string& message, int rank, int peer, cons
 
 }  // namespace
 
-std::shared_ptr<TcpTransport> TcpTransport::create(Store& store, const MeshOptions& options) {
-  auto transport = std::make_shared<TcpTransport>(options.rank, connect_mesh(store, options));
+std::shared_ptr<MeshTransport> MeshTransport::create(int rank, std::vector<std::string> peer_names,
+                                                     std::vector<std::unique_ptr<ByteStream>> streams) {
+  auto transport = std::make_shared<MeshTransport>(rank, std::move(peer_names), std::move(streams));
   transport->progress_thread_ = std::thread([raw = transport.get()] { raw->run_progress_thread(); });
   return transport;
 }
 
-TcpTransport::TcpTransport(int rank, Mesh mesh)
-    : rank_(rank), size_(static_cast<int>(mesh.sockets.size())), peer_names_(std::move(mesh.peer_names)),
-      peers_(mesh.sockets.size()) {
+MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
+                             std::vector<std::unique_ptr<ByteStream>> streams)
+    : rank_(rank), size_(static_cast<int>(streams.size())), peer_names_(std::move(peer_names)), peers_(streams.size()) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_event wake{EPOLLIN, {.u64 = static_cast<std::uint64_t>(size_)}};
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
   for (int peer = 0; peer < size_; ++peer) {
-    if (!mesh.sockets[peer].valid()) continue;
-    set_nonblocking(mesh.sockets[peer].fd());
-    peers_[peer].connection = std::make_unique<TcpConnection>(peer, peer_names_[peer], std::move(mesh.sockets[peer]));
+    if (!streams[peer]) continue;
+    mediums_.insert(streams[peer]->medium());
+    peers_[peer].connection = std::make_unique<StreamConnection>(peer, peer_names_[peer], std::move(streams[peer]));
     epoll_event event{EPOLLIN, {.u64 = static_cast<std::uint64_t>(peer)}};
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_[peer].connection->fd(), &event);
   }
+  for (const auto& medium : mediums_) medium_ += (medium_.empty() ? "" : "+") + medium;
+  if (medium_.empty()) medium_ = "self";
 }
 
-TcpTransport::~TcpTransport() {
+MeshTransport::~MeshTransport() {
   stopping_ = true;
   std::uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);
@@ -61,17 +64,17 @@ TcpTransport::~TcpTransport() {
   ::close(wake_fd_);
 }
 
-std::shared_ptr<detail::Completion> TcpTransport::new_completion(int peer) {
+std::shared_ptr<detail::Completion> MeshTransport::new_completion(int peer) {
   // The progressor is a weak pointer: a Work kept after its group died must not keep the
   // transport (and its thread) alive.
   return std::make_shared<detail::Completion>(std::weak_ptr<detail::Progressor>(weak_from_this()), peer);
 }
 
-std::exception_ptr TcpTransport::peer_error(int peer, const std::string& message) const {
+std::exception_ptr MeshTransport::peer_error(int peer, const std::string& message) const {
   return error_of<InvalidArgumentError>(message, rank_, peer, "transport");
 }
 
-std::shared_ptr<detail::Completion> TcpTransport::isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) {
+std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) {
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);
   if (aborted_) {
@@ -91,7 +94,7 @@ std::shared_ptr<detail::Completion> TcpTransport::isend(int peer, const void* da
   return completion;
 }
 
-std::shared_ptr<detail::Completion> TcpTransport::irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag) {
+std::shared_ptr<detail::Completion> MeshTransport::irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag) {
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);
   if (aborted_) {
@@ -132,7 +135,7 @@ std::shared_ptr<detail::Completion> TcpTransport::irecv(int peer, void* data, st
 }
 
 // Checks the receive buffer holds the message; if not, fails the receive and tells the sender.
-bool TcpTransport::fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id) {
+bool MeshTransport::fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id) {
   if (bytes <= receive.capacity) return true;
   receive.completion->fail(error_of<InvalidArgumentError>(
       "the message from " + peer_name(source) + " with tag " + std::to_string(tag) + " has " + std::to_string(bytes) +
@@ -143,12 +146,12 @@ bool TcpTransport::fits(const PostedReceive& receive, int source, std::uint64_t 
   return false;
 }
 
-void TcpTransport::clear_to_send(int peer, std::uint64_t id, PostedReceive receive) {
+void MeshTransport::clear_to_send(int peer, std::uint64_t id, PostedReceive receive) {
   peers_[peer].cleared.emplace(id, std::move(receive));
   send_frame(peer, frame(FrameKind::ClearToSend, 0, 0, id), nullptr, nullptr);
 }
 
-void TcpTransport::deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag) {
+void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag) {
   if (auto receive = matcher_.take_receive(rank_, tag)) {
     if (fits(*receive, rank_, tag, bytes, 0)) {
       if (bytes > 0) std::memcpy(receive->data, data, bytes);
@@ -162,7 +165,7 @@ void TcpTransport::deliver_to_self(const void* data, std::size_t bytes, std::uin
   matcher_.add_unexpected(std::move(message));
 }
 
-void TcpTransport::send_frame(int peer, const FrameHeader& header, const void* payload,
+void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* payload,
                               std::shared_ptr<detail::Completion> on_written) {
   Peer& state = peers_[peer];
   if (!state.connection) {
@@ -180,7 +183,7 @@ void TcpTransport::send_frame(int peer, const FrameHeader& header, const void* p
   }
 }
 
-TcpConnection::PayloadTarget TcpTransport::on_header(TcpConnection& connection, const FrameHeader& header) {
+StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& connection, const FrameHeader& header) {
   int peer = connection.peer();
   Peer& state = peers_[peer];
   state.arrival = {};
@@ -246,7 +249,7 @@ TcpConnection::PayloadTarget TcpTransport::on_header(TcpConnection& connection, 
                 ErrorContext{.peer = peer});
 }
 
-void TcpTransport::on_payload(TcpConnection& connection, const FrameHeader& header) {
+void MeshTransport::on_payload(StreamConnection& connection, const FrameHeader& header) {
   Peer& state = peers_[connection.peer()];
   if (state.arrival.receive) {
     state.arrival.receive->completion->complete(header.bytes, connection.peer());
@@ -264,7 +267,8 @@ void TcpTransport::on_payload(TcpConnection& connection, const FrameHeader& head
   state.arrival = {};
 }
 
-void TcpTransport::service(int peer) {
+void MeshTransport::service(int peer) {
+  if (peer == rank_) return;
   Peer& state = peers_[peer];
   if (!state.connection) return;
   try {
@@ -278,7 +282,7 @@ void TcpTransport::service(int peer) {
   }
 }
 
-void TcpTransport::progress(int peer_hint) {
+void MeshTransport::progress(int peer_hint) {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // someone else is making progress right now
   if (peer_hint >= 0 && peer_hint != rank_) {
@@ -290,20 +294,21 @@ void TcpTransport::progress(int peer_hint) {
   }
 }
 
-void TcpTransport::watch_output(int peer, bool on) {
+void MeshTransport::watch_output(int peer, bool on) {
+  if (!peers_[peer].connection->stream().writes_wake_through_fd()) return;  // prepare_to_sleep arms it
   std::uint32_t interest = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
   epoll_event event{interest, {.u64 = static_cast<std::uint64_t>(peer)}};
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, peers_[peer].connection->fd(), &event);
 }
 
-bool TcpTransport::all_peers_lost() const {
+bool MeshTransport::all_peers_lost() const {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_ && peers_[peer].connection) return false;
   }
   return size_ > 1;
 }
 
-void TcpTransport::lose_peer(int peer, std::exception_ptr error) {
+void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
   Peer& state = peers_[peer];
   if (state.departing) {
     error = error_of<PeerClosedError>(peer_name(peer) + " has shut down its process group (it finished, aborted, or destroyed "
@@ -337,7 +342,7 @@ void TcpTransport::lose_peer(int peer, std::exception_ptr error) {
   }
 }
 
-void TcpTransport::abort(const std::string& reason) {
+void MeshTransport::abort(const std::string& reason) {
   std::lock_guard lock(mutex_);
   say_goodbye();
   if (!aborted_) aborted_ = error_of<PeerClosedError>("aborted: " + reason, rank_, -1, "transport");
@@ -348,7 +353,7 @@ void TcpTransport::abort(const std::string& reason) {
 }
 
 // Tells every live peer we are going, so it sees an orderly shutdown rather than a crash.
-void TcpTransport::say_goodbye() {
+void MeshTransport::say_goodbye() {
   for (auto& state : peers_) {
     if (!state.connection) continue;
     state.connection->queue(frame(FrameKind::Goodbye, 0, 0), nullptr, nullptr);
@@ -360,17 +365,49 @@ void TcpTransport::say_goodbye() {
   }
 }
 
-void TcpTransport::run_progress_thread() {
+// Arms every stream's wake-up before sleeping; false when one already has work.
+bool MeshTransport::prepare_to_sleep() {
+  for (int peer = 0; peer < size_; ++peer) {
+    auto& connection = peers_[peer].connection;
+    if (connection && !connection->stream().prepare_to_sleep(connection->has_output())) return false;
+  }
+  return true;
+}
+
+void MeshTransport::woke_up() {
+  for (auto& state : peers_) {
+    if (state.connection) state.connection->stream().woke_up();
+  }
+}
+
+void MeshTransport::run_progress_thread() {
   epoll_event events[64];
   while (!stopping_) {
+    bool may_sleep;
+    {
+      std::lock_guard lock(mutex_);
+      may_sleep = prepare_to_sleep();
+      if (!may_sleep) {
+        woke_up();
+        for (int peer = 0; peer < size_; ++peer) service(peer);
+      }
+    }
+    if (!may_sleep) continue;
     int ready = ::epoll_wait(epoll_fd_, events, 64, 1000);
-    if (ready <= 0) continue;
     std::lock_guard lock(mutex_);
+    woke_up();
     for (int i = 0; i < ready; ++i) {
       auto peer = static_cast<int>(events[i].data.u64);
       if (peer == size_) {
         std::uint64_t drained;
         (void)!::read(wake_fd_, &drained, sizeof drained);
+        continue;
+      }
+      if (!peers_[peer].connection) continue;
+      try {
+        peers_[peer].connection->stream().on_wakeup();
+      } catch (const Error&) {
+        lose_peer(peer, std::current_exception());
         continue;
       }
       service(peer);

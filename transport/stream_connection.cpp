@@ -1,7 +1,5 @@
-#include "tcp_connection.hpp"
+#include "stream_connection.hpp"
 
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,23 +19,16 @@ bool has_payload(FrameKind kind) { return kind == FrameKind::Eager || kind == Fr
 
 }  // namespace
 
-TcpConnection::TcpConnection(int peer, std::string peer_name, Socket socket)
-    : peer_(peer), peer_name_(std::move(peer_name)), socket_(std::move(socket)), inbox_(kInboxBytes) {}
+StreamConnection::StreamConnection(int peer, std::string peer_name, std::unique_ptr<ByteStream> stream)
+    : peer_(peer), peer_name_(std::move(peer_name)), stream_(std::move(stream)), inbox_(kInboxBytes) {}
 
-void TcpConnection::lost(const char* what, int error) const {
-  std::string reason = error == 0 ? "closed the connection" : std::string("connection failed: ") + std::strerror(error);
-  throw PeerClosedError(peer_name_ + " " + reason + " while " + what +
-                            "; that process has probably exited or crashed: look at its output",
-                        ErrorContext{.peer = peer_});
-}
-
-void TcpConnection::queue(const FrameHeader& header, const void* payload,
+void StreamConnection::queue(const FrameHeader& header, const void* payload,
                           std::shared_ptr<detail::Completion> on_written) {
   std::size_t payload_bytes = has_payload(header.kind) ? header.bytes : 0;
   outbox_.push_back({header, static_cast<const std::uint8_t*>(payload), payload_bytes, 0, std::move(on_written)});
 }
 
-bool TcpConnection::flush() {
+bool StreamConnection::flush() {
   while (!outbox_.empty()) {
     iovec vectors[kMaxIovecs];
     int count = 0;
@@ -53,12 +44,8 @@ bool TcpConnection::flush() {
         vectors[count++] = {const_cast<std::uint8_t*>(it->payload) + skip, it->payload_bytes - skip};
       }
     }
-    ssize_t sent = ::writev(socket_.fd(), vectors, count);
-    if (sent < 0) {
-      if (errno == EAGAIN || errno == EINTR) return false;
-      lost("sending", errno);
-    }
-    auto left = static_cast<std::size_t>(sent);
+    std::size_t left = stream_->write_some(vectors, count);
+    if (left == 0) return false;
     while (!outbox_.empty()) {
       Outgoing& front = outbox_.front();
       std::size_t total = sizeof(FrameHeader) + front.payload_bytes;
@@ -73,18 +60,14 @@ bool TcpConnection::flush() {
   return true;
 }
 
-void TcpConnection::receive(Sink& sink) {
+void StreamConnection::receive(Sink& sink) {
   while (true) {
     consume(sink);
     // Read more: large payload remainders straight into their destination.
     if (in_payload_ && payload_target_ != nullptr && current_.bytes - payload_done_ >= kDirectReadBytes) {
-      ssize_t n = ::recv(socket_.fd(), payload_target_ + payload_done_, current_.bytes - payload_done_, 0);
-      if (n == 0) lost("receiving", 0);
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EINTR) return;
-        lost("receiving", errno);
-      }
-      payload_done_ += static_cast<std::size_t>(n);
+      std::size_t n = stream_->read_some(payload_target_ + payload_done_, current_.bytes - payload_done_);
+      if (n == 0) return;
+      payload_done_ += n;
       continue;
     }
     if (inbox_begin_ == inbox_end_) {
@@ -94,18 +77,14 @@ void TcpConnection::receive(Sink& sink) {
       inbox_end_ -= inbox_begin_;
       inbox_begin_ = 0;
     }
-    ssize_t n = ::recv(socket_.fd(), inbox_.data() + inbox_end_, inbox_.size() - inbox_end_, 0);
-    if (n == 0) lost("receiving", 0);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR) return;
-      lost("receiving", errno);
-    }
-    inbox_end_ += static_cast<std::size_t>(n);
+    std::size_t n = stream_->read_some(inbox_.data() + inbox_end_, inbox_.size() - inbox_end_);
+    if (n == 0) return;
+    inbox_end_ += n;
   }
 }
 
 // Dispatches every complete header and payload byte held in the inbox.
-void TcpConnection::consume(Sink& sink) {
+void StreamConnection::consume(Sink& sink) {
   while (true) {
     if (!in_payload_) {
       if (inbox_end_ - inbox_begin_ < sizeof(FrameHeader)) return;
@@ -130,7 +109,7 @@ void TcpConnection::consume(Sink& sink) {
   }
 }
 
-std::vector<std::shared_ptr<detail::Completion>> TcpConnection::take_queued() {
+std::vector<std::shared_ptr<detail::Completion>> StreamConnection::take_queued() {
   std::vector<std::shared_ptr<detail::Completion>> taken;
   for (auto& item : outbox_) {
     if (item.on_written) taken.push_back(std::move(item.on_written));

@@ -1,7 +1,8 @@
-// One TCP connection to one peer: frames out (a queue written with writev as the socket
-// accepts), frames in (parsed from a staging buffer; large payloads are read straight into
-// their destination). It knows nothing of matching: each arriving header is handed to a Sink,
-// which says where its payload goes. The owning transport serialises all calls.
+// One connection to one peer over a byte stream (a TCP socket, or a pair of shared-memory
+// rings): frames out (a queue written as the stream accepts), frames in (parsed from a staging
+// buffer; large payloads are read straight into their destination). It knows nothing of
+// matching: each arriving header is handed to a Sink, which says where its payload goes. The
+// owning transport serialises all calls.
 //
 // Frame: a 40-byte header {u8 kind, 7 reserved, u64 tag, u64 bytes, u64 id, u64 extra} in host byte order
 // (every supported platform is little-endian), then `bytes` of payload for Eager and Data.
@@ -13,8 +14,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/uio.h>
+
 #include "completion.hpp"
-#include "socket.hpp"
 
 namespace comm::transport {
 
@@ -38,7 +40,27 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 40);
 
-class TcpConnection {
+// A non-blocking, ordered, reliable byte pipe to one peer.
+class ByteStream {
+ public:
+  virtual ~ByteStream() = default;
+  // Moves what fits now; 0 when nothing can move. Throws PeerClosedError when the peer is gone.
+  virtual std::size_t write_some(const iovec* vectors, int count) = 0;
+  virtual std::size_t read_some(void* data, std::size_t bytes) = 0;
+  // The descriptor the progress thread sleeps on for this peer (readable: data, a wake-up, or
+  // the peer's end); called when it fired, before reading.
+  virtual int wakeup_fd() const = 0;
+  virtual void on_wakeup() {}
+  // Before the progress thread sleeps: arm wake-ups; false if there is already work (then it
+  // must not sleep). `want_write`: output is queued and waiting for room.
+  virtual bool prepare_to_sleep(bool want_write) = 0;
+  virtual void woke_up() {}
+  // Whether waiting for room to write needs EPOLLOUT on wakeup_fd() (a socket does).
+  virtual bool writes_wake_through_fd() const = 0;
+  virtual const char* medium() const = 0;
+};
+
+class StreamConnection {
  public:
   struct PayloadTarget {
     std::uint8_t* data = nullptr;  // nullptr with a payload: read and throw away
@@ -46,13 +68,14 @@ class TcpConnection {
   class Sink {
    public:
     virtual ~Sink() = default;
-    virtual PayloadTarget on_header(TcpConnection& connection, const FrameHeader& header) = 0;
-    virtual void on_payload(TcpConnection& connection, const FrameHeader& header) = 0;
+    virtual PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) = 0;
+    virtual void on_payload(StreamConnection& connection, const FrameHeader& header) = 0;
   };
 
-  TcpConnection(int peer, std::string peer_name, Socket socket);
+  StreamConnection(int peer, std::string peer_name, std::unique_ptr<ByteStream> stream);
 
-  int fd() const { return socket_.fd(); }
+  ByteStream& stream() { return *stream_; }
+  int fd() const { return stream_->wakeup_fd(); }
   int peer() const { return peer_; }
   const std::string& peer_name() const { return peer_name_; }
 
@@ -75,12 +98,11 @@ class TcpConnection {
     std::size_t written = 0;  // of header + payload
     std::shared_ptr<detail::Completion> on_written;
   };
-  [[noreturn]] void lost(const char* what, int error) const;
   void consume(Sink& sink);
 
   int peer_;
   std::string peer_name_;
-  Socket socket_;
+  std::unique_ptr<ByteStream> stream_;
   std::deque<Outgoing> outbox_;
 
   // Receiving: a staging buffer, and the frame being read.

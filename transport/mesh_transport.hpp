@@ -1,4 +1,5 @@
-// The TCP transport: one connection per peer (tcp_connection.hpp), message matching
+// The transport of a group: one connection per peer over whichever byte stream reaches it
+// (a TCP socket, or shared-memory rings for a peer on the same host), message matching
 // (matcher.hpp), and one progress thread per group sleeping in epoll.
 //
 // Messages up to kEagerBytes go out at once (a receiver that has not posted its receive yet
@@ -14,35 +15,37 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "matcher.hpp"
-#include "tcp_connection.hpp"
-#include "tcp_mesh.hpp"
+#include "stream_connection.hpp"
 #include "transport.hpp"
 
 namespace comm::transport {
 
-class TcpTransport final : public Transport, private TcpConnection::Sink,
-                           public std::enable_shared_from_this<TcpTransport> {
+class MeshTransport final : public Transport, private StreamConnection::Sink,
+                           public std::enable_shared_from_this<MeshTransport> {
  public:
   static constexpr std::size_t kEagerBytes = 64 * 1024;
 
-  // Connects to every peer (see tcp_mesh.hpp) and starts the progress thread.
-  static std::shared_ptr<TcpTransport> create(Store& store, const MeshOptions& options);
-  ~TcpTransport() override;
+  // Takes one stream per peer (null for this rank) and starts the progress thread.
+  static std::shared_ptr<MeshTransport> create(int rank, std::vector<std::string> peer_names,
+                                               std::vector<std::unique_ptr<ByteStream>> streams);
+  ~MeshTransport() override;
 
   std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) override;
   std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag) override;
   void progress(int peer_hint) override;
   std::string peer_name(int peer) const override { return peer_names_.at(peer); }
-  const char* medium() const override { return "tcp"; }
+  // "tcp", "shm", "shm+tcp" (or "self" for a group of one).
+  const char* medium() const override { return medium_.c_str(); }
   void abort(const std::string& reason) override;
 
   // Private: use create().
-  TcpTransport(int rank, Mesh mesh);
+  MeshTransport(int rank, std::vector<std::string> peer_names, std::vector<std::unique_ptr<ByteStream>> streams);
 
  private:
   struct PendingSend {
@@ -57,7 +60,7 @@ class TcpTransport final : public Transport, private TcpConnection::Sink,
     UnexpectedMessage* unexpected = nullptr;
   };
   struct Peer {
-    std::unique_ptr<TcpConnection> connection;        // null once lost
+    std::unique_ptr<StreamConnection> connection;        // null once lost
     std::exception_ptr error;                         // why it is unusable
     std::unordered_map<std::uint64_t, PendingSend> awaiting_clearance;  // our large sends
     std::unordered_map<std::uint64_t, PostedReceive> cleared;          // their large sends
@@ -65,8 +68,8 @@ class TcpTransport final : public Transport, private TcpConnection::Sink,
     bool departing = false;  // said Goodbye: its end of file is an orderly shutdown
   };
 
-  TcpConnection::PayloadTarget on_header(TcpConnection& connection, const FrameHeader& header) override;
-  void on_payload(TcpConnection& connection, const FrameHeader& header) override;
+  StreamConnection::PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) override;
+  void on_payload(StreamConnection& connection, const FrameHeader& header) override;
 
   // All under mutex_.
   void send_frame(int peer, const FrameHeader& header, const void* payload, std::shared_ptr<detail::Completion> on_written);
@@ -80,12 +83,16 @@ class TcpTransport final : public Transport, private TcpConnection::Sink,
   std::exception_ptr peer_error(int peer, const std::string& message) const;
 
   void say_goodbye();
+  bool prepare_to_sleep();
+  void woke_up();
   void run_progress_thread();
   void watch_output(int peer, bool on);
 
   int rank_;
   int size_;
   std::vector<std::string> peer_names_;
+  std::set<std::string> mediums_;
+  std::string medium_;
   std::mutex mutex_;  // guards everything below
   std::vector<Peer> peers_;
   Matcher matcher_;

@@ -1,0 +1,80 @@
+#include "connect.hpp"
+
+#include <unistd.h>
+
+#include <climits>
+
+#include "comm/error.hpp"
+#include "environment.hpp"
+#include "log.hpp"
+#include "mesh_transport.hpp"
+#include "shm_stream.hpp"
+#include "socket_stream.hpp"
+
+namespace comm::transport {
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (int rank : ranks) text += (text.empty() ? "" : ",") + std::to_string(rank);
+  return text.empty() ? "none" : text;
+}
+
+}  // namespace
+
+MediumChoice parse_medium_choice(const std::string& text, const std::string& source) {
+  if (text == "auto") return MediumChoice::Automatic;
+  if (text == "tcp") return MediumChoice::Tcp;
+  if (text == "shm") return MediumChoice::SharedMemory;
+  throw InvalidArgumentError("transport '" + text + "' (" + source + ") is not one of auto, tcp, shm",
+                             ErrorContext{.op = "init_process_group"});
+}
+
+std::string host_identity() {
+  if (auto forced = environment::get("COMM_HOST_ID")) return *forced;
+  char host[HOST_NAME_MAX + 1] = {};
+  ::gethostname(host, sizeof host - 1);
+  char namespace_link[128] = {};
+  ssize_t length = ::readlink("/proc/self/ns/net", namespace_link, sizeof namespace_link - 1);
+  return std::string(host) + "/" + (length > 0 ? std::string(namespace_link, static_cast<std::size_t>(length)) : "");
+}
+
+std::shared_ptr<Transport> connect_transport(Store& store, const MeshOptions& options, MediumChoice choice) {
+  Mesh mesh = connect_mesh(store, options);
+  int rank = options.rank;
+  std::vector<bool> same_host(options.size, false);
+  if (options.size > 1 && choice != MediumChoice::Tcp) {
+    std::string mine = host_identity();
+    store.set("host/" + std::to_string(rank), mine);
+    for (int peer = 0; peer < options.size; ++peer) {
+      if (peer == rank) continue;
+      same_host[peer] = store.get_string("host/" + std::to_string(peer)) == mine;
+      if (choice == MediumChoice::SharedMemory && !same_host[peer]) {
+        throw InvalidArgumentError("COMM_TRANSPORT=shm (or InitOptions::transport) asks for shared memory, but " +
+                                       mesh.peer_names[peer] + " is on another host; use auto or tcp",
+                                   ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
+      }
+    }
+  }
+  std::vector<std::unique_ptr<ByteStream>> streams(options.size);
+  std::vector<int> over_shm, over_tcp;
+  SharedMemoryPairs pairs(store, rank, options.size, options.job_token, same_host, options.timeout);
+  for (int peer = 0; peer < options.size; ++peer) {
+    if (peer == rank) continue;
+    set_nonblocking(mesh.sockets[peer].fd());
+    if (same_host[peer]) {
+      streams[peer] = std::make_unique<ShmStream>(pairs.take(peer), std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
+      over_shm.push_back(peer);
+    } else {
+      streams[peer] = std::make_unique<SocketStream>(std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
+      over_tcp.push_back(peer);
+    }
+  }
+  log::get(log::Subsystem::Transport)
+      .info("transport ({}): peers over shared memory: {}; over tcp ({}): {}",
+            choice == MediumChoice::Automatic ? "automatic" : "asked for", rank_list(over_shm), mesh.local_address,
+            rank_list(over_tcp));
+  return MeshTransport::create(rank, std::move(mesh.peer_names), std::move(streams));
+}
+
+}  // namespace comm::transport

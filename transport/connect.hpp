@@ -1,0 +1,26 @@
+// Opening a group's transport: the TCP mesh first (every pair gets a socket), then, for peers
+// on the same host, shared-memory rings that carry the data while the socket only wakes the
+// peer and reports its death.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/store.hpp"
+#include "tcp_mesh.hpp"
+#include "transport.hpp"
+
+namespace comm::transport {
+
+enum class MediumChoice { Automatic, Tcp, SharedMemory };
+
+// "auto", "tcp" or "shm"; throws InvalidArgumentError naming where the text came from.
+MediumChoice parse_medium_choice(const std::string& text, const std::string& source);
+
+std::shared_ptr<Transport> connect_transport(Store& store, const MeshOptions& options, MediumChoice choice);
+
+// What makes two ranks "on the same host": the host name and the network namespace, so that
+// namespaces standing in for hosts on one machine are told apart. COMM_HOST_ID overrides.
+std::string host_identity();
+
+}  // namespace comm::transport

@@ -1,0 +1,46 @@
+#include "socket_stream.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "comm/error.hpp"
+
+namespace comm::transport {
+
+void throw_peer_lost(const std::string& peer_name, int peer, const char* what, int error) {
+  std::string reason = error == 0 ? "closed the connection" : std::string("connection failed: ") + std::strerror(error);
+  throw PeerClosedError(peer_name + " " + reason + " while " + what +
+                            "; that process has probably exited or crashed: look at its output",
+                        ErrorContext{.peer = peer});
+}
+
+SocketStream::SocketStream(Socket socket, int peer, std::string peer_name)
+    : socket_(std::move(socket)), peer_(peer), peer_name_(std::move(peer_name)) {}
+
+void SocketStream::lost(const char* what, int error) const { throw_peer_lost(peer_name_, peer_, what, error); }
+
+std::size_t SocketStream::write_some(const iovec* vectors, int count) {
+  msghdr message{};
+  message.msg_iov = const_cast<iovec*>(vectors);
+  message.msg_iovlen = static_cast<std::size_t>(count);
+  ssize_t sent = ::sendmsg(socket_.fd(), &message, MSG_NOSIGNAL);
+  if (sent < 0) {
+    if (errno == EAGAIN || errno == EINTR) return 0;
+    lost("sending", errno);
+  }
+  return static_cast<std::size_t>(sent);
+}
+
+std::size_t SocketStream::read_some(void* data, std::size_t bytes) {
+  ssize_t n = ::recv(socket_.fd(), data, bytes, 0);
+  if (n == 0) lost("receiving", 0);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EINTR) return 0;
+    lost("receiving", errno);
+  }
+  return static_cast<std::size_t>(n);
+}
+
+}  // namespace comm::transport
