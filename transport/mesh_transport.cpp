@@ -365,8 +365,19 @@ void MeshTransport::say_goodbye() {
   }
 }
 
+// While a waiter spins, the progress thread does not re-arm the wake-ups peers would send it
+// (one doorbell per message would cost more than the message); see run_progress_thread.
+void MeshTransport::spinning(bool on) { spinners_.fetch_add(on ? 1 : -1); }
+
+void MeshTransport::waiter_sleeps() {
+  if (spinners_.load() > 0) return;
+  std::uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);  // the progress thread re-arms its wake-ups now
+}
+
 // Arms every stream's wake-up before sleeping; false when one already has work.
 bool MeshTransport::prepare_to_sleep() {
+  if (spinners_.load() > 0) return true;  // sleep unarmed: the spinner handles arrivals
   for (int peer = 0; peer < size_; ++peer) {
     auto& connection = peers_[peer].connection;
     if (connection && !connection->stream().prepare_to_sleep(connection->has_output())) return false;
@@ -393,7 +404,8 @@ void MeshTransport::run_progress_thread() {
       }
     }
     if (!may_sleep) continue;
-    int ready = ::epoll_wait(epoll_fd_, events, 64, 1000);
+    // Unarmed while a waiter spins: then only sleep briefly, to re-arm once it stops.
+    int ready = ::epoll_wait(epoll_fd_, events, 64, spinners_.load() > 0 ? 1 : 1000);
     std::lock_guard lock(mutex_);
     woke_up();
     for (int i = 0; i < ready; ++i) {

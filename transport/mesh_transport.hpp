@@ -39,6 +39,8 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) override;
   std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag) override;
   void progress(int peer_hint) override;
+  void spinning(bool on) override;
+  void waiter_sleeps() override;
   std::string peer_name(int peer) const override { return peer_names_.at(peer); }
   // "tcp", "shm", "shm+tcp" (or "self" for a group of one).
   const char* medium() const override { return medium_.c_str(); }
@@ -103,6 +105,7 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> spinners_{0};
   std::thread progress_thread_;
 };
 

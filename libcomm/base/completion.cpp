@@ -27,8 +27,10 @@ void Completion::fail(std::exception_ptr error) {
 }
 
 void Completion::finish(int state) {
-  state_.store(state, std::memory_order_release);
-  if (sleepers_.load(std::memory_order_acquire) > 0) {
+  // seq_cst on both sides (here and the sleeper's increment then check): with release/acquire
+  // the store and the load may pass each other, and a sleeper would miss its wake-up.
+  state_.store(state, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard lock(mutex_);  // a sleeper between its check and its wait holds the mutex
     woken_.notify_all();
   }
@@ -49,18 +51,26 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
   auto deadline = timeout > std::chrono::hours(24 * 365) ? Clock::time_point::max() : start + timeout;
   auto spin_until = start + std::min(spin_budget(), timeout);
   // Spin: drive progress ourselves while the answer is likely to be a few microseconds away.
-  for (unsigned round = 0; !done(); ++round) {
-    if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_);
-    if (done()) break;
-    if ((round & 63) == 63) {
-      if (Clock::now() >= spin_until) break;
-      ::sched_yield();  // oversubscribed ranks must not starve the peer we wait for
+  if (!done() && spin_until > start) {
+    auto progressor = progressor_.lock();
+    if (progressor) progressor->spinning(true);
+    for (unsigned round = 0; !done(); ++round) {
+      if (progressor) progressor->progress(peer_hint_);
+      if (done()) break;
+      if ((round & 63) == 63) {
+        if (Clock::now() >= spin_until) break;
+        ::sched_yield();  // oversubscribed ranks must not starve the peer we wait for
+      }
+    }
+    if (progressor) {
+      progressor->spinning(false);
+      if (!done()) progressor->waiter_sleeps();
     }
   }
   if (!done()) {
     // Sleep; the transport's progress thread completes us. Wake now and then to drive progress
     // in case nothing else does (a transport without a progress thread).
-    sleepers_.fetch_add(1, std::memory_order_acq_rel);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
     std::unique_lock lock(mutex_);
     while (!done() && Clock::now() < deadline) {
       auto slice = std::min<Clock::time_point>(deadline, Clock::now() + std::chrono::milliseconds(50));

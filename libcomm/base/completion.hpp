@@ -18,6 +18,12 @@ class Progressor {
   virtual ~Progressor() = default;
   // peer_hint: the peer whose traffic the waiter needs (-1: any). Must not block.
   virtual void progress(int peer_hint) = 0;
+  // A waiter starts (true) or stops (false) spinning on progress(): while one spins, the
+  // transport need not wake a sleeping thread for every arrival.
+  virtual void spinning(bool) {}
+  // A waiter stopped spinning without its answer and will sleep: whatever completes it must
+  // be able to wake up now.
+  virtual void waiter_sleeps() {}
 };
 
 class Completion {
