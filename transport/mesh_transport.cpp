@@ -282,16 +282,21 @@ void MeshTransport::service(int peer) {
   }
 }
 
-void MeshTransport::progress(int peer_hint) {
+bool MeshTransport::progress(int peer_hint) {
   std::unique_lock lock(mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // someone else is making progress right now
-  if (peer_hint >= 0 && peer_hint != rank_) {
-    service(peer_hint);
-  } else {
-    for (int peer = 0; peer < size_; ++peer) {
-      if (peer != rank_) service(peer);
-    }
+  if (!lock.owns_lock()) return true;  // someone else is making progress right now
+  auto moved = [&](int peer) -> std::uint64_t {
+    return peers_[peer].connection ? peers_[peer].connection->bytes_moved() : 0;
+  };
+  std::uint64_t before = 0, after = 0;
+  int first = peer_hint >= 0 && peer_hint != rank_ ? peer_hint : 0;
+  int last = peer_hint >= 0 && peer_hint != rank_ ? peer_hint : size_ - 1;
+  for (int peer = first; peer <= last; ++peer) {
+    before += moved(peer);
+    service(peer);
+    after += moved(peer);
   }
+  return after != before;
 }
 
 void MeshTransport::watch_output(int peer, bool on) {

@@ -38,7 +38,7 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
 
   std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) override;
   std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag) override;
-  void progress(int peer_hint) override;
+  bool progress(int peer_hint) override;
   void spinning(bool on) override;
   void waiter_sleeps() override;
   std::string peer_name(int peer) const override { return peer_names_.at(peer); }

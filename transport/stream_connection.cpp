@@ -46,6 +46,7 @@ bool StreamConnection::flush() {
     }
     std::size_t left = stream_->write_some(vectors, count);
     if (left == 0) return false;
+    bytes_moved_ += left;
     while (!outbox_.empty()) {
       Outgoing& front = outbox_.front();
       std::size_t total = sizeof(FrameHeader) + front.payload_bytes;
@@ -67,6 +68,7 @@ void StreamConnection::receive(Sink& sink) {
     if (in_payload_ && payload_target_ != nullptr && current_.bytes - payload_done_ >= kDirectReadBytes) {
       std::size_t n = stream_->read_some(payload_target_ + payload_done_, current_.bytes - payload_done_);
       if (n == 0) return;
+      bytes_moved_ += n;
       payload_done_ += n;
       continue;
     }
@@ -79,6 +81,7 @@ void StreamConnection::receive(Sink& sink) {
     }
     std::size_t n = stream_->read_some(inbox_.data() + inbox_end_, inbox_.size() - inbox_end_);
     if (n == 0) return;
+    bytes_moved_ += n;
     inbox_end_ += n;
   }
 }

@@ -85,6 +85,8 @@ class StreamConnection {
   // Writes what the socket takes now; true when nothing is left queued.
   bool flush();
   bool has_output() const { return !outbox_.empty(); }
+  // Bytes moved in either direction so far (to tell whether a poll achieved anything).
+  std::uint64_t bytes_moved() const { return bytes_moved_; }
   // Reads what is available and dispatches every complete header and payload.
   void receive(Sink& sink);
   // The completions of queued writes, for failing them when the connection is lost.
@@ -104,6 +106,7 @@ class StreamConnection {
   std::string peer_name_;
   std::unique_ptr<ByteStream> stream_;
   std::deque<Outgoing> outbox_;
+  std::uint64_t bytes_moved_ = 0;
 
   // Receiving: a staging buffer, and the frame being read.
   std::vector<std::uint8_t> inbox_;

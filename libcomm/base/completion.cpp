@@ -54,11 +54,15 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
   if (!done() && spin_until > start) {
     auto progressor = progressor_.lock();
     if (progressor) progressor->spinning(true);
+    bool moved = false;
     for (unsigned round = 0; !done(); ++round) {
-      if (progressor) progressor->progress(peer_hint_);
+      if (progressor && progressor->progress(peer_hint_)) moved = true;
       if (done()) break;
       if ((round & 63) == 63) {
-        if (Clock::now() >= spin_until) break;
+        auto now = Clock::now();
+        if (moved) spin_until = std::min(deadline, now + spin_budget());
+        moved = false;
+        if (now >= spin_until) break;
         ::sched_yield();  // oversubscribed ranks must not starve the peer we wait for
       }
     }

@@ -16,8 +16,9 @@ namespace comm::detail {
 class Progressor {
  public:
   virtual ~Progressor() = default;
-  // peer_hint: the peer whose traffic the waiter needs (-1: any). Must not block.
-  virtual void progress(int peer_hint) = 0;
+  // peer_hint: the peer whose traffic the waiter needs (-1: any). Must not block. True when
+  // bytes moved: a waiter keeps spinning while data flows, and sleeps only once it stalls.
+  virtual bool progress(int peer_hint) = 0;
   // A waiter starts (true) or stops (false) spinning on progress(): while one spins, the
   // transport need not wake a sleeping thread for every arrival.
   virtual void spinning(bool) {}

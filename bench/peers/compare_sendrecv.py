@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""Point-to-point side by side with Open MPI 4.1 (Debian's openmpi-bin), alternating rounds in
+one run: 8-byte round trip and 64 MiB one-way bandwidth, libcomm over shm and tcp against
+Open MPI's shared memory (vader) and TCP-only paths, plus single-thread memcpy. Medians of the
+per-round medians.
+
+    apt-get install -y openmpi-bin libopenmpi-dev
+    /usr/bin/python3 bench/peers/compare_sendrecv.py [--rounds 3] [--build build] [--peers ../shared/peers]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+MPI_TCP = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
+
+
+def output(command, env=None):
+    return subprocess.run(command, check=True, capture_output=True, text=True, timeout=600,
+                          env=env).stdout
+
+
+def libcomm(build, transport):
+    env = dict(os.environ, COMM_TRANSPORT=transport)
+    commrun = os.path.join(build, "rendezvous", "programs", "commrun")
+    bench = os.path.join(build, "bench", "sendrecv_perf")
+    result = {}
+    for size, mode, column in (("8", "pingpong", 10), ("64M", "sendrecv", 12)):
+        text = output([commrun, "--no-prefix", "-n", "2", bench, "-b", size, "-e", size, "--csv"], env)
+        for line in text.splitlines():
+            fields = line.split(",")
+            if fields[0] == mode:
+                result[mode] = float(fields[column])
+    return result["pingpong"], result["sendrecv"]  # round trip us, GB/s
+
+
+def mpi(binary, tcp):
+    text = output(MPIRUN + (MPI_TCP if tcp else []) + [binary])
+    match = re.search(r"rtt_us=([\d.]+) bw_gbps=([\d.]+)", text)
+    return float(match.group(1)), float(match.group(2))
+
+
+def memcpy(binary):
+    text = output([binary])
+    for line in text.splitlines():
+        if line.startswith("memcpy") and "67108864" in line:
+            return float(line.split(",")[4])
+    return float("nan")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--peers", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "peers"))
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="comm-peers-")
+    mpi_binary = os.path.join(work, "mpi_pingpong")
+    subprocess.run(["mpicc", "-O2", "-o", mpi_binary, os.path.join(args.peers, "mpi_pingpong.c")], check=True)
+    memcpy_binary = os.path.join(work, "memcpy_bench")
+    subprocess.run(["gcc", "-O2", "-o", memcpy_binary, os.path.join(args.peers, "memcpy_bench.c")], check=True)
+    rows = {name: [] for name in ("libcomm shm", "Open MPI shm (vader)", "libcomm tcp", "Open MPI tcp")}
+    copies = []
+    for round_number in range(args.rounds):
+        print(f"round {round_number + 1}", file=sys.stderr, flush=True)
+        rows["libcomm shm"].append(libcomm(args.build, "shm"))
+        rows["Open MPI shm (vader)"].append(mpi(mpi_binary, False))
+        rows["libcomm tcp"].append(libcomm(args.build, "tcp"))
+        rows["Open MPI tcp"].append(mpi(mpi_binary, True))
+        copies.append(memcpy(memcpy_binary))
+    print(f"medians of {args.rounds} alternating rounds; memcpy 64 MiB single thread: "
+          f"{statistics.median(copies):.2f} GB/s\n")
+    print("| path | 8-byte round trip (us) | 64 MiB one-way (GB/s) |\n|---|---|---|")
+    for name, values in rows.items():
+        print(f"| {name} | {statistics.median(v[0] for v in values):.2f} | "
+              f"{statistics.median(v[1] for v in values):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
