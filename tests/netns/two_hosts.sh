@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Two "hosts" on one machine: network namespaces joined by a veth pair (10.77.0.1 and
+# 10.77.0.2), each also holding a decoy interface no peer can reach. One commrun per namespace
+# (--nnodes 2) starts two ranks each; every rank exchanges with every other. Checks that peers
+# in the same namespace use shared memory, peers across use TCP over the veth addresses, and
+# that COMM_SOCKET_IFNAME picks the interface. Traffic stays inside these namespaces.
+#   two_hosts.sh COMMRUN HELPER      (root; exits 77, skipped, if namespaces cannot be made)
+set -uo pipefail
+commrun=$1
+helper=$2
+tag="commtest$$"
+a="${tag}a"
+b="${tag}b"
+work=$(mktemp -d /tmp/comm-netns.XXXXXX)
+
+cleanup() {
+  pkill -9 -f "$work/marker" 2>/dev/null
+  ip netns pids "$a" 2>/dev/null | xargs -r kill -9 2>/dev/null
+  ip netns pids "$b" 2>/dev/null | xargs -r kill -9 2>/dev/null
+  ip netns del "$a" 2>/dev/null
+  ip netns del "$b" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if ! ip netns add "$a" 2>"$work/err"; then
+  echo "SKIP: cannot create network namespaces here ($(cat "$work/err")); needs root and iproute2"
+  exit 77
+fi
+ip netns add "$b" || exit 1
+ip link add "${tag}va" type veth peer name "${tag}vb" || { echo "SKIP: no veth support"; exit 77; }
+ip link set "${tag}va" netns "$a"
+ip link set "${tag}vb" netns "$b"
+for ns in "$a" "$b"; do
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link add decoy0 type dummy 2>/dev/null && ip -n "$ns" link set decoy0 up
+done
+ip -n "$a" addr add 10.77.0.1/24 dev "${tag}va" && ip -n "$a" link set "${tag}va" up
+ip -n "$b" addr add 10.77.0.2/24 dev "${tag}vb" && ip -n "$b" link set "${tag}vb" up
+ip -n "$a" addr add 10.88.0.1/24 dev decoy0 2>/dev/null
+ip -n "$b" addr add 10.88.0.2/24 dev decoy0 2>/dev/null
+
+failures=0
+run_job() {  # $1: label, then environment assignments for the ranks
+  local label=$1
+  shift
+  local port=29611
+  ip netns exec "$a" env "$@" COMM_LOG_LEVEL=info timeout 60 "$commrun" --nnodes 2 --node-rank 0 \
+    --master-addr 10.77.0.1 --master-port $port -n 2 "$helper" p2p-exchange >"$work/$label.a" 2>&1 &
+  local first=$!
+  ip netns exec "$b" env "$@" COMM_LOG_LEVEL=info timeout 60 "$commrun" --nnodes 2 --node-rank 1 \
+    --master-addr 10.77.0.1 --master-port $port -n 2 "$helper" p2p-exchange >"$work/$label.b" 2>&1
+  local second=$?
+  wait $first
+  local first_status=$?
+  cat "$work/$label.a" "$work/$label.b" | sed "s/^/[$label] /"
+  if [ $first_status -ne 0 ] || [ $second -ne 0 ]; then
+    echo "FAIL [$label]: commrun exit statuses $first_status and $second"
+    failures=$((failures + 1))
+    return
+  fi
+  expect() {  # file, pattern, what
+    if ! grep -Eq "$2" "$1"; then
+      echo "FAIL [$label]: $3 (no line matching '$2')"
+      failures=$((failures + 1))
+    fi
+  }
+  for rank in 0 1 2 3; do
+    expect "$work/$label.a" "p2p ok rank [01] over shm\+tcp" "ranks on host a did not report shm+tcp"
+    expect "$work/$label.b" "p2p ok rank [23] over shm\+tcp" "ranks on host b did not report shm+tcp"
+  done
+  expect "$work/$label.a" "\[0\] .*peers over shared memory: 1; over tcp \(10\.77\.0\.1:[0-9]+\): 2,3" \
+    "rank 0 should reach rank 1 by shared memory and ranks 2,3 by TCP on 10.77.0.1"
+  expect "$work/$label.a" "\[1\] .*peers over shared memory: 0; over tcp \(10\.77\.0\.1:[0-9]+\): 2,3" \
+    "rank 1 should reach rank 0 by shared memory and ranks 2,3 by TCP on 10.77.0.1"
+  expect "$work/$label.b" "\[2\] .*peers over shared memory: 3; over tcp \(10\.77\.0\.2:[0-9]+\): 0,1" \
+    "rank 2 should reach rank 3 by shared memory and ranks 0,1 by TCP on 10.77.0.2"
+  expect "$work/$label.b" "\[3\] .*peers over shared memory: 2; over tcp \(10\.77\.0\.2:[0-9]+\): 0,1" \
+    "rank 3 should reach rank 2 by shared memory and ranks 0,1 by TCP on 10.77.0.2"
+}
+
+run_job default                                   # the route towards the store picks the veth
+run_job ifname COMM_SOCKET_IFNAME="${tag}v"       # a name prefix
+run_job exclude COMM_SOCKET_IFNAME="^lo,decoy"    # everything but loopback and the decoy
+
+leftover=$(ls /dev/shm | grep -c '^comm-' || true)
+if [ "$leftover" -ne 0 ]; then
+  echo "FAIL: $leftover shared-memory segment(s) left in /dev/shm"
+  failures=$((failures + 1))
+fi
+if [ $failures -ne 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "two hosts in namespaces: shm inside each, TCP across on the veth addresses, COMM_SOCKET_IFNAME honoured"
