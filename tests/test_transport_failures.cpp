@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -81,6 +82,10 @@ TEST_CASE("a peer killed with SIGKILL mid-transfer fails the survivor's wait wit
   CHECK(reaction < 2s);
   CHECK_THAT(survivor.output(), ContainsSubstring("FAILED peer closed") &&
                                     ContainsSubstring("rank 1 (") && ContainsSubstring(":" + std::to_string(victim.pid()) + ")"));
+  // Shared-memory segments are unlinked during set-up, so even a SIGKILL leaves none behind.
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    CHECK(entry.path().filename().string().rfind("comm-", 0) != 0);
+  }
 }
 
 // A HashStore whose set() of one key waits until the test opens the gate: holds one rank back

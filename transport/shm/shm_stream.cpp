@@ -103,15 +103,17 @@ void ShmStream::ring_doorbell() {
 std::size_t ShmStream::write_some(const iovec* vectors, int count) {
   Ring& ring = end_.outbound;
   std::uint64_t head = ring.header->head.load(std::memory_order_relaxed);
-  std::uint64_t tail = ring.header->tail.load(std::memory_order_acquire);
+  // The reader's tail lives on a line the reader keeps writing: look at it only when the last
+  // value seen leaves too little room (one cache miss fewer per message).
+  std::uint64_t tail = known_tail_;
   std::size_t written = 0;
   for (int v = 0; v < count; ++v) {
     auto* source = static_cast<const std::uint8_t*>(vectors[v].iov_base);
     std::size_t left = vectors[v].iov_len;
     while (left > 0) {
       std::size_t room = ring.capacity - static_cast<std::size_t>(head - tail);
-      if (room == 0) {
-        tail = ring.header->tail.load(std::memory_order_acquire);
+      if (room < left) {
+        tail = known_tail_ = ring.header->tail.load(std::memory_order_acquire);
         room = ring.capacity - static_cast<std::size_t>(head - tail);
         if (room == 0) break;
       }

@@ -87,7 +87,8 @@ class ShmStream final : public ByteStream {
   void ring_doorbell();
   ShmPairEnd end_;
   Socket doorbell_;
-  int closed_error_ = 0;  // the doorbell socket ended: -1 end of file, else errno
+  int closed_error_ = 0;
+  std::uint64_t known_tail_ = 0;  // the reader's tail when last read (only ever behind)  // the doorbell socket ended: -1 end of file, else errno
   int peer_;
   std::string peer_name_;
 };
