@@ -5,6 +5,7 @@
 //                                      writes its pid to PID_DIR/RANK and the others sleep
 //   file-add PATH KEY COUNT            COUNT adds of 1 on KEY in a FileStore at PATH
 //   env                                prints RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -143,8 +144,11 @@ int main(int argc, char** argv) {
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
   if (mode == "env") {
+    cpu_set_t cpus;
+    ::sched_getaffinity(0, sizeof cpus, &cpus);
     std::cout << env_or("RANK", "-") << " " << env_or("WORLD_SIZE", "-") << " " << env_or("LOCAL_RANK", "-") << " "
-              << env_or("LOCAL_WORLD_SIZE", "-") << " " << env_or("MASTER_ADDR", "-") << std::endl;
+              << env_or("LOCAL_WORLD_SIZE", "-") << " " << env_or("MASTER_ADDR", "-") << " cpus=" << CPU_COUNT(&cpus)
+              << std::endl;
     std::cout << "partial line without newline";
     return 0;
   }

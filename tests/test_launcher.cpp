@@ -48,15 +48,25 @@ bool all_gone_within(const std::vector<pid_t>& pids, std::chrono::milliseconds l
 }  // namespace
 
 TEST_CASE("commrun gives each rank its variables and prefixes every line", "[launcher]") {
-  ChildProcess run({commrun(), "-n", "3", helper(), "env"});
+  ChildProcess run({commrun(), "-n", "3", "--bind", "none", helper(), "env"});
   REQUIRE(run.wait_for(30s) == 0);
   auto output = run.output();
   INFO(output);
   for (int rank = 0; rank < 3; ++rank) {
     std::string r = std::to_string(rank);
-    CHECK_THAT(output, ContainsSubstring("[" + r + "] " + r + " 3 " + r + " 3 127.0.0.1\n"));
+    CHECK_THAT(output, ContainsSubstring("[" + r + "] " + r + " 3 " + r + " 3 127.0.0.1 cpus="));
     CHECK_THAT(output, ContainsSubstring("[" + r + "] partial line without newline"));
   }
+}
+
+TEST_CASE("commrun pins ranks to their own cores when there are enough", "[launcher]") {
+  ChildProcess bound({commrun(), "-n", "1", "--bind", "core", helper(), "env"});
+  REQUIRE(bound.wait_for(30s) == 0);
+  CHECK_THAT(bound.output(), ContainsSubstring("cpus=1\n"));
+  ChildProcess free({commrun(), "-n", "1", "--bind", "none", helper(), "env"});
+  REQUIRE(free.wait_for(30s) == 0);
+  INFO(free.output());
+  CHECK_THAT(free.output(), ContainsSubstring("cpus=" + std::to_string(std::thread::hardware_concurrency())));
 }
 
 TEST_CASE("a failing rank makes commrun exit with its status and stop the others", "[launcher]") {

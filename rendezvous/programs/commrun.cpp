@@ -5,6 +5,8 @@
 //
 // Node 0's commrun hosts the job's store (on a free port unless one is given) for as long
 // as the job runs; every rank learns where from MASTER_ADDR/MASTER_PORT and connects to it.
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +39,8 @@ options:
   --grace-period SECONDS   time ranks get after SIGTERM before SIGKILL (default 3)
   --exit-wait SECONDS       node 0 keeps the store up this long for other nodes' ranks
                            still running after its own finished (default 300)
+  --bind core|none         pin each rank to its own core (default: core when there are at
+                           least as many usable cores as ranks on this node, as mpirun does)
   --no-prefix              do not prefix output lines with the rank
   -h, --help               this text
 )";
@@ -71,6 +75,7 @@ struct Options {
   double grace_seconds = 3.0;
   double exit_wait_seconds = 300.0;
   bool prefix = true;
+  std::string bind = "auto";
   std::vector<std::string> command;
 };
 
@@ -114,6 +119,9 @@ Options parse(int argc, char** argv) {
       options.grace_seconds = parse_seconds(value("--grace-period"), "--grace-period");
     } else if (name == "--exit-wait") {
       options.exit_wait_seconds = parse_seconds(value("--exit-wait"), "--exit-wait");
+    } else if (name == "--bind") {
+      options.bind = value("--bind");
+      if (options.bind != "core" && options.bind != "none") usage_error("--bind takes core or none");
     } else if (name == "--no-prefix") {
       options.prefix = false;
     } else if (arg == "--") {
@@ -179,6 +187,16 @@ int main(int argc, char** argv) {
   plan.command = options.command;
   plan.prefix_output = options.prefix;
   plan.grace_period = std::chrono::milliseconds(static_cast<long long>(options.grace_seconds * 1000));
+  // Spinning ranks that share a core hand it back and forth (a round trip of microseconds
+  // instead of a fraction of one), so by default each rank gets a core of its own.
+  std::vector<int> cores;
+  cpu_set_t allowed;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &allowed)) cores.push_back(cpu);
+    }
+  }
+  bool bind = options.bind == "core" || (options.bind == "auto" && options.nproc_per_node <= static_cast<int>(cores.size()));
   for (int local = 0; local < options.nproc_per_node; ++local) {
     int rank = options.node_rank * options.nproc_per_node + local;
     plan.ranks.push_back({rank,
@@ -189,7 +207,8 @@ int main(int argc, char** argv) {
                            {"GROUP_RANK", std::to_string(options.node_rank)},
                            {"MASTER_ADDR", master_addr},
                            {"MASTER_PORT", std::to_string(master_port)},
-                           {comm::kStoreIsExternalVariable, "1"}}});
+                           {comm::kStoreIsExternalVariable, "1"}},
+                          bind && !cores.empty() ? cores[static_cast<std::size_t>(local) % cores.size()] : -1});
   }
   int status = 1;
   try {
