@@ -71,6 +71,8 @@ class ProcessGroup {
   void abort();
 
  private:
+  Work start_send(Buffer buffer, int dst, int tag);
+  Work start_recv(Buffer buffer, int src, int tag);
   void check_buffer(const Buffer& buffer, const char* op) const;
   void check_peer(int peer, const char* op, bool any_source_allowed) const;
   void check_tag(int tag, const char* op) const;

@@ -31,6 +31,10 @@ class Work {
  public:
   Work(std::shared_ptr<detail::Completion> completion, std::chrono::milliseconds timeout, detail::WorkLabel label);
   ~Work();
+  Work(Work&&) noexcept = default;
+  Work& operator=(Work&&) noexcept = default;
+  Work(const Work&) = default;
+  Work& operator=(const Work&) = default;
 
   bool is_completed();
   void wait();
