@@ -49,7 +49,11 @@ SocketAddress SocketAddress::parse(const std::string& text) {
   auto colon = text.rfind(':');
   if (colon == std::string::npos) throw InvalidArgumentError("'" + text + "' is not an address:port");
   std::string host = text.substr(0, colon);
-  auto port = static_cast<std::uint16_t>(std::stoi(text.substr(colon + 1)));
+  std::string port_text = text.substr(colon + 1);
+  if (port_text.empty() || port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) {
+    throw InvalidArgumentError("'" + text + "' is not an address:port");
+  }
+  auto port = static_cast<std::uint16_t>(std::stoi(port_text));
   if (host.size() > 2 && host.front() == '[') {
     auto* address = reinterpret_cast<sockaddr_in6*>(&result.storage);
     address->sin6_family = AF_INET6;

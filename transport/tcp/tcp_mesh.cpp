@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -94,9 +95,23 @@ Socket connect_to(const SocketAddress& address, int peer, Clock::time_point dead
   auto pause = std::chrono::milliseconds(5);
   std::string last_error;
   while (Clock::now() < deadline) {
-    Socket socket(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (::connect(socket.fd(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) == 0) {
-      set_nonblocking(socket.fd());
+    // Non-blocking connect: an address that swallows SYNs must not hold us past the deadline.
+    Socket socket(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    int status = ::connect(socket.fd(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
+    if (status != 0 && errno == EINPROGRESS) {
+      pollfd watched{socket.fd(), POLLOUT, 0};
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (::poll(&watched, 1, static_cast<int>(std::clamp<long long>(left, 0, 10000))) == 1) {
+        int error = 0;
+        socklen_t length = sizeof error;
+        ::getsockopt(socket.fd(), SOL_SOCKET, SO_ERROR, &error, &length);
+        status = error == 0 ? 0 : -1;
+        errno = error;
+      } else {
+        errno = ETIMEDOUT;
+      }
+    }
+    if (status == 0) {
       Hello hello = make_hello(options, peer);
       std::string error;
       if (!send_all(socket.fd(), {reinterpret_cast<const std::uint8_t*>(&hello), sizeof hello}, deadline, error)) {
