@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "environment.hpp"
 #include "interfaces.hpp"
 #include "log.hpp"
 
@@ -250,8 +251,16 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
     mesh.peer_names[peer] = peer_name_of(answer);
     mesh.sockets[peer] = std::move(lower[peer]);
   }
+  // Kernel autotuning sizes socket buffers unless COMM_SOCKET_BUFFER (bytes) fixes them.
+  auto buffer_bytes = environment::get_integer("COMM_SOCKET_BUFFER").value_or(0);
   for (auto& socket : mesh.sockets) {
-    if (socket.valid()) set_no_delay(socket.fd());
+    if (!socket.valid()) continue;
+    set_no_delay(socket.fd());
+    if (buffer_bytes > 0) {
+      int bytes = static_cast<int>(std::min<long long>(buffer_bytes, 1 << 30));
+      ::setsockopt(socket.fd(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+      ::setsockopt(socket.fd(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+    }
   }
   return mesh;
 }
