@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <atomic>
 #include <cstring>
 
 #include "comm/error.hpp"
@@ -100,69 +101,122 @@ void ShmStream::ring_doorbell() {
   }
 }
 
+namespace {
+
+constexpr std::size_t kRecordAlign = 64;        // a record starts on its own cache line
+
+std::size_t record_bytes(std::size_t payload) { return (8 + payload + kRecordAlign - 1) & ~(kRecordAlign - 1); }
+
+std::atomic_ref<std::uint64_t> record_header(const Ring& ring, std::uint64_t position) {
+  return std::atomic_ref<std::uint64_t>(
+      *reinterpret_cast<std::uint64_t*>(ring.data + (static_cast<std::size_t>(position) & (ring.capacity - 1))));
+}
+
+std::uint64_t header_word(std::uint32_t sequence, std::uint32_t length) {
+  return (std::uint64_t{sequence} << 32) | length;
+}
+
+}  // namespace
+
+// The ring holds records: [u64 {sequence, length}][payload], each starting on a cache line. The
+// reader polls the header word of the next record, whose sequence tells a new record from one
+// left by the previous lap: one cache line carries both the signal and a small message, where
+// a separate head index would cost another line per message.
 std::size_t ShmStream::write_some(const iovec* vectors, int count) {
   Ring& ring = end_.outbound;
-  std::uint64_t head = ring.header->head.load(std::memory_order_relaxed);
-  // The reader's tail lives on a line the reader keeps writing: look at it only when the last
-  // value seen leaves too little room (one cache miss fewer per message).
-  std::uint64_t tail = known_tail_;
+  std::size_t total = 0;
+  for (int v = 0; v < count; ++v) total += vectors[v].iov_len;
   std::size_t written = 0;
-  for (int v = 0; v < count; ++v) {
-    auto* source = static_cast<const std::uint8_t*>(vectors[v].iov_base);
-    std::size_t left = vectors[v].iov_len;
-    while (left > 0) {
-      std::size_t room = ring.capacity - static_cast<std::size_t>(head - tail);
-      if (room < left) {
-        tail = known_tail_ = ring.header->tail.load(std::memory_order_acquire);
-        room = ring.capacity - static_cast<std::size_t>(head - tail);
-        if (room == 0) break;
-      }
-      std::size_t offset = static_cast<std::size_t>(head) & (ring.capacity - 1);
-      std::size_t take = std::min({left, room, kChunkBytes, ring.capacity - offset});
-      std::memcpy(ring.data + offset, source, take);
-      source += take;
-      left -= take;
-      head += take;
-      written += take;
-      ring.header->head.store(head, std::memory_order_seq_cst);
+  int vector = 0;
+  std::size_t vector_offset = 0;
+  while (written < total) {
+    std::size_t offset = static_cast<std::size_t>(write_position_) & (ring.capacity - 1);
+    std::size_t free = ring.capacity - static_cast<std::size_t>(write_position_ - known_tail_);
+    std::size_t want = std::min(total - written, kChunkBytes);
+    if (record_bytes(want) > free) {
+      known_tail_ = ring.header->tail.load(std::memory_order_acquire);
+      free = ring.capacity - static_cast<std::size_t>(write_position_ - known_tail_);
     }
-    if (left > 0) break;
+    if (free < 2 * kRecordAlign) break;
+    // Records never wrap: one that would is cut at the end of the ring (positions are multiples
+    // of 64, so at least 56 bytes fit there). One line stays free for the next header slot.
+    std::size_t length = std::min({want, free - kRecordAlign - 8, ring.capacity - offset - 8});
+    std::uint8_t* target = ring.data + offset + 8;
+    for (std::size_t copied = 0; copied < length;) {
+      const auto* source = static_cast<const std::uint8_t*>(vectors[vector].iov_base) + vector_offset;
+      std::size_t take = std::min(length - copied, vectors[vector].iov_len - vector_offset);
+      std::memcpy(target + copied, source, take);
+      copied += take;
+      vector_offset += take;
+      if (vector_offset == vectors[vector].iov_len) {
+        ++vector;
+        vector_offset = 0;
+      }
+    }
+    // Clear the next record's header slot before publishing this one: whatever an earlier lap
+    // left there (payload bytes, say) can then never be mistaken for a header.
+    record_header(ring, write_position_ + record_bytes(length)).store(0, std::memory_order_relaxed);
+    record_header(ring, write_position_)
+        .store(header_word(write_sequence_++, static_cast<std::uint32_t>(length)), std::memory_order_release);
+    write_position_ += record_bytes(length);
+    written += length;
   }
-  if (written > 0 && ring.header->reader_sleeping.load(std::memory_order_seq_cst) != 0 &&
-      ring.header->reader_sleeping.exchange(0) != 0) {
-    ring_doorbell();
+  if (written > 0) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with prepare_to_sleep's
+    if (ring.header->reader_sleeping.load(std::memory_order_relaxed) != 0 &&
+        ring.header->reader_sleeping.exchange(0) != 0) {
+      ring_doorbell();
+    }
   }
   return written;
 }
 
+// True when the next record has been written; sets up reading it.
+bool ShmStream::next_record_ready() {
+  Ring& ring = end_.inbound;
+  std::uint64_t word = record_header(ring, read_position_).load(std::memory_order_acquire);
+  if (static_cast<std::uint32_t>(word >> 32) != read_sequence_) return false;
+  record_left_ = static_cast<std::uint32_t>(word);
+  record_offset_ = 8;
+  return true;
+}
+
 std::size_t ShmStream::read_some(void* data, std::size_t bytes) {
   Ring& ring = end_.inbound;
-  std::uint64_t tail = ring.header->tail.load(std::memory_order_relaxed);
-  std::uint64_t head = ring.header->head.load(std::memory_order_acquire);
   auto* target = static_cast<std::uint8_t*>(data);
   std::size_t read = 0;
+  bool released = false;
   while (read < bytes) {
-    std::size_t available = static_cast<std::size_t>(head - tail);
-    if (available == 0) {
-      head = ring.header->head.load(std::memory_order_acquire);
-      available = static_cast<std::size_t>(head - tail);
-      if (available == 0) {
+    if (!in_record_) {
+      if (!next_record_ready()) {
         if (read == 0 && closed_error_ != 0) {
           throw_peer_lost(peer_name_, peer_, "waiting for it", closed_error_ < 0 ? 0 : closed_error_);
         }
         break;
       }
+      in_record_ = true;
+      record_length_ = record_left_;
     }
-    std::size_t offset = static_cast<std::size_t>(tail) & (ring.capacity - 1);
-    std::size_t take = std::min({bytes - read, available, kChunkBytes, ring.capacity - offset});
-    std::memcpy(target + read, ring.data + offset, take);
+    std::size_t take = std::min(bytes - read, record_left_);
+    std::size_t offset = static_cast<std::size_t>(read_position_) & (ring.capacity - 1);
+    std::memcpy(target + read, ring.data + offset + record_offset_, take);
     read += take;
-    tail += take;
-    ring.header->tail.store(tail, std::memory_order_seq_cst);
+    record_offset_ += take;
+    record_left_ -= take;
+    if (record_left_ == 0) {
+      in_record_ = false;
+      ++read_sequence_;
+      read_position_ += record_bytes(record_length_);
+      ring.header->tail.store(read_position_, std::memory_order_release);
+      released = true;
+    }
   }
-  if (read > 0 && ring.header->writer_sleeping.load(std::memory_order_seq_cst) != 0 &&
-      ring.header->writer_sleeping.exchange(0) != 0) {
-    ring_doorbell();
+  if (released) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with prepare_to_sleep's
+    if (ring.header->writer_sleeping.load(std::memory_order_relaxed) != 0 &&
+        ring.header->writer_sleeping.exchange(0) != 0) {
+      ring_doorbell();
+    }
   }
   return read;
 }
@@ -183,15 +237,18 @@ void ShmStream::on_wakeup() {
 
 bool ShmStream::prepare_to_sleep(bool want_write) {
   RingHeader& in = *end_.inbound.header;
-  in.reader_sleeping.store(1, std::memory_order_seq_cst);
-  if (in.head.load(std::memory_order_seq_cst) != in.tail.load(std::memory_order_relaxed)) {
+  in.reader_sleeping.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with write_some's
+  if (in_record_ || next_record_ready()) {
     in.reader_sleeping.store(0, std::memory_order_relaxed);
     return false;
   }
   if (want_write) {
     RingHeader& out = *end_.outbound.header;
-    out.writer_sleeping.store(1, std::memory_order_seq_cst);
-    if (out.head.load(std::memory_order_relaxed) - out.tail.load(std::memory_order_seq_cst) < end_.outbound.capacity) {
+    out.writer_sleeping.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with read_some's
+    known_tail_ = out.tail.load(std::memory_order_relaxed);
+    if (end_.outbound.capacity - static_cast<std::size_t>(write_position_ - known_tail_) >= 2 * kRecordAlign) {
       out.writer_sleeping.store(0, std::memory_order_relaxed);
       return false;
     }

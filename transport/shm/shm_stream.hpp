@@ -3,10 +3,11 @@
 // ranks already share stays open beside it, carrying only wake-ups (a byte sent when the other
 // side's progress thread sleeps) and, by closing, the news that the peer died.
 //
-// Ring: head (bytes ever written) and tail (bytes ever read), each on its own cache line, and
-// a power-of-two data area. The writer publishes head after each chunk it copies in, so the
-// reader copies out while the writer is still copying in: large messages are pipelined through
-// the ring, two copies per byte, no system call while both sides are awake.
+// Ring: a power-of-two data area of records (a header word with a sequence number and a length,
+// then up to 256 KiB of bytes), and the reader's tail on its own cache line. The writer
+// publishes each record as soon as it is copied in, so the reader copies out while the writer is
+// still copying in: large messages are pipelined through the ring, two copies per byte, no
+// system call while both sides are awake.
 #pragma once
 
 #include <atomic>
@@ -22,8 +23,7 @@
 namespace comm::transport {
 
 struct alignas(64) RingHeader {
-  alignas(64) std::atomic<std::uint64_t> head;
-  alignas(64) std::atomic<std::uint64_t> tail;
+  alignas(64) std::atomic<std::uint64_t> tail;  // bytes of the ring the reader has released
   alignas(64) std::atomic<std::uint32_t> reader_sleeping;
   alignas(64) std::atomic<std::uint32_t> writer_sleeping;
 };
@@ -85,10 +85,19 @@ class ShmStream final : public ByteStream {
 
  private:
   void ring_doorbell();
+  bool next_record_ready();
   ShmPairEnd end_;
   Socket doorbell_;
   int closed_error_ = 0;
-  std::uint64_t known_tail_ = 0;  // the reader's tail when last read (only ever behind)  // the doorbell socket ended: -1 end of file, else errno
+  // Writer side (outbound ring).
+  std::uint64_t write_position_ = 0;
+  std::uint32_t write_sequence_ = 1;
+  std::uint64_t known_tail_ = 0;  // the reader's tail when last read (only ever behind)
+  // Reader side (inbound ring).
+  std::uint64_t read_position_ = 0;
+  std::uint32_t read_sequence_ = 1;
+  bool in_record_ = false;
+  std::size_t record_length_ = 0, record_left_ = 0, record_offset_ = 0;  // the doorbell socket ended: -1 end of file, else errno
   int peer_;
   std::string peer_name_;
 };
