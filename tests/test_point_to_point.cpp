@@ -277,3 +277,19 @@ TEST_CASE("abort fails pending operations at once", "[p2p]") {
   });
   REQUIRE_RANK_CHECKS(checks);
 }
+
+TEST_CASE("operations complete in the background: is_completed turns true without wait", "[p2p]") {
+  std::string transport = GENERATE("tcp", "shm");
+  INFO("transport " << transport);
+  RankChecks checks;
+  run_ranks(2, [&](comm::ProcessGroup& group) {
+    std::vector<std::uint8_t> data(300'000, static_cast<std::uint8_t>(group.rank() + 1));
+    comm::Buffer buffer(data.data(), data.size(), comm::DType::UInt8);
+    auto work = group.rank() == 0 ? group.isend(buffer, 1, 6) : group.irecv(buffer, 0, 6);
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!work->is_completed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    RANK_CHECK(checks, work->is_completed());
+    if (group.rank() == 1) RANK_CHECK(checks, data.front() == 1 && data.back() == 1);
+  }, std::chrono::seconds(60), transport);
+  REQUIRE_RANK_CHECKS(checks);
+}
