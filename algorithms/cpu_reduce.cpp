@@ -1,0 +1,179 @@
+// CPU reduction loops. Each is a plain loop over restrict-qualified arrays that the compiler
+// vectorizes at -O2 (see docs/design/reduce.md for how to check); half types convert to float
+// per element.
+#include <cstdint>
+#include <string>
+
+#include "check.hpp"
+#include "half.hpp"
+#include "reduce.hpp"
+
+namespace comm::algorithms {
+namespace {
+
+struct Float16 {
+  std::uint16_t bits;
+};
+struct BFloat16 {
+  std::uint16_t bits;
+};
+
+// How each storage type computes: itself, or float for the half types.
+template <class T>
+struct Arithmetic {
+  using Compute = T;
+  static T load(T value) { return value; }
+  static T store(T value) { return value; }
+};
+template <>
+struct Arithmetic<Float16> {
+  using Compute = float;
+  static float load(Float16 value) { return float16_to_float(value.bits); }
+  static Float16 store(float value) { return {float_to_float16(value)}; }
+};
+template <>
+struct Arithmetic<BFloat16> {
+  using Compute = float;
+  static float load(BFloat16 value) { return bfloat16_to_float(value.bits); }
+  static BFloat16 store(float value) { return {float_to_bfloat16(value)}; }
+};
+
+struct Sum {
+  template <class C> C operator()(C a, C b) const { return static_cast<C>(a + b); }
+  bool operator()(bool a, bool b) const { return a || b; }
+};
+struct Product {
+  template <class C> C operator()(C a, C b) const { return static_cast<C>(a * b); }
+  bool operator()(bool a, bool b) const { return a && b; }
+};
+struct Min {
+  template <class C> C operator()(C a, C b) const { return b < a ? b : a; }
+};
+struct Max {
+  template <class C> C operator()(C a, C b) const { return a < b ? b : a; }
+};
+struct BitAnd {
+  template <class C> C operator()(C a, C b) const { return static_cast<C>(a & b); }
+};
+struct BitOr {
+  template <class C> C operator()(C a, C b) const { return static_cast<C>(a | b); }
+};
+struct BitXor {
+  template <class C> C operator()(C a, C b) const { return static_cast<C>(a ^ b); }
+  bool operator()(bool a, bool b) const { return a != b; }
+};
+
+template <class T, class Op>
+void apply(void* dst_bytes, const void* src_bytes, std::size_t count) {
+  using A = Arithmetic<T>;
+  T* __restrict dst = static_cast<T*>(dst_bytes);
+  const T* __restrict src = static_cast<const T*>(src_bytes);
+  Op op;
+  for (std::size_t i = 0; i < count; ++i) dst[i] = A::store(op(A::load(dst[i]), A::load(src[i])));
+}
+
+// In-place (dst == src) is allowed, so this variant has no restrict.
+template <class T, class Op>
+void apply_aliased(void* dst_bytes, const void* src_bytes, std::size_t count) {
+  using A = Arithmetic<T>;
+  T* dst = static_cast<T*>(dst_bytes);
+  const T* src = static_cast<const T*>(src_bytes);
+  Op op;
+  for (std::size_t i = 0; i < count; ++i) dst[i] = A::store(op(A::load(dst[i]), A::load(src[i])));
+}
+
+template <class T>
+void reduce_typed(void* dst, const void* src, std::size_t count, ReduceOp op) {
+  bool aliased = dst == src;
+  auto run = [&]<class Op>(Op) {
+    aliased ? apply_aliased<T, Op>(dst, src, count) : apply<T, Op>(dst, src, count);
+  };
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return run(Sum{});
+    case ReduceOp::Product: return run(Product{});
+    case ReduceOp::Min: return run(Min{});
+    case ReduceOp::Max: return run(Max{});
+    case ReduceOp::BAnd:
+      if constexpr (std::is_integral_v<T>) return run(BitAnd{});
+      break;
+    case ReduceOp::BOr:
+      if constexpr (std::is_integral_v<T>) return run(BitOr{});
+      break;
+    case ReduceOp::BXor:
+      if constexpr (std::is_integral_v<T>) return run(BitXor{});
+      break;
+  }
+}
+
+template <class T>
+void divide_typed(void* bytes, std::size_t count, std::size_t divisor) {
+  using A = Arithmetic<T>;
+  using C = typename A::Compute;
+  T* data = static_cast<T*>(bytes);
+  if constexpr (std::is_floating_point_v<C>) {
+    C factor = static_cast<C>(divisor);
+    for (std::size_t i = 0; i < count; ++i) data[i] = A::store(A::load(data[i]) / factor);
+  } else {
+    auto by = static_cast<C>(divisor);
+    for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<T>(data[i] / by);
+  }
+}
+
+template <class Visit>
+void dispatch(DType dtype, Visit&& visit) {
+  switch (dtype) {
+    case DType::Int8: return visit(std::int8_t{});
+    case DType::UInt8: return visit(std::uint8_t{});
+    case DType::Int32: return visit(std::int32_t{});
+    case DType::UInt32: return visit(std::uint32_t{});
+    case DType::Int64: return visit(std::int64_t{});
+    case DType::UInt64: return visit(std::uint64_t{});
+    case DType::Float16: return visit(Float16{});
+    case DType::BFloat16: return visit(BFloat16{});
+    case DType::Float32: return visit(float{});
+    case DType::Float64: return visit(double{});
+    case DType::Bool: return visit(bool{});
+  }
+}
+
+void check_cpu(Device device, const char* op) {
+  COMM_CHECK(device.kind == Device::Kind::Cpu, InvalidArgumentError, ErrorContext{.op = op},
+             "reduction on " + to_string(device) + " buffers needs libcomm built with CUDA");
+}
+
+}  // namespace
+
+bool supports(DType dtype, ReduceOp op) {
+  bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
+  bool floating = dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
+  return !(bitwise && floating);
+}
+
+void check_supported(DType dtype, ReduceOp op, int rank) {
+  COMM_CHECK(supports(dtype, op), InvalidArgumentError, (ErrorContext{.rank = rank, .op = "reduce"}),
+             std::string("op ") + to_string(op) + " is bitwise and dtype " + to_string(dtype) +
+                 " is floating point; bitwise ops take integer or bool data");
+}
+
+void reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op, Device device) {
+  check_cpu(device, "reduce");
+  check_supported(dtype, op);
+  if (count == 0) return;
+  dispatch(dtype, [&]<class T>(T) { reduce_typed<T>(dst, src, count, op); });
+}
+
+void divide(void* data, std::size_t count, DType dtype, std::size_t divisor, Device device) {
+  check_cpu(device, "reduce.avg");
+  COMM_CHECK(divisor > 0, InvalidArgumentError, ErrorContext{.op = "reduce.avg"}, "cannot average over 0 ranks");
+  if (count == 0 || divisor == 1) return;
+  dispatch(dtype, [&]<class T>(T) {
+    if constexpr (std::is_same_v<T, bool>) {
+      // The average of bools is not a bool; leave OR-ed values as they are.
+    } else {
+      divide_typed<T>(data, count, divisor);
+    }
+  });
+}
+
+}  // namespace comm::algorithms

@@ -1,0 +1,29 @@
+// The reduction seam: every algorithm combines data through these calls and nothing else, so a
+// CUDA implementation can stand in for device buffers without an algorithm knowing.
+//
+// Types are erased here (pointer, count, dtype) and dispatched by one switch; the loops are
+// templates inside cpu_reduce.cpp. float16 and bfloat16 compute in float and round once per
+// element and step. bool: Sum and Max are OR, Product and Min are AND. Bitwise ops are for
+// integers and bool only. Avg reduces as Sum, then divide() applies the division once.
+#pragma once
+
+#include <cstddef>
+
+#include "comm/types.hpp"
+
+namespace comm::algorithms {
+
+// Whether op may be applied to dtype (BAnd/BOr/BXor need integers or bool).
+bool supports(DType dtype, ReduceOp op);
+
+// Throws InvalidArgumentError naming the pair when !supports(dtype, op).
+void check_supported(DType dtype, ReduceOp op, int rank = -1);
+
+// dst[i] = dst[i] op src[i] for i < count. dst and src may be the same buffer; other overlap
+// is not allowed. Avg reduces as Sum.
+void reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op, Device device = {});
+
+// data[i] /= divisor, for the end of an Avg (integers divide toward zero, as C++ does).
+void divide(void* data, std::size_t count, DType dtype, std::size_t divisor, Device device = {});
+
+}  // namespace comm::algorithms
