@@ -6,6 +6,7 @@
 // has joined, or throws an Error saying which ranks are missing or what disagreed.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -67,6 +68,10 @@ class ProcessGroup {
   std::shared_ptr<Work> isend(Buffer buffer, int dst, int tag = 0);
   std::shared_ptr<Work> irecv(Buffer buffer, int src, int tag = 0);
 
+  // Collectives: every rank of the group calls them in the same order.
+  // all_reduce: in place; afterwards every rank holds bitwise-identical bytes.
+  void all_reduce(Buffer buffer, ReduceOp op = ReduceOp::Sum);
+
   // Fails every pending operation of this group; later calls fail at once.
   void abort();
 
@@ -81,6 +86,7 @@ class ProcessGroup {
   std::shared_ptr<Store> store_;
   std::shared_ptr<transport::Transport> transport_;
   std::chrono::milliseconds timeout_;
+  std::atomic<std::uint64_t> collective_sequence_{0};
 };
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});
