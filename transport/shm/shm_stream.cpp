@@ -161,13 +161,7 @@ std::size_t ShmStream::write_some(const iovec* vectors, int count) {
     write_position_ += record_bytes(length);
     written += length;
   }
-  if (written > 0) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with prepare_to_sleep's
-    if (ring.header->reader_sleeping.load(std::memory_order_relaxed) != 0 &&
-        ring.header->reader_sleeping.exchange(0) != 0) {
-      ring_doorbell();
-    }
-  }
+  if (written > 0) wake_if_sleeping(ring.header->reader_sleeping);
   return written;
 }
 
@@ -211,14 +205,15 @@ std::size_t ShmStream::read_some(void* data, std::size_t bytes) {
       released = true;
     }
   }
-  if (released) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with prepare_to_sleep's
-    if (ring.header->writer_sleeping.load(std::memory_order_relaxed) != 0 &&
-        ring.header->writer_sleeping.exchange(0) != 0) {
-      ring_doorbell();
-    }
-  }
+  if (released) wake_if_sleeping(ring.header->writer_sleeping);
   return read;
+}
+
+// After publishing (a record, or room): the other side's progress thread may have gone to sleep
+// counting on us. The fence pairs with prepare_to_sleep's, so one of us sees the other.
+void ShmStream::wake_if_sleeping(std::atomic<std::uint32_t>& sleeping) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping.load(std::memory_order_relaxed) != 0 && sleeping.exchange(0) != 0) ring_doorbell();
 }
 
 void ShmStream::on_wakeup() {

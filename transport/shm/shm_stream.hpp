@@ -85,6 +85,7 @@ class ShmStream final : public ByteStream {
 
  private:
   void ring_doorbell();
+  void wake_if_sleeping(std::atomic<std::uint32_t>& sleeping);
   bool next_record_ready();
   ShmPairEnd end_;
   Socket doorbell_;
