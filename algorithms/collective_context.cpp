@@ -1,6 +1,7 @@
 #include "collective_context.hpp"
 
 #include "comm/error.hpp"
+#include "store_format.hpp"
 
 namespace comm::algorithms {
 
@@ -12,7 +13,7 @@ void CollectiveContext::wait(const std::shared_ptr<detail::Completion>& transfer
     error.add_context(context);
     throw;
   }
-  throw TimeoutError("step " + std::to_string(step) + " waited " + std::to_string(timeout.count()) + " ms for rank " +
+  throw TimeoutError("step " + std::to_string(step) + " waited " + store_format::seconds(timeout) + " for rank " +
                          std::to_string(peer) + "; every rank of the group must call the same collectives in the "
                          "same order (is one of them stuck, or doing something else?)",
                      context);

@@ -70,10 +70,6 @@ std::shared_ptr<detail::Completion> MeshTransport::new_completion(int peer) {
   return std::make_shared<detail::Completion>(std::weak_ptr<detail::Progressor>(weak_from_this()), peer);
 }
 
-std::exception_ptr MeshTransport::peer_error(int peer, const std::string& message) const {
-  return error_of<InvalidArgumentError>(message, rank_, peer, "transport");
-}
-
 std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) {
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);

@@ -82,7 +82,6 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   void lose_peer(int peer, std::exception_ptr error);
   bool all_peers_lost() const;
   std::shared_ptr<detail::Completion> new_completion(int peer);
-  std::exception_ptr peer_error(int peer, const std::string& message) const;
 
   void say_goodbye();
   bool prepare_to_sleep();

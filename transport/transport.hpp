@@ -19,15 +19,6 @@ namespace comm::transport {
 
 constexpr int kAnySource = -1;
 
-// What a request is, for error messages (built only when one is needed).
-struct TransferDescription {
-  const char* op = "";  // "send", "recv"
-  int rank = -1;
-  int peer = -1;
-  std::uint64_t tag = 0;
-  std::size_t bytes = 0;
-};
-
 class Transport : public detail::Progressor {
  public:
   ~Transport() override = default;

@@ -2,6 +2,7 @@
 
 #include "comm/error.hpp"
 #include "completion.hpp"
+#include "store_format.hpp"
 
 namespace comm {
 
@@ -24,8 +25,8 @@ void Work::wait() {
   if (label_.peer >= 0) what += (std::string(label_.op) == "recv" ? " from rank " : " to rank ") + std::to_string(label_.peer);
   if (label_.peer < 0 && std::string(label_.op) == "recv") what += " from any source";
   what += " with tag " + std::to_string(label_.tag);
-  throw TimeoutError(what + " did not complete within " + std::to_string(timeout_.count() / 1000.0).substr(0, 6) +
-                         " s; check that the peer posts the matching call (same tag), or raise the timeout",
+  throw TimeoutError(what + " did not complete within " + store_format::seconds(timeout_) +
+                         "; check that the peer posts the matching call (same tag), or raise the timeout",
                      ErrorContext{.rank = label_.rank, .peer = label_.peer, .op = label_.op});
 }
 

@@ -106,36 +106,39 @@ bool wait_ready(int fd, short events, Deadline deadline, std::string& error) {
 
 }  // namespace
 
-bool send_all(int fd, std::span<const std::uint8_t> bytes, Deadline deadline, std::string& error) {
+namespace {
+
+// Moves every byte with `io` (send or recv), waiting for readiness up to the deadline.
+template <class Io>
+bool transfer_all(int fd, std::uint8_t* bytes, std::size_t size, short events, Deadline deadline, std::string& error,
+                  const char* closed, Io&& io) {
   std::size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+  while (done < size) {
+    ssize_t n = io(bytes + done, size - done);
     if (n > 0) {
       done += static_cast<std::size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait_ready(fd, POLLOUT, deadline, error)) return false;
+      if (!wait_ready(fd, events, deadline, error)) return false;
     } else {
-      error = n == 0 ? "connection closed" : std::strerror(errno);
+      error = n == 0 ? closed : std::strerror(errno);
       return false;
     }
   }
   return true;
 }
 
+}  // namespace
+
+bool send_all(int fd, std::span<const std::uint8_t> bytes, Deadline deadline, std::string& error) {
+  return transfer_all(fd, const_cast<std::uint8_t*>(bytes.data()), bytes.size(), POLLOUT, deadline, error,
+                      "connection closed", [&](std::uint8_t* at, std::size_t left) {
+                        return ::send(fd, at, left, MSG_NOSIGNAL);
+                      });
+}
+
 bool receive_all(int fd, std::span<std::uint8_t> bytes, Deadline deadline, std::string& error) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, 0);
-    if (n > 0) {
-      done += static_cast<std::size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait_ready(fd, POLLIN, deadline, error)) return false;
-    } else {
-      error = n == 0 ? "connection closed by the other side" : std::strerror(errno);
-      return false;
-    }
-  }
-  return true;
+  return transfer_all(fd, bytes.data(), bytes.size(), POLLIN, deadline, error, "connection closed by the other side",
+                      [&](std::uint8_t* at, std::size_t left) { return ::recv(fd, at, left, 0); });
 }
 
 }  // namespace comm::transport
