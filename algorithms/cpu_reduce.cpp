@@ -2,21 +2,17 @@
 // vectorizes at -O2 (see docs/design/reduce.md for how to check); half types convert to float
 // per element.
 #include <cstdint>
-#include <string>
+#include <type_traits>
 
-#include "check.hpp"
+#include "dtype_dispatch.hpp"
 #include "half.hpp"
-#include "reduce.hpp"
+#include "cpu_reduce.hpp"
 
 namespace comm::algorithms {
 namespace {
 
-struct Float16 {
-  std::uint16_t bits;
-};
-struct BFloat16 {
-  std::uint16_t bits;
-};
+using detail::BFloat16;
+using detail::Float16;
 
 // How each storage type computes: itself, or float for the half types.
 template <class T>
@@ -120,54 +116,14 @@ void divide_typed(void* bytes, std::size_t count, std::size_t divisor) {
   }
 }
 
-template <class Visit>
-void dispatch(DType dtype, Visit&& visit) {
-  switch (dtype) {
-    case DType::Int8: return visit(std::int8_t{});
-    case DType::UInt8: return visit(std::uint8_t{});
-    case DType::Int32: return visit(std::int32_t{});
-    case DType::UInt32: return visit(std::uint32_t{});
-    case DType::Int64: return visit(std::int64_t{});
-    case DType::UInt64: return visit(std::uint64_t{});
-    case DType::Float16: return visit(Float16{});
-    case DType::BFloat16: return visit(BFloat16{});
-    case DType::Float32: return visit(float{});
-    case DType::Float64: return visit(double{});
-    case DType::Bool: return visit(bool{});
-  }
-}
-
-void check_cpu(Device device, const char* op) {
-  COMM_CHECK(device.kind == Device::Kind::Cpu, InvalidArgumentError, ErrorContext{.op = op},
-             "reduction on " + to_string(device) + " buffers needs libcomm built with CUDA");
-}
-
 }  // namespace
 
-bool supports(DType dtype, ReduceOp op) {
-  bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
-  bool floating = dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
-  return !(bitwise && floating);
+void cpu_reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op) {
+  detail::visit_dtype(dtype, [&]<class T>(T) { reduce_typed<T>(dst, src, count, op); });
 }
 
-void check_supported(DType dtype, ReduceOp op, int rank) {
-  COMM_CHECK(supports(dtype, op), InvalidArgumentError, (ErrorContext{.rank = rank, .op = "reduce"}),
-             std::string("op ") + to_string(op) + " is bitwise and dtype " + to_string(dtype) +
-                 " is floating point; bitwise ops take integer or bool data");
-}
-
-void reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op, Device device) {
-  check_cpu(device, "reduce");
-  check_supported(dtype, op);
-  if (count == 0) return;
-  dispatch(dtype, [&]<class T>(T) { reduce_typed<T>(dst, src, count, op); });
-}
-
-void divide(void* data, std::size_t count, DType dtype, std::size_t divisor, Device device) {
-  check_cpu(device, "reduce.avg");
-  COMM_CHECK(divisor > 0, InvalidArgumentError, ErrorContext{.op = "reduce.avg"}, "cannot average over 0 ranks");
-  if (count == 0 || divisor == 1) return;
-  dispatch(dtype, [&]<class T>(T) {
+void cpu_divide(void* data, std::size_t count, DType dtype, std::size_t divisor) {
+  detail::visit_dtype(dtype, [&]<class T>(T) {
     if constexpr (std::is_same_v<T, bool>) {
       // The average of bools is not a bool; leave OR-ed values as they are.
     } else {

@@ -1,5 +1,5 @@
-// The reduction seam: every algorithm combines data through these calls and nothing else, so a
-// CUDA implementation can stand in for device buffers without an algorithm knowing.
+// The reduction seam: every algorithm combines data through these calls and nothing else, so
+// the CUDA kernels (cuda/reduce.hpp) stand in for device buffers without an algorithm knowing.
 //
 // Types are erased here (pointer, count, dtype) and dispatched by one switch; the loops are
 // templates inside cpu_reduce.cpp. float16 and bfloat16 compute in float and round once per
@@ -20,10 +20,13 @@ bool supports(DType dtype, ReduceOp op);
 void check_supported(DType dtype, ReduceOp op, int rank = -1);
 
 // dst[i] = dst[i] op src[i] for i < count. dst and src may be the same buffer; other overlap
-// is not allowed. Avg reduces as Sum.
-void reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op, Device device = {});
+// is not allowed. Avg reduces as Sum. On a CUDA device the work is enqueued on `stream` (a
+// cudaStream_t; nullptr: the legacy default stream) and the call returns before it is done.
+void reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op, Device device = {},
+            void* stream = nullptr);
 
 // data[i] /= divisor, for the end of an Avg (integers divide toward zero, as C++ does).
-void divide(void* data, std::size_t count, DType dtype, std::size_t divisor, Device device = {});
+void divide(void* data, std::size_t count, DType dtype, std::size_t divisor, Device device = {},
+            void* stream = nullptr);
 
 }  // namespace comm::algorithms

@@ -5,16 +5,12 @@
 
 #include "comm/error.hpp"
 #include "device.hpp"
+#include "runtime.hpp"
 
 namespace comm::cuda {
 namespace {
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw CudaError(std::string(what) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")",
-                    ErrorContext{.op = "cuda.self_test"});
-  }
-}
+void check(cudaError_t status, const char* what) { cuda::check(status, what, "cuda.self_test"); }
 
 __global__ void add_one(const int* input, int* output, int count) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

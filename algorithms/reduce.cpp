@@ -1,0 +1,39 @@
+// The reduce seam: checks what every implementation would check, then hands CPU memory to the
+// vectorized loops and GPU memory to the CUDA kernels (stubs that throw in a build without nvcc).
+#include "reduce.hpp"
+
+#include <string>
+
+#include "check.hpp"
+#include "cpu_reduce.hpp"
+#include "cuda/reduce.hpp"
+
+namespace comm::algorithms {
+
+bool supports(DType dtype, ReduceOp op) {
+  bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
+  bool floating = dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
+  return !(bitwise && floating);
+}
+
+void check_supported(DType dtype, ReduceOp op, int rank) {
+  COMM_CHECK(supports(dtype, op), InvalidArgumentError, (ErrorContext{.rank = rank, .op = "reduce"}),
+             std::string("op ") + to_string(op) + " is bitwise and dtype " + to_string(dtype) +
+                 " is floating point; bitwise ops take integer or bool data");
+}
+
+void reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op, Device device, void* stream) {
+  check_supported(dtype, op);
+  if (count == 0) return;
+  if (device.kind == Device::Kind::Cuda) return cuda::reduce(dst, dst, src, count, dtype, op, device.index, stream);
+  cpu_reduce(dst, src, count, dtype, op);
+}
+
+void divide(void* data, std::size_t count, DType dtype, std::size_t divisor, Device device, void* stream) {
+  COMM_CHECK(divisor > 0, InvalidArgumentError, ErrorContext{.op = "reduce.avg"}, "cannot average over 0 ranks");
+  if (count == 0 || divisor == 1) return;
+  if (device.kind == Device::Kind::Cuda) return cuda::divide(data, count, dtype, divisor, device.index, stream);
+  cpu_divide(data, count, dtype, divisor);
+}
+
+}  // namespace comm::algorithms

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# run.sh [pack dir] [results dir]: on the GPU machine, runs the GPU tests and benches packed by
+# pack.sh and writes their output to the results dir (default $OUT, else ./gpu-results).
+# Exit status: non-zero when a test failed. Skips (exit 77) count as failures here, since this
+# script only runs where a GPU is expected.
+set -uo pipefail
+pack=${1:-.device-carry/gpu}
+results=${2:-${OUT:-gpu-results}}
+mkdir -p "$results"
+export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+failed=0
+run() {  # run NAME COMMAND...: output to results/NAME.txt and to the terminal
+  local name=$1
+  shift
+  echo "== $name: $*"
+  "$@" 2>&1 | tee "$results/$name.txt"
+  local rc=${PIPESTATUS[0]}
+  echo "== $name: exit $rc"
+  [ "$rc" -eq 0 ] || failed=1
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | tee "$results/gpu.txt" || true
+run test_cuda_device "$pack/bin/test_cuda_device"
+run test_cuda_reduce "$pack/bin/test_cuda_reduce"
+run ipc_pingpong "$pack/bin/ipc_pingpong" --rounds 2000 --bytes 4096
+run ipc_pingpong_large "$pack/bin/ipc_pingpong" --rounds 200 --bytes 268435456
+run reduce_kernel_perf "$pack/bin/reduce_kernel_perf"
+exit $failed

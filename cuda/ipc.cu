@@ -1,0 +1,82 @@
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "ipc.hpp"
+#include "runtime.hpp"
+
+namespace comm::cuda {
+
+IpcMemoryHandle export_memory(void* allocation_base, int device) {
+  DeviceGuard guard(device, "cuda.ipc_export");
+  cudaIpcMemHandle_t handle;
+  check(cudaIpcGetMemHandle(&handle, allocation_base), "cudaIpcGetMemHandle", "cuda.ipc_export");
+  IpcMemoryHandle result;
+  static_assert(sizeof(handle) == sizeof(result.bytes));
+  std::memcpy(result.bytes.data(), &handle, sizeof(handle));
+  return result;
+}
+
+ImportedMemory::ImportedMemory(const IpcMemoryHandle& handle, int device) : device_(device) {
+  DeviceGuard guard(device, "cuda.ipc_import");
+  cudaIpcMemHandle_t native;
+  std::memcpy(&native, handle.bytes.data(), sizeof(native));
+  check(cudaIpcOpenMemHandle(&data_, native, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle", "cuda.ipc_import");
+}
+
+ImportedMemory::~ImportedMemory() {
+  if (data_ == nullptr) return;
+  int previous = 0;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device_);
+  cudaIpcCloseMemHandle(data_);
+  cudaSetDevice(previous);
+}
+
+InterprocessEvent::InterprocessEvent(int device) : device_(device) {
+  DeviceGuard guard(device, "cuda.ipc_event");
+  cudaEvent_t event;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventInterprocess), "cudaEventCreateWithFlags",
+        "cuda.ipc_event");
+  event_ = event;
+}
+
+InterprocessEvent::InterprocessEvent(const IpcEventHandle& handle, int device) : device_(device) {
+  DeviceGuard guard(device, "cuda.ipc_event");
+  cudaIpcEventHandle_t native;
+  std::memcpy(&native, handle.bytes.data(), sizeof(native));
+  cudaEvent_t event;
+  check(cudaIpcOpenEventHandle(&event, native), "cudaIpcOpenEventHandle", "cuda.ipc_event");
+  event_ = event;
+}
+
+InterprocessEvent::~InterprocessEvent() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+IpcEventHandle InterprocessEvent::handle() const {
+  cudaIpcEventHandle_t native;
+  check(cudaIpcGetEventHandle(&native, static_cast<cudaEvent_t>(event_)), "cudaIpcGetEventHandle", "cuda.ipc_event");
+  IpcEventHandle result;
+  static_assert(sizeof(native) == sizeof(result.bytes));
+  std::memcpy(result.bytes.data(), &native, sizeof(native));
+  return result;
+}
+
+void InterprocessEvent::record(void* stream) const {
+  DeviceGuard guard(device_, "cuda.ipc_event");
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord",
+        "cuda.ipc_event");
+}
+
+void InterprocessEvent::wait(void* stream) const {
+  DeviceGuard guard(device_, "cuda.ipc_event");
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0),
+        "cudaStreamWaitEvent", "cuda.ipc_event");
+}
+
+void InterprocessEvent::synchronize() const {
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize", "cuda.ipc_event");
+}
+
+}  // namespace comm::cuda

@@ -1,0 +1,58 @@
+// CUDA IPC between processes on one host: device memory and events exported as handles (plain
+// bytes, exchanged through the store or shared memory), and opened by the peer. Work is ordered
+// across processes by IPC events waited on by streams, with host-side flags saying when an event
+// has been recorded: no kernel ever spins on another process's data, which could deadlock when
+// processes time-share one GPU without MPS. Plain C++; a build without nvcc throws.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+namespace comm::cuda {
+
+// cudaIpcMemHandle_t and cudaIpcEventHandle_t are both 64 opaque bytes.
+struct IpcMemoryHandle {
+  std::array<unsigned char, 64> bytes{};
+};
+struct IpcEventHandle {
+  std::array<unsigned char, 64> bytes{};
+};
+
+// The handle of an allocation made with cudaMalloc, from its base address.
+IpcMemoryHandle export_memory(void* allocation_base, int device);
+
+// A peer's allocation mapped into this process; unmapped on destruction.
+class ImportedMemory {
+ public:
+  ImportedMemory(const IpcMemoryHandle& handle, int device);
+  ~ImportedMemory();
+  ImportedMemory(const ImportedMemory&) = delete;
+  ImportedMemory& operator=(const ImportedMemory&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  int device_ = 0;
+};
+
+// An event other processes can wait on (interprocess, no timing). The exporter records it; an
+// importer makes its streams wait for the latest recording made before the wait was enqueued.
+class InterprocessEvent {
+ public:
+  explicit InterprocessEvent(int device);                    // a new event, exportable
+  InterprocessEvent(const IpcEventHandle& handle, int device);  // a peer's event
+  ~InterprocessEvent();
+  InterprocessEvent(const InterprocessEvent&) = delete;
+  InterprocessEvent& operator=(const InterprocessEvent&) = delete;
+
+  IpcEventHandle handle() const;
+  void record(void* stream) const;
+  void wait(void* stream) const;  // the stream waits; the host does not
+  void synchronize() const;       // the host waits
+
+ private:
+  void* event_ = nullptr;
+  int device_ = 0;
+};
+
+}  // namespace comm::cuda

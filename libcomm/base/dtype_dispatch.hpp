@@ -1,0 +1,37 @@
+// One switch from a runtime DType to a compile-time element type, shared by the CPU loops and
+// the CUDA kernels. float16 and bfloat16 are visited as 16-bit storage structs: each side
+// converts them to float in its own way (bit manipulation on the host, intrinsics on the GPU).
+#pragma once
+
+#include <cstdint>
+
+#include "comm/types.hpp"
+
+namespace comm::detail {
+
+struct Float16 {
+  std::uint16_t bits;
+};
+struct BFloat16 {
+  std::uint16_t bits;
+};
+
+// Calls visit(T{}) with T the storage type of dtype.
+template <class Visit>
+void visit_dtype(DType dtype, Visit&& visit) {
+  switch (dtype) {
+    case DType::Int8: return visit(std::int8_t{});
+    case DType::UInt8: return visit(std::uint8_t{});
+    case DType::Int32: return visit(std::int32_t{});
+    case DType::UInt32: return visit(std::uint32_t{});
+    case DType::Int64: return visit(std::int64_t{});
+    case DType::UInt64: return visit(std::uint64_t{});
+    case DType::Float16: return visit(Float16{});
+    case DType::BFloat16: return visit(BFloat16{});
+    case DType::Float32: return visit(float{});
+    case DType::Float64: return visit(double{});
+    case DType::Bool: return visit(bool{});
+  }
+}
+
+}  // namespace comm::detail
