@@ -5,7 +5,7 @@
 
 namespace comm::algorithms {
 
-void CollectiveContext::wait(const std::shared_ptr<detail::Completion>& transfer, int peer, std::uint64_t step) const {
+void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t step) const {
   ErrorContext context{.rank = rank, .peer = peer, .op = op, .sequence = static_cast<std::int64_t>(sequence)};
   try {
     if (transfer->wait_for(timeout)) return;
@@ -17,6 +17,19 @@ void CollectiveContext::wait(const std::shared_ptr<detail::Completion>& transfer
                          std::to_string(peer) + "; every rank of the group must call the same collectives in the "
                          "same order (is one of them stuck, or doing something else?)",
                      context);
+}
+
+void CollectiveContext::exchange(int send_peer, const void* send_data, std::size_t send_bytes, int recv_peer,
+                                 void* recv_data, std::size_t recv_bytes, std::uint64_t step) const {
+  Transfer incoming = recv(recv_peer, recv_data, recv_bytes, step);
+  Transfer outgoing = send(send_peer, send_data, send_bytes, step);
+  wait(incoming, recv_peer, step);
+  wait(outgoing, send_peer, step);
+}
+
+void TransferSet::wait_all(const CollectiveContext& context) {
+  for (auto& pending : pending_) context.wait(pending.transfer, pending.peer, pending.step);
+  pending_.clear();
 }
 
 }  // namespace comm::algorithms

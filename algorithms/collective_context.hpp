@@ -1,32 +1,79 @@
 // What every collective algorithm works with: the group's transport, its place in the group,
-// a tag range of its own, and the time it may wait. Algorithms are rank arithmetic plus
-// transfers through this context; they never see sockets, shared memory or CUDA.
+// a tag range of its own, and the time it may wait. Algorithms are rank arithmetic plus the
+// transfer verbs below; they never see sockets, shared memory or CUDA.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "completion.hpp"
 #include "transport.hpp"
 
 namespace comm::algorithms {
 
-// Collectives use tags with the top bit set, so they never meet user point-to-point tags
-// (ints >= 0). Each collective call gets its own block of 2^16 tags from its sequence number.
+// Tags of collectives have the top bit set, so they never meet point-to-point tags. Below it:
+// 15 bits of group id (groups share one transport), 32 bits of the call's sequence number in
+// its group, 16 bits of step within the call.
 constexpr std::uint64_t kCollectiveTagBit = std::uint64_t{1} << 63;
+constexpr int kGroupIdShift = 48;
+constexpr std::uint64_t kStepsPerCall = std::uint64_t{1} << 16;
+
+using Transfer = std::shared_ptr<detail::Completion>;
 
 struct CollectiveContext {
   transport::Transport& transport;
-  int rank;
+  int rank;  // in the group
   int size;
   std::uint64_t sequence;  // the call's number in its group, identical on every rank
   std::chrono::milliseconds timeout;
-  const char* op;          // "all_reduce", for errors
+  const char* op;                    // "all_reduce", for errors
+  std::uint32_t group_id = 0;        // 0: the world group
+  std::span<const int> members{};    // group rank -> transport rank; empty: the identity
+  std::uint64_t step_base = 0;       // added to every step: lets one call run two algorithms
 
-  std::uint64_t tag(std::uint64_t step) const { return kCollectiveTagBit | (sequence << 16) | (step & 0xFFFF); }
-  // Waits for a transfer of this collective; a timeout names the peer and the step.
-  void wait(const std::shared_ptr<detail::Completion>& transfer, int peer, std::uint64_t step) const;
+  std::uint64_t tag(std::uint64_t step) const {
+    return kCollectiveTagBit | (std::uint64_t{group_id & 0x7FFF} << kGroupIdShift) |
+           ((sequence & 0xFFFFFFFF) << 16) | ((step_base + step) & 0xFFFF);
+  }
+  int transport_rank(int peer) const { return members.empty() ? peer : members[static_cast<std::size_t>(peer)]; }
+  int wrap(int index) const { return ((index % size) + size) % size; }
+
+  // The transfer verbs: peers are group ranks; `step` tells a call's messages apart.
+  Transfer send(int peer, const void* data, std::size_t bytes, std::uint64_t step) const {
+    return transport.isend(transport_rank(peer), data, bytes, tag(step));
+  }
+  Transfer recv(int peer, void* data, std::size_t bytes, std::uint64_t step) const {
+    return transport.irecv(transport_rank(peer), data, bytes, tag(step));
+  }
+  // Waits for a transfer of this collective; a timeout or failure names the peer and step.
+  void wait(const Transfer& transfer, int peer, std::uint64_t step) const;
+  void send_wait(int peer, const void* data, std::size_t bytes, std::uint64_t step) const {
+    wait(send(peer, data, bytes, step), peer, step);
+  }
+  void recv_wait(int peer, void* data, std::size_t bytes, std::uint64_t step) const {
+    wait(recv(peer, data, bytes, step), peer, step);
+  }
+  // Sends to one peer and receives from another (or the same) at once; returns when both are done.
+  void exchange(int send_peer, const void* send_data, std::size_t send_bytes, int recv_peer, void* recv_data,
+                std::size_t recv_bytes, std::uint64_t step) const;
+};
+
+// Transfers started together and waited for together, each remembered with its peer and step.
+class TransferSet {
+ public:
+  void add(Transfer transfer, int peer, std::uint64_t step) { pending_.push_back({std::move(transfer), peer, step}); }
+  void wait_all(const CollectiveContext& context);
+
+ private:
+  struct Pending {
+    Transfer transfer;
+    int peer;
+    std::uint64_t step;
+  };
+  std::vector<Pending> pending_;
 };
 
 }  // namespace comm::algorithms

@@ -43,6 +43,18 @@ const char* to_string(ReduceOp op) {
   return "unknown op";
 }
 
+const char* to_string(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::Auto: return "auto";
+    case Algorithm::Ring: return "ring";
+    case Algorithm::Tree: return "tree";
+    case Algorithm::RecursiveDoubling: return "recursive_doubling";
+    case Algorithm::Direct: return "direct";
+    case Algorithm::Dissemination: return "dissemination";
+  }
+  return "unknown algorithm";
+}
+
 std::string to_string(Device device) {
   return device.kind == Device::Kind::Cpu ? "cpu" : "cuda:" + std::to_string(device.index);
 }

@@ -1,17 +1,338 @@
-// The collectives of ProcessGroup: argument checks on the calling rank, a sequence number,
-// then the algorithm.
+// The collectives of ProcessGroup: argument checks on the calling rank, a sequence number, the
+// tuner's choice, then the algorithm, inline (blocking forms) or through the group's queue
+// (i-forms). Each collective is written once, in CollectiveCalls, with a flag for the form.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "check.hpp"
+#include "collective_context.hpp"
+#include "collective_queue.hpp"
 #include "comm/process_group.hpp"
+#include "direct.hpp"
 #include "reduce.hpp"
-#include "ring_all_reduce.hpp"
+#include "ring.hpp"
+#include "small_message.hpp"
+#include "transport.hpp"
+#include "tree.hpp"
+#include "tuner.hpp"
 
 namespace comm {
 
-void ProcessGroup::all_reduce(Buffer buffer, ReduceOp op) {
-  check_buffer(buffer, "all_reduce");
-  algorithms::check_supported(buffer.dtype, op, rank());
-  algorithms::CollectiveContext context{*transport_, rank(), size(), collective_sequence_++, timeout_, "all_reduce"};
-  algorithms::ring_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op);
+using algorithms::Collective;
+using algorithms::CollectiveContext;
+
+std::shared_ptr<Work> ProcessGroup::start_collective(Collective collective, std::size_t bytes, CollectiveBody body,
+                                                     bool async) {
+  const char* op = algorithms::to_string(collective);
+  std::uint64_t sequence = collective_sequence_++;
+  auto run = [this, op, sequence, body = std::move(body)] {
+    CollectiveContext context{*transport_, rank(), size(), sequence, timeout_, op, layout_.id, layout_.members};
+    try {
+      body(context);
+    } catch (Error& error) {
+      error.add_context(ErrorContext{.rank = rank(), .op = op, .sequence = static_cast<std::int64_t>(sequence)});
+      // Transfers of the failed call may still be posted into its buffers: stop the transport
+      // so nothing lands there later (as with NCCL, a group is unusable after a failed call).
+      if (error.code() != ErrorCode::InvalidArgument) transport_->abort(error.what());
+      throw;
+    }
+  };
+  if (!async) {
+    queue_->run(run);
+    return nullptr;
+  }
+  auto completion = queue_->submit(std::move(run), bytes);
+  return std::make_shared<Work>(std::move(completion), timeout_,
+                                detail::WorkLabel{op, rank(), -1, static_cast<std::int64_t>(sequence), bytes});
 }
+
+void ProcessGroup::check_root(int root, const char* op) const {
+  COMM_CHECK(root >= 0 && root < size(), InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
+             "root " + std::to_string(root) + " is not a rank of this group of " + std::to_string(size()) +
+                 " ranks (valid: 0.." + std::to_string(size() - 1) + ")");
+}
+
+struct CollectiveCalls {
+  static std::uint8_t* bytes_of(const Buffer& buffer) { return static_cast<std::uint8_t*>(buffer.data); }
+
+  static void check_same_dtype(const ProcessGroup& group, const Buffer& a, const Buffer& b, const char* op) {
+    COMM_CHECK(a.dtype == b.dtype, InvalidArgumentError, (ErrorContext{.rank = group.rank(), .op = op}),
+               std::string("the input is ") + to_string(b.dtype) + " and the output " + to_string(a.dtype) +
+                   "; both must have the same dtype");
+  }
+
+  static void check_count(const ProcessGroup& group, bool ok, const char* op, const std::string& message) {
+    COMM_CHECK(ok, InvalidArgumentError, (ErrorContext{.rank = group.rank(), .op = op}), message);
+  }
+
+  static Algorithm pick(const ProcessGroup& group, Collective collective, std::size_t bytes, Algorithm requested) {
+    return algorithms::choose({collective, bytes, group.size(), requested, group.rank()});
+  }
+
+  static std::shared_ptr<Work> broadcast(ProcessGroup& group, Buffer buffer, int root, Algorithm requested, bool async) {
+    const char* op = "broadcast";
+    group.check_member(op);
+    group.check_buffer(buffer, op);
+    group.check_root(root, op);
+    Algorithm algorithm = pick(group, Collective::Broadcast, buffer.bytes(), requested);
+    return group.start_collective(Collective::Broadcast, buffer.bytes(), [=](const CollectiveContext& context) {
+      if (algorithm == Algorithm::Ring) {
+        algorithms::ring_broadcast(context, buffer.data, buffer.bytes(), root, algorithms::ring_chunk_bytes());
+      } else {
+        algorithms::tree_broadcast(context, buffer.data, buffer.bytes(), root);
+      }
+    }, async);
+  }
+
+  static std::shared_ptr<Work> all_reduce(ProcessGroup& group, Buffer buffer, ReduceOp op_, Algorithm requested,
+                                          bool async) {
+    const char* op = "all_reduce";
+    group.check_member(op);
+    group.check_buffer(buffer, op);
+    algorithms::check_supported(buffer.dtype, op_, group.rank());
+    Algorithm algorithm = pick(group, Collective::AllReduce, buffer.bytes(), requested);
+    return group.start_collective(Collective::AllReduce, buffer.bytes(), [=](const CollectiveContext& context) {
+      switch (algorithm) {
+        case Algorithm::Tree: return algorithms::tree_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op_);
+        case Algorithm::RecursiveDoubling:
+          return algorithms::recursive_doubling_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op_);
+        default:
+          return algorithms::ring_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op_,
+                                             algorithms::ring_chunk_bytes());
+      }
+    }, async);
+  }
+
+  static std::shared_ptr<Work> reduce(ProcessGroup& group, Buffer buffer, int root, ReduceOp op_, Algorithm requested,
+                                      bool async) {
+    const char* op = "reduce";
+    group.check_member(op);
+    group.check_buffer(buffer, op);
+    group.check_root(root, op);
+    algorithms::check_supported(buffer.dtype, op_, group.rank());
+    Algorithm algorithm = pick(group, Collective::Reduce, buffer.bytes(), requested);
+    return group.start_collective(Collective::Reduce, buffer.bytes(), [=](const CollectiveContext& context) {
+      if (algorithm == Algorithm::Ring) {
+        algorithms::ring_reduce(context, buffer.data, buffer.count, buffer.dtype, op_, root, algorithms::ring_chunk_bytes());
+      } else {
+        algorithms::tree_reduce(context, buffer.data, buffer.count, buffer.dtype, op_, root);
+      }
+    }, async);
+  }
+
+  static std::shared_ptr<Work> all_gather_flat(ProcessGroup& group, Buffer output, Buffer input, Algorithm requested,
+                                               bool async) {
+    const char* op = "all_gather";
+    group.check_member(op);
+    group.check_buffer(output, op);
+    group.check_buffer(input, op);
+    check_same_dtype(group, output, input, op);
+    auto n = static_cast<std::size_t>(group.size());
+    check_count(group, output.count >= input.count * n, op,
+                "the output holds " + std::to_string(output.count) + " elements; it needs size() x input count = " +
+                    std::to_string(input.count * n));
+    pick(group, Collective::AllGather, input.bytes(), requested);
+    std::size_t block = input.bytes();
+    return group.start_collective(Collective::AllGather, block, [=](const CollectiveContext& context) {
+      std::uint8_t* own = bytes_of(output) + static_cast<std::size_t>(context.rank) * block;
+      if (own != input.data && block > 0) std::memmove(own, input.data, block);
+      algorithms::ring_all_gather(context, output.data, block, algorithms::ring_chunk_bytes());
+    }, async);
+  }
+
+  static std::shared_ptr<Work> all_gather_list(ProcessGroup& group, std::span<Buffer> outputs, Buffer input, bool async) {
+    const char* op = "all_gather";
+    group.check_member(op);
+    group.check_buffer(input, op);
+    check_count(group, outputs.size() == static_cast<std::size_t>(group.size()), op,
+                "got " + std::to_string(outputs.size()) + " output buffers; pass one per rank (" +
+                    std::to_string(group.size()) + ")");
+    for (const Buffer& output : outputs) {
+      group.check_buffer(output, op);
+      check_same_dtype(group, output, input, op);
+      check_count(group, output.count >= input.count, op,
+                  "an output buffer holds " + std::to_string(output.count) + " elements, fewer than the input's " +
+                      std::to_string(input.count));
+    }
+    std::vector<Buffer> targets(outputs.begin(), outputs.end());
+    std::size_t block = input.bytes();
+    return group.start_collective(Collective::AllGather, block, [=](const CollectiveContext& context) {
+      // Gathered flat, then copied out: the ring wants one buffer.
+      std::vector<std::uint8_t> flat(block * targets.size());
+      std::memcpy(flat.data() + static_cast<std::size_t>(context.rank) * block, input.data, block);
+      algorithms::ring_all_gather(context, flat.data(), block, algorithms::ring_chunk_bytes());
+      for (std::size_t r = 0; r < targets.size(); ++r) {
+        if (block > 0) std::memcpy(targets[r].data, flat.data() + r * block, block);
+      }
+    }, async);
+  }
+
+  static std::shared_ptr<Work> gather(ProcessGroup& group, Buffer input, std::span<Buffer> outputs, int root, bool async) {
+    const char* op = "gather";
+    group.check_member(op);
+    group.check_buffer(input, op);
+    group.check_root(root, op);
+    std::vector<void*> blocks;
+    if (group.rank() == root) {
+      check_count(group, outputs.size() == static_cast<std::size_t>(group.size()), op,
+                  "the root got " + std::to_string(outputs.size()) + " output buffers; pass one per rank (" +
+                      std::to_string(group.size()) + ")");
+      for (const Buffer& output : outputs) {
+        group.check_buffer(output, op);
+        check_same_dtype(group, output, input, op);
+        check_count(group, output.count >= input.count, op,
+                    "an output buffer holds " + std::to_string(output.count) + " elements, fewer than the input's " +
+                        std::to_string(input.count));
+        blocks.push_back(output.data);
+      }
+    }
+    return group.start_collective(Collective::Gather, input.bytes(), [=](const CollectiveContext& context) {
+      algorithms::direct_gather(context, input.data, input.bytes(), blocks, root);
+    }, async);
+  }
+
+  static std::shared_ptr<Work> scatter(ProcessGroup& group, Buffer output, std::span<const Buffer> inputs, int root,
+                                       bool async) {
+    const char* op = "scatter";
+    group.check_member(op);
+    group.check_buffer(output, op);
+    group.check_root(root, op);
+    std::vector<const void*> blocks;
+    if (group.rank() == root) {
+      check_count(group, inputs.size() == static_cast<std::size_t>(group.size()), op,
+                  "the root got " + std::to_string(inputs.size()) + " input buffers; pass one per rank (" +
+                      std::to_string(group.size()) + ")");
+      for (const Buffer& input : inputs) {
+        group.check_buffer(input, op);
+        check_same_dtype(group, output, input, op);
+        check_count(group, input.count == output.count, op,
+                    "an input buffer holds " + std::to_string(input.count) + " elements and the output " +
+                        std::to_string(output.count) + "; they must be equal");
+        blocks.push_back(input.data);
+      }
+    }
+    return group.start_collective(Collective::Scatter, output.bytes(), [=](const CollectiveContext& context) {
+      algorithms::direct_scatter(context, output.data, output.bytes(), blocks, root);
+    }, async);
+  }
+
+  static std::shared_ptr<Work> reduce_scatter(ProcessGroup& group, Buffer output, Buffer input, ReduceOp op_,
+                                              Algorithm requested, bool async) {
+    const char* op = "reduce_scatter";
+    group.check_member(op);
+    group.check_buffer(output, op);
+    group.check_buffer(input, op);
+    check_same_dtype(group, output, input, op);
+    algorithms::check_supported(input.dtype, op_, group.rank());
+    auto n = static_cast<std::size_t>(group.size());
+    check_count(group, input.count >= output.count * n, op,
+                "the input holds " + std::to_string(input.count) + " elements; it needs size() x output count = " +
+                    std::to_string(output.count * n));
+    pick(group, Collective::ReduceScatter, output.bytes(), requested);
+    return group.start_collective(Collective::ReduceScatter, output.bytes(), [=](const CollectiveContext& context) {
+      std::size_t block = output.bytes();
+      std::uint8_t* own_in_input = bytes_of(input) + static_cast<std::size_t>(context.rank) * block;
+      // The ring reduces in place, so an out-of-place call works on a copy of the input.
+      std::vector<std::uint8_t> work;
+      std::uint8_t* data = bytes_of(input);
+      if (own_in_input != output.data) {
+        work.assign(bytes_of(input), bytes_of(input) + block * n);
+        data = work.data();
+      }
+      algorithms::ring_reduce_scatter(context, data, output.count, input.dtype, op_, algorithms::ring_chunk_bytes());
+      std::uint8_t* reduced = data + static_cast<std::size_t>(context.rank) * block;
+      if (reduced != output.data && block > 0) std::memcpy(output.data, reduced, block);
+    }, async);
+  }
+
+  static std::shared_ptr<Work> all_to_all(ProcessGroup& group, Buffer output, Buffer input, bool async) {
+    const char* op = "all_to_all";
+    group.check_member(op);
+    group.check_buffer(output, op);
+    group.check_buffer(input, op);
+    check_same_dtype(group, output, input, op);
+    auto n = static_cast<std::size_t>(group.size());
+    check_count(group, input.count % n == 0, op,
+                "the input holds " + std::to_string(input.count) + " elements, not a multiple of the group size " +
+                    std::to_string(n));
+    check_count(group, output.count >= input.count, op,
+                "the output holds " + std::to_string(output.count) + " elements, fewer than the input's " +
+                    std::to_string(input.count));
+    return group.start_collective(Collective::AllToAll, input.bytes() / n, [=](const CollectiveContext& context) {
+      std::size_t block = input.bytes() / n;
+      std::vector<std::uint8_t> copy;
+      const void* source = input.data;
+      if (input.data == output.data) {  // in place: send from a copy
+        copy.assign(bytes_of(input), bytes_of(input) + input.bytes());
+        source = copy.data();
+      }
+      algorithms::direct_all_to_all(context, output.data, source, block);
+    }, async);
+  }
+
+  static std::shared_ptr<Work> barrier(ProcessGroup& group, bool async) {
+    group.check_member("barrier");
+    return group.start_collective(Collective::Barrier, 0, [](const CollectiveContext& context) {
+      algorithms::dissemination_barrier(context);
+    }, async);
+  }
+};
+
+void ProcessGroup::broadcast(Buffer buffer, int root, Algorithm algorithm) {
+  CollectiveCalls::broadcast(*this, buffer, root, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::ibroadcast(Buffer buffer, int root, Algorithm algorithm) {
+  return CollectiveCalls::broadcast(*this, buffer, root, algorithm, true);
+}
+void ProcessGroup::all_reduce(Buffer buffer, ReduceOp op, Algorithm algorithm) {
+  CollectiveCalls::all_reduce(*this, buffer, op, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::iall_reduce(Buffer buffer, ReduceOp op, Algorithm algorithm) {
+  return CollectiveCalls::all_reduce(*this, buffer, op, algorithm, true);
+}
+void ProcessGroup::reduce(Buffer buffer, int root, ReduceOp op, Algorithm algorithm) {
+  CollectiveCalls::reduce(*this, buffer, root, op, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::ireduce(Buffer buffer, int root, ReduceOp op, Algorithm algorithm) {
+  return CollectiveCalls::reduce(*this, buffer, root, op, algorithm, true);
+}
+void ProcessGroup::all_gather(std::span<Buffer> outputs, Buffer input) {
+  CollectiveCalls::all_gather_list(*this, outputs, input, false);
+}
+std::shared_ptr<Work> ProcessGroup::iall_gather(std::span<Buffer> outputs, Buffer input) {
+  return CollectiveCalls::all_gather_list(*this, outputs, input, true);
+}
+void ProcessGroup::all_gather(Buffer output, Buffer input, Algorithm algorithm) {
+  CollectiveCalls::all_gather_flat(*this, output, input, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::iall_gather(Buffer output, Buffer input, Algorithm algorithm) {
+  return CollectiveCalls::all_gather_flat(*this, output, input, algorithm, true);
+}
+void ProcessGroup::gather(Buffer input, std::span<Buffer> outputs, int root) {
+  CollectiveCalls::gather(*this, input, outputs, root, false);
+}
+std::shared_ptr<Work> ProcessGroup::igather(Buffer input, std::span<Buffer> outputs, int root) {
+  return CollectiveCalls::gather(*this, input, outputs, root, true);
+}
+void ProcessGroup::scatter(Buffer output, std::span<const Buffer> inputs, int root) {
+  CollectiveCalls::scatter(*this, output, inputs, root, false);
+}
+std::shared_ptr<Work> ProcessGroup::iscatter(Buffer output, std::span<const Buffer> inputs, int root) {
+  return CollectiveCalls::scatter(*this, output, inputs, root, true);
+}
+void ProcessGroup::reduce_scatter(Buffer output, Buffer input, ReduceOp op, Algorithm algorithm) {
+  CollectiveCalls::reduce_scatter(*this, output, input, op, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::ireduce_scatter(Buffer output, Buffer input, ReduceOp op, Algorithm algorithm) {
+  return CollectiveCalls::reduce_scatter(*this, output, input, op, algorithm, true);
+}
+void ProcessGroup::all_to_all(Buffer output, Buffer input) { CollectiveCalls::all_to_all(*this, output, input, false); }
+std::shared_ptr<Work> ProcessGroup::iall_to_all(Buffer output, Buffer input) {
+  return CollectiveCalls::all_to_all(*this, output, input, true);
+}
+void ProcessGroup::barrier() { CollectiveCalls::barrier(*this, false); }
+std::shared_ptr<Work> ProcessGroup::ibarrier() { return CollectiveCalls::barrier(*this, true); }
 
 }  // namespace comm

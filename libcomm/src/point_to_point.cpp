@@ -6,6 +6,7 @@
 namespace comm {
 
 void ProcessGroup::check_buffer(const Buffer& buffer, const char* op) const {
+  check_member(op);
   ErrorContext context{.rank = rank(), .op = op};
   COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError, context,
              "the buffer is a null pointer with a count of " + std::to_string(buffer.count));
@@ -29,7 +30,7 @@ Work ProcessGroup::start_send(Buffer buffer, int dst, int tag) {
   check_buffer(buffer, "send");
   check_peer(dst, "send", false);
   check_tag(tag, "send");
-  return Work(transport_->isend(dst, buffer.data, buffer.bytes(), static_cast<std::uint64_t>(tag)), timeout_,
+  return Work(transport_->isend(transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
               detail::WorkLabel{"send", rank(), dst, tag, buffer.bytes()});
 }
 
@@ -37,7 +38,12 @@ Work ProcessGroup::start_recv(Buffer buffer, int src, int tag) {
   check_buffer(buffer, "recv");
   check_peer(src, "recv", true);
   check_tag(tag, "recv");
-  return Work(transport_->irecv(src, buffer.data, buffer.bytes(), static_cast<std::uint64_t>(tag)), timeout_,
+  // The transport reports any-source senders by transport rank, which only the world group
+  // shares with its ranks.
+  COMM_CHECK(src != kAnySource || layout_.members.empty(), InvalidArgumentError, (ErrorContext{.rank = rank(), .op = "recv"}),
+             "receiving from kAnySource works on the world group only; name the source rank");
+  int source = src == kAnySource ? src : transport_rank(src);
+  return Work(transport_->irecv(source, buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
               detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
 }
 

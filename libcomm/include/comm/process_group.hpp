@@ -8,8 +8,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "comm/store.hpp"
 #include "comm/types.hpp"
@@ -19,6 +23,13 @@ namespace comm {
 
 namespace transport {
 class Transport;
+}
+namespace algorithms {
+struct CollectiveContext;
+enum class Collective;
+}
+namespace detail {
+class CollectiveQueue;
 }
 
 constexpr int kAnySource = -1;
@@ -32,6 +43,12 @@ struct InitOptions {
   std::string transport = "auto";      // auto | tcp | shm
 };
 
+// Where a group sits inside the transport it shares with its parent (new_group).
+struct GroupLayout {
+  std::uint32_t id = 0;        // 0: the world group; tags carry it, so groups never cross-talk
+  std::vector<int> members{};  // group rank -> transport rank; empty: the same numbering
+};
+
 class ProcessGroup {
  public:
   struct Identity {
@@ -42,12 +59,15 @@ class ProcessGroup {
     std::string name{};   // the store prefix of this group
   };
 
+  using Layout = GroupLayout;
+
   ProcessGroup(Identity identity, std::shared_ptr<Store> store, std::shared_ptr<transport::Transport> transport,
-               std::chrono::milliseconds timeout);
+               std::chrono::milliseconds timeout, Layout layout = {});
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
+  // rank() is -1 on a process that is not a member of this group (see new_group).
   int rank() const { return identity_.rank; }
   int size() const { return identity_.size; }
   int local_rank() const { return identity_.local_rank; }
@@ -68,25 +88,79 @@ class ProcessGroup {
   std::shared_ptr<Work> isend(Buffer buffer, int dst, int tag = 0);
   std::shared_ptr<Work> irecv(Buffer buffer, int src, int tag = 0);
 
-  // Collectives: every rank of the group calls them in the same order.
+  // Collectives: every rank of the group calls them in the same order, with matching
+  // arguments. Operations of one group complete in the order they were issued; the i-forms
+  // return at once with a Work (their buffers must stay untouched until it completes).
+  // `algorithm` overrides the tuner for this call (see docs/collectives.md).
+  //
+  // broadcast: root's buffer to everyone.
+  void broadcast(Buffer buffer, int root, Algorithm algorithm = Algorithm::Auto);
   // all_reduce: in place; afterwards every rank holds bitwise-identical bytes.
-  void all_reduce(Buffer buffer, ReduceOp op = ReduceOp::Sum);
+  void all_reduce(Buffer buffer, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);
+  // reduce: the result lands in root's buffer; the others' buffers are left as they were.
+  void reduce(Buffer buffer, int root, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);
+  // all_gather: every rank's input, in rank order, into one output per rank or one flat buffer
+  // of size() * input.count (in place when input is block rank() of output).
+  void all_gather(std::span<Buffer> outputs, Buffer input);
+  void all_gather(Buffer output, Buffer input, Algorithm algorithm = Algorithm::Auto);
+  // gather: root receives input of rank r into outputs[r] (outputs ignored on other ranks).
+  void gather(Buffer input, std::span<Buffer> outputs, int root);
+  // scatter: rank r receives inputs[r] of root into output (inputs ignored on other ranks).
+  void scatter(Buffer output, std::span<const Buffer> inputs, int root);
+  // reduce_scatter: input holds size() blocks of output.count; block r is reduced into rank r's
+  // output (in place when output is block rank() of input).
+  void reduce_scatter(Buffer output, Buffer input, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);
+  // all_to_all: block r of input (input.count / size() elements) goes to rank r, landing in
+  // block rank() of its output.
+  void all_to_all(Buffer output, Buffer input);
+  void barrier();
+
+  std::shared_ptr<Work> ibroadcast(Buffer buffer, int root, Algorithm algorithm = Algorithm::Auto);
+  std::shared_ptr<Work> iall_reduce(Buffer buffer, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);
+  std::shared_ptr<Work> ireduce(Buffer buffer, int root, ReduceOp op = ReduceOp::Sum,
+                                Algorithm algorithm = Algorithm::Auto);
+  std::shared_ptr<Work> iall_gather(std::span<Buffer> outputs, Buffer input);
+  std::shared_ptr<Work> iall_gather(Buffer output, Buffer input, Algorithm algorithm = Algorithm::Auto);
+  std::shared_ptr<Work> igather(Buffer input, std::span<Buffer> outputs, int root);
+  std::shared_ptr<Work> iscatter(Buffer output, std::span<const Buffer> inputs, int root);
+  std::shared_ptr<Work> ireduce_scatter(Buffer output, Buffer input, ReduceOp op = ReduceOp::Sum,
+                                        Algorithm algorithm = Algorithm::Auto);
+  std::shared_ptr<Work> iall_to_all(Buffer output, Buffer input);
+  std::shared_ptr<Work> ibarrier();
+
+  // A group of some of this group's ranks (given as ranks of this group, in the order that
+  // numbers them in the new group). Every rank of this group calls it, with the same list, in
+  // the same order relative to other new_group calls, as in torch.distributed. A rank not in
+  // the list gets a group whose rank() is -1 and whose every call is an error.
+  std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks);
 
   // Fails every pending operation of this group; later calls fail at once.
   void abort();
 
  private:
+  friend struct CollectiveCalls;  // the argument checks and bodies of the collectives
+  using CollectiveBody = std::function<void(const algorithms::CollectiveContext&)>;
+  // Numbers the call, then runs body now (blocking) or through the group's queue (async).
+  std::shared_ptr<Work> start_collective(algorithms::Collective collective, std::size_t bytes, CollectiveBody body,
+                                         bool async);
   Work start_send(Buffer buffer, int dst, int tag);
   Work start_recv(Buffer buffer, int src, int tag);
+  void check_member(const char* op) const;
   void check_buffer(const Buffer& buffer, const char* op) const;
   void check_peer(int peer, const char* op, bool any_source_allowed) const;
   void check_tag(int tag, const char* op) const;
+  void check_root(int root, const char* op) const;
+  int transport_rank(int rank) const;
+  std::uint64_t point_to_point_tag(int tag) const;
 
   Identity identity_;
   std::shared_ptr<Store> store_;
   std::shared_ptr<transport::Transport> transport_;
   std::chrono::milliseconds timeout_;
+  Layout layout_;
   std::atomic<std::uint64_t> collective_sequence_{0};
+  std::uint32_t groups_created_ = 0;
+  std::unique_ptr<detail::CollectiveQueue> queue_;
 };
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});

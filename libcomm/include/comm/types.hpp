@@ -16,6 +16,10 @@ namespace comm {
 enum class DType { Int8, UInt8, Int32, UInt32, Int64, UInt64, Float16, BFloat16, Float32, Float64, Bool };
 enum class ReduceOp { Sum, Product, Min, Max, Avg, BAnd, BOr, BXor };
 
+// How a collective moves its data. Auto lets the tuner pick from the collective, the message
+// size, the group size and the transport (COMM_ALGO overrides Auto for every call).
+enum class Algorithm { Auto, Ring, Tree, RecursiveDoubling, Direct, Dissemination };
+
 struct Device {
   enum class Kind { Cpu, Cuda } kind = Kind::Cpu;
   int index = 0;
@@ -24,6 +28,7 @@ struct Device {
 std::size_t element_size(DType dtype);
 const char* to_string(DType dtype);
 const char* to_string(ReduceOp op);
+const char* to_string(Algorithm algorithm);
 std::string to_string(Device device);
 
 // The C++ types whose dtype Buffer can deduce.

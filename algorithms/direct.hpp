@@ -1,0 +1,23 @@
+// Direct algorithms: every transfer goes straight between the two ranks concerned, all posted
+// at once. For gather and scatter the root's link carries all the data whatever the shape, so
+// a tree would only add hops; for all-to-all every pair must exchange distinct data anyway.
+// Peers are visited starting at rank + 1, so no rank is everyone's first partner.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "collective_context.hpp"
+
+namespace comm::algorithms {
+
+// Root receives block r from rank r into blocks[r]; blocks[root] is copied from input locally.
+void direct_gather(const CollectiveContext& context, const void* input, std::size_t block_bytes,
+                   std::span<void* const> blocks, int root);
+// Root sends blocks[r] to rank r; everyone receives its block into output.
+void direct_scatter(const CollectiveContext& context, void* output, std::size_t block_bytes,
+                    std::span<const void* const> blocks, int root);
+// Block r of input goes to rank r, landing in block `rank` of its output.
+void direct_all_to_all(const CollectiveContext& context, void* output, const void* input, std::size_t block_bytes);
+
+}  // namespace comm::algorithms

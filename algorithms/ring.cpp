@@ -1,0 +1,162 @@
+#include "ring.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "reduce.hpp"
+
+namespace comm::algorithms {
+namespace {
+
+// How a run of `count` elements is cut into `chunks` nearly equal chunks.
+struct Chunking {
+  std::size_t count;
+  std::size_t chunks;
+  std::size_t begin(std::size_t chunk) const { return count * chunk / chunks; }
+  std::size_t length(std::size_t chunk) const { return begin(chunk + 1) - begin(chunk); }
+};
+
+// Chunks per run: enough that each is at most chunk_bytes, never more than the tag space of one
+// call allows for `steps` steps.
+std::size_t chunks_for(std::size_t bytes, std::size_t chunk_bytes, std::size_t steps) {
+  std::size_t wanted = std::max<std::size_t>(1, (bytes + chunk_bytes - 1) / std::max<std::size_t>(chunk_bytes, 1));
+  std::size_t limit = std::max<std::size_t>(1, (kStepsPerCall - 1) / std::max<std::size_t>(steps, 1));
+  return std::min(wanted, limit);
+}
+
+// Steps [first, last) of the ring over `data` (size segments, segment p = elements
+// [count*p/size, count*(p+1)/size)). At step s rank r sends segment r-s-1... see ring.hpp.
+// Steps below size-1 reduce what arrives into the segment; the others copy it in place.
+void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::size_t count, DType dtype, ReduceOp op,
+                   int first, int last, std::size_t chunk_bytes) {
+  int n = context.size;
+  if (n == 1 || first >= last) return;
+  std::size_t element = element_size(dtype);
+  auto segment_begin = [&](int segment) { return count * static_cast<std::size_t>(segment) / static_cast<std::size_t>(n); };
+  auto segment_length = [&](int segment) { return segment_begin(segment + 1) - segment_begin(segment); };
+  // Segment p is owned by rank p: with this numbering rank r sends p = r - s - 1 at step s.
+  auto send_segment = [&](int step) { return context.wrap(context.rank - step - 1); };
+  auto receive_segment = [&](int step) { return context.wrap(context.rank - step - 2); };
+  std::size_t longest = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+  std::size_t chunks = chunks_for(longest * element, chunk_bytes, static_cast<std::size_t>(last - first));
+  int next = context.wrap(context.rank + 1), previous = context.wrap(context.rank - 1);
+  bool reducing = first < n - 1;
+  std::vector<std::uint8_t> scratch(reducing ? longest * element : 0);
+  Chunking scratch_chunks{longest, chunks};
+  std::vector<Transfer> receives(chunks);
+  TransferSet sends;
+
+  auto tag_step = [&](int step, std::size_t chunk) { return static_cast<std::uint64_t>(step - first) * chunks + chunk; };
+  auto chunk_of = [&](int segment, std::size_t chunk) {
+    Chunking cut{segment_length(segment), chunks};
+    return std::pair{data + (segment_begin(segment) + cut.begin(chunk)) * element, cut.length(chunk) * element};
+  };
+  auto post = [&](int step, std::size_t chunk) {
+    auto [receive_at, receive_bytes] = chunk_of(receive_segment(step), chunk);
+    void* into = step < n - 1 ? scratch.data() + scratch_chunks.begin(chunk) * element : receive_at;
+    receives[chunk] = context.recv(previous, into, receive_bytes, tag_step(step, chunk));
+    auto [send_at, send_bytes] = chunk_of(send_segment(step), chunk);
+    sends.add(context.send(next, send_at, send_bytes, tag_step(step, chunk)), next, tag_step(step, chunk));
+  };
+
+  for (std::size_t chunk = 0; chunk < chunks; ++chunk) post(first, chunk);
+  for (int step = first; step < last; ++step) {
+    for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
+      context.wait(receives[chunk], previous, tag_step(step, chunk));
+      if (step < n - 1) {
+        auto [at, bytes] = chunk_of(receive_segment(step), chunk);
+        std::size_t elements = bytes / element;
+        reduce(at, scratch.data() + scratch_chunks.begin(chunk) * element, elements, dtype, op);
+        // The last reduction of a segment happens at its owner: finish an average there, once,
+        // so that every rank receives the same divided bytes.
+        if (step == n - 2 && op == ReduceOp::Avg) divide(at, elements, dtype, static_cast<std::size_t>(n));
+      }
+      // What just arrived is what this rank sends next (send_segment(s+1) == receive_segment(s)).
+      if (step + 1 < last) post(step + 1, chunk);
+    }
+  }
+  sends.wait_all(context);
+}
+
+}  // namespace
+
+void ring_all_reduce(const CollectiveContext& context, void* data, std::size_t count, DType dtype, ReduceOp op,
+                     std::size_t chunk_bytes) {
+  ring_pipeline(context, static_cast<std::uint8_t*>(data), count, dtype, op, 0, 2 * context.size - 2, chunk_bytes);
+}
+
+void ring_reduce_scatter(const CollectiveContext& context, void* data, std::size_t block_count, DType dtype,
+                         ReduceOp op, std::size_t chunk_bytes) {
+  auto n = static_cast<std::size_t>(context.size);
+  ring_pipeline(context, static_cast<std::uint8_t*>(data), block_count * n, dtype, op, 0, context.size - 1, chunk_bytes);
+}
+
+void ring_all_gather(const CollectiveContext& context, void* data, std::size_t block_bytes, std::size_t chunk_bytes) {
+  auto n = static_cast<std::size_t>(context.size);
+  ring_pipeline(context, static_cast<std::uint8_t*>(data), block_bytes * n, DType::UInt8, ReduceOp::Sum,
+                context.size - 1, 2 * context.size - 2, chunk_bytes);
+}
+
+void ring_broadcast(const CollectiveContext& context, void* data, std::size_t bytes, int root, std::size_t chunk_bytes) {
+  int n = context.size;
+  if (n == 1) return;
+  int position = context.wrap(context.rank - root);  // 0 at the root
+  int next = position + 1 < n ? context.wrap(context.rank + 1) : -1;
+  int previous = position > 0 ? context.wrap(context.rank - 1) : -1;
+  Chunking cut{bytes, chunks_for(bytes, chunk_bytes, 1)};
+  auto* at = static_cast<std::uint8_t*>(data);
+  std::vector<Transfer> receives(cut.chunks);
+  TransferSet sends;
+  if (previous >= 0) {
+    for (std::size_t chunk = 0; chunk < cut.chunks; ++chunk) {
+      receives[chunk] = context.recv(previous, at + cut.begin(chunk), cut.length(chunk), chunk);
+    }
+  }
+  for (std::size_t chunk = 0; chunk < cut.chunks; ++chunk) {
+    if (previous >= 0) context.wait(receives[chunk], previous, chunk);
+    if (next >= 0) sends.add(context.send(next, at + cut.begin(chunk), cut.length(chunk), chunk), next, chunk);
+  }
+  sends.wait_all(context);
+}
+
+void ring_reduce(const CollectiveContext& context, void* data, std::size_t count, DType dtype, ReduceOp op, int root,
+                 std::size_t chunk_bytes) {
+  int n = context.size;
+  std::size_t element = element_size(dtype);
+  if (n > 1 && count > 0) {
+    // The chain runs from position n-1 down to the root at position 0.
+    int position = context.wrap(context.rank - root);
+    int towards_root = position > 0 ? context.wrap(context.rank - 1) : -1;
+    int from_tail = position + 1 < n ? context.wrap(context.rank + 1) : -1;
+    Chunking cut{count, chunks_for(count * element, chunk_bytes, 1)};
+    auto* input = static_cast<std::uint8_t*>(data);
+    // The root accumulates in place; others into a copy, so their input stays as it was.
+    std::vector<std::uint8_t> partial(position > 0 && from_tail >= 0 ? count * element : 0);
+    std::vector<std::uint8_t> incoming(from_tail >= 0 ? count * element : 0);
+    std::uint8_t* accumulator = position == 0 ? input : partial.data();
+    std::vector<Transfer> receives(cut.chunks);
+    TransferSet sends;
+    if (from_tail >= 0) {
+      for (std::size_t chunk = 0; chunk < cut.chunks; ++chunk) {
+        receives[chunk] = context.recv(from_tail, incoming.data() + cut.begin(chunk) * element, cut.length(chunk) * element, chunk);
+      }
+    }
+    for (std::size_t chunk = 0; chunk < cut.chunks; ++chunk) {
+      std::size_t offset = cut.begin(chunk) * element, bytes = cut.length(chunk) * element;
+      const std::uint8_t* outgoing = input + offset;
+      if (from_tail >= 0) {
+        context.wait(receives[chunk], from_tail, chunk);
+        if (accumulator != input) std::memcpy(accumulator + offset, input + offset, bytes);
+        reduce(accumulator + offset, incoming.data() + offset, cut.length(chunk), dtype, op);
+        outgoing = accumulator + offset;
+      }
+      if (towards_root >= 0) sends.add(context.send(towards_root, outgoing, bytes, chunk), towards_root, chunk);
+    }
+    sends.wait_all(context);
+  }
+  if (op == ReduceOp::Avg && context.rank == root) divide(data, count, dtype, static_cast<std::size_t>(n));
+}
+
+}  // namespace comm::algorithms

@@ -1,0 +1,58 @@
+#include "small_message.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "reduce.hpp"
+
+namespace comm::algorithms {
+
+void recursive_doubling_all_reduce(const CollectiveContext& context, void* data, std::size_t count, DType dtype,
+                                   ReduceOp op) {
+  int n = context.size;
+  std::size_t bytes = count * element_size(dtype);
+  if (n > 1 && count > 0) {
+    auto* mine = static_cast<std::uint8_t*>(data);
+    std::vector<std::uint8_t> incoming(bytes);
+    int power = 1;
+    while (power * 2 <= n) power *= 2;
+    int rank = context.rank;
+    std::uint64_t step = 0;
+    // Fold: extra rank p + i gives its data to rank i and waits for the result.
+    if (rank >= power) {
+      context.send_wait(rank - power, mine, bytes, step);
+      context.recv_wait(rank - power, mine, bytes, step + 1);
+    } else {
+      if (rank + power < n) {
+        context.recv_wait(rank + power, incoming.data(), bytes, step);
+        reduce(mine, incoming.data(), count, dtype, op);  // lower rank's data first
+      }
+      step = 2;
+      for (int distance = 1; distance < power; distance <<= 1, ++step) {
+        int partner = rank ^ distance;
+        context.exchange(partner, mine, bytes, partner, incoming.data(), bytes, step);
+        if (rank < partner) {
+          reduce(mine, incoming.data(), count, dtype, op);
+        } else {
+          reduce(incoming.data(), mine, count, dtype, op);
+          std::memcpy(mine, incoming.data(), bytes);
+        }
+      }
+      if (op == ReduceOp::Avg) divide(mine, count, dtype, static_cast<std::size_t>(n));
+      if (rank + power < n) context.send_wait(rank + power, mine, bytes, 1);
+    }
+    return;
+  }
+  if (op == ReduceOp::Avg) divide(data, count, dtype, static_cast<std::size_t>(n));
+}
+
+void dissemination_barrier(const CollectiveContext& context) {
+  std::uint64_t round = 0;
+  for (int distance = 1; distance < context.size; distance <<= 1, ++round) {
+    context.exchange(context.wrap(context.rank + distance), nullptr, 0, context.wrap(context.rank - distance), nullptr,
+                     0, round);
+  }
+}
+
+}  // namespace comm::algorithms

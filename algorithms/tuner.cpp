@@ -1,0 +1,133 @@
+#include "tuner.hpp"
+
+#include <bit>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "check.hpp"
+#include "environment.hpp"
+#include "log.hpp"
+
+namespace comm::algorithms {
+namespace {
+
+constexpr Algorithm kAlgorithms[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct,
+                                     Algorithm::Dissemination};
+
+// COMM_ALGO, read once.
+Algorithm environment_algorithm() {
+  static const Algorithm value = [] {
+    auto name = environment::get("COMM_ALGO");
+    return name ? parse_algorithm(*name, "COMM_ALGO") : Algorithm::Auto;
+  }();
+  return value;
+}
+
+// Crossovers measured with the *_perf benches on the 2-core development VM (see
+// docs/results/collectives.md): below them the log(n)-round algorithms win on latency.
+constexpr std::size_t kAllReduceRingFrom = 32 * 1024;
+constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
+constexpr std::size_t kReduceRingFrom = 64 * 1024;
+
+Algorithm by_default(const TunerQuery& query) {
+  switch (query.collective) {
+    case Collective::AllReduce:
+      return query.bytes < kAllReduceRingFrom ? Algorithm::RecursiveDoubling : Algorithm::Ring;
+    case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
+    case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
+    case Collective::AllGather:
+    case Collective::ReduceScatter: return Algorithm::Ring;
+    case Collective::Gather:
+    case Collective::Scatter:
+    case Collective::AllToAll: return Algorithm::Direct;
+    case Collective::Barrier: return Algorithm::Dissemination;
+  }
+  return Algorithm::Ring;
+}
+
+void log_once(const TunerQuery& query, Algorithm algorithm, const char* why) {
+  static std::mutex mutex;
+  static std::set<std::pair<int, int>> seen;
+  int size_class = query.bytes == 0 ? 0 : static_cast<int>(std::bit_width(query.bytes));
+  {
+    std::lock_guard lock(mutex);
+    if (!seen.insert({static_cast<int>(query.collective), size_class}).second) return;
+  }
+  log::get(log::Subsystem::Algorithms)
+      .info("{} of {} bytes on {} ranks: {} ({})", to_string(query.collective), query.bytes, query.size,
+            to_string(algorithm), why);
+}
+
+}  // namespace
+
+const char* to_string(Collective collective) {
+  switch (collective) {
+    case Collective::Broadcast: return "broadcast";
+    case Collective::Reduce: return "reduce";
+    case Collective::AllReduce: return "all_reduce";
+    case Collective::AllGather: return "all_gather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::Gather: return "gather";
+    case Collective::Scatter: return "scatter";
+    case Collective::AllToAll: return "all_to_all";
+    case Collective::Barrier: return "barrier";
+  }
+  return "unknown collective";
+}
+
+Algorithm parse_algorithm(std::string_view name, const char* source) {
+  if (name == "auto") return Algorithm::Auto;
+  for (Algorithm algorithm : kAlgorithms) {
+    if (name == to_string(algorithm)) return algorithm;
+  }
+  if (name == "rd") return Algorithm::RecursiveDoubling;
+  throw InvalidArgumentError(std::string(source) + " is '" + std::string(name) +
+                                 "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination",
+                             ErrorContext{.op = "tuner"});
+}
+
+bool has_algorithm(Collective collective, Algorithm algorithm) {
+  switch (collective) {
+    case Collective::AllReduce:
+      return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree || algorithm == Algorithm::RecursiveDoubling;
+    case Collective::Broadcast:
+    case Collective::Reduce: return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree;
+    case Collective::AllGather:
+    case Collective::ReduceScatter: return algorithm == Algorithm::Ring;
+    case Collective::Gather:
+    case Collective::Scatter:
+    case Collective::AllToAll: return algorithm == Algorithm::Direct;
+    case Collective::Barrier: return algorithm == Algorithm::Dissemination;
+  }
+  return false;
+}
+
+Algorithm choose(const TunerQuery& query) {
+  if (query.requested != Algorithm::Auto) {
+    COMM_CHECK(has_algorithm(query.collective, query.requested), InvalidArgumentError,
+               (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
+               std::string(to_string(query.collective)) + " has no " + to_string(query.requested) +
+                   " algorithm; pass Algorithm::Auto or one the collective has (docs/collectives.md lists them)");
+    return query.requested;
+  }
+  Algorithm forced = environment_algorithm();
+  if (forced != Algorithm::Auto && has_algorithm(query.collective, forced)) {
+    log_once(query, forced, "COMM_ALGO");
+    return forced;
+  }
+  Algorithm algorithm = by_default(query);
+  log_once(query, algorithm, "tuned");
+  return algorithm;
+}
+
+std::size_t ring_chunk_bytes() {
+  static const std::size_t value = [] {
+    auto bytes = environment::get_integer("COMM_RING_CHUNK");
+    return bytes && *bytes > 0 ? static_cast<std::size_t>(*bytes) : std::size_t{256} * 1024;
+  }();
+  return value;
+}
+
+}  // namespace comm::algorithms

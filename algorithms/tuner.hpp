@@ -1,0 +1,38 @@
+// The tuner: which algorithm a collective call runs. A call may ask for one; otherwise
+// COMM_ALGO (ring|tree|recursive_doubling|direct|dissemination) applies where the collective
+// has that algorithm; otherwise the crossovers measured on this project's machines decide
+// (docs/results/collectives.md). With COMM_LOG_LEVEL=info each choice is logged once per
+// (collective, power-of-two size class).
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "comm/types.hpp"
+
+namespace comm::algorithms {
+
+enum class Collective { Broadcast, Reduce, AllReduce, AllGather, ReduceScatter, Gather, Scatter, AllToAll, Barrier };
+
+const char* to_string(Collective collective);
+
+// "ring" -> Algorithm::Ring ...; throws InvalidArgumentError listing the names otherwise.
+Algorithm parse_algorithm(std::string_view name, const char* source);
+
+bool has_algorithm(Collective collective, Algorithm algorithm);
+
+struct TunerQuery {
+  Collective collective;
+  std::size_t bytes;  // per rank, as the collective's busbw counts it
+  int size;
+  Algorithm requested = Algorithm::Auto;
+  int rank = -1;  // for errors
+};
+
+// The algorithm to run. A requested algorithm the collective lacks is an InvalidArgumentError.
+Algorithm choose(const TunerQuery& query);
+
+// The pipelining chunk of the ring algorithms (COMM_RING_CHUNK bytes overrides).
+std::size_t ring_chunk_bytes();
+
+}  // namespace comm::algorithms

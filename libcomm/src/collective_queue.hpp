@@ -1,0 +1,45 @@
+// Runs a group's collectives one at a time, in issue order. A blocking call with nothing queued
+// runs on the caller's thread (no hand-off on the latency path); otherwise calls go to a worker
+// thread the queue starts on first need, and the caller's Work completes when it has run.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "completion.hpp"
+
+namespace comm::detail {
+
+class CollectiveQueue {
+ public:
+  CollectiveQueue() = default;
+  ~CollectiveQueue();
+  CollectiveQueue(const CollectiveQueue&) = delete;
+  CollectiveQueue& operator=(const CollectiveQueue&) = delete;
+
+  // The task's exception, if any, fails the returned completion.
+  std::shared_ptr<Completion> submit(std::function<void()> task, std::size_t bytes);
+  // Runs the task before returning, after everything submitted earlier; rethrows its exception.
+  void run(const std::function<void()>& task);
+
+ private:
+  struct Entry {
+    std::function<void()> task;
+    std::shared_ptr<Completion> completion;
+    std::size_t bytes;
+  };
+  void work();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Entry> queue_;
+  bool running_ = false;  // a task is running (on the worker or inline)
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace comm::detail
