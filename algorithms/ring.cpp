@@ -43,8 +43,10 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
   std::size_t chunks = chunks_for(longest * element, chunk_bytes, static_cast<std::size_t>(last - first));
   int next = context.wrap(context.rank + 1), previous = context.wrap(context.rank - 1);
   bool reducing = first < n - 1;
-  std::vector<std::uint8_t> scratch(reducing ? longest * element : 0);
-  Chunking scratch_chunks{longest, chunks};
+  // One scratch slot per chunk, each as large as the largest chunk of any segment (segments
+  // differ by one element, so their chunk boundaries differ too).
+  std::size_t slot_bytes = ((longest + chunks - 1) / chunks) * element;
+  std::vector<std::uint8_t> scratch(reducing ? slot_bytes * chunks : 0);
   std::vector<Transfer> receives(chunks);
   TransferSet sends;
 
@@ -55,7 +57,7 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
   };
   auto post = [&](int step, std::size_t chunk) {
     auto [receive_at, receive_bytes] = chunk_of(receive_segment(step), chunk);
-    void* into = step < n - 1 ? scratch.data() + scratch_chunks.begin(chunk) * element : receive_at;
+    void* into = step < n - 1 ? scratch.data() + chunk * slot_bytes : receive_at;
     receives[chunk] = context.recv(previous, into, receive_bytes, tag_step(step, chunk));
     auto [send_at, send_bytes] = chunk_of(send_segment(step), chunk);
     sends.add(context.send(next, send_at, send_bytes, tag_step(step, chunk)), next, tag_step(step, chunk));
@@ -68,7 +70,7 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
       if (step < n - 1) {
         auto [at, bytes] = chunk_of(receive_segment(step), chunk);
         std::size_t elements = bytes / element;
-        reduce(at, scratch.data() + scratch_chunks.begin(chunk) * element, elements, dtype, op);
+        reduce(at, scratch.data() + chunk * slot_bytes, elements, dtype, op);
         // The last reduction of a segment happens at its owner: finish an average there, once,
         // so that every rank receives the same divided bytes.
         if (step == n - 2 && op == ReduceOp::Avg) divide(at, elements, dtype, static_cast<std::size_t>(n));

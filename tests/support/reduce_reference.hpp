@@ -137,21 +137,36 @@ inline std::int64_t reference_integer(const std::vector<std::int64_t>& values, R
 inline std::size_t count_wrong(const std::vector<std::uint8_t>& result, const std::vector<std::vector<std::uint8_t>>& inputs,
                                DType dtype, ReduceOp op, std::size_t count) {
   std::size_t wrong = 0;
+  std::vector<double> values;
+  std::vector<std::int64_t> integers;
   for (std::size_t i = 0; i < count; ++i) {
     if (is_float(dtype)) {
-      std::vector<double> values;
+      values.clear();
       for (auto& input : inputs) values.push_back(read_float(input, dtype, i));
       double expected = reference_float(values, op);
       // Exact inputs; one rounding per step for the half types, none beyond float's for float.
       double tolerance = dtype == DType::Float16 ? 1e-2 : dtype == DType::BFloat16 ? 6e-2 : dtype == DType::Float32 ? 1e-5 : 1e-12;
       if (std::abs(read_float(result, dtype, i) - expected) > tolerance * std::max(1.0, std::abs(expected))) ++wrong;
     } else {
-      std::vector<std::int64_t> values;
-      for (auto& input : inputs) values.push_back(read_integer(input, dtype, i));
-      if (read_integer(result, dtype, i) != reference_integer(values, op, dtype)) ++wrong;
+      integers.clear();
+      for (auto& input : inputs) integers.push_back(read_integer(input, dtype, i));
+      if (read_integer(result, dtype, i) != reference_integer(integers, op, dtype)) ++wrong;
     }
   }
   return wrong;
+}
+
+// Rank r's input for a test case: the same bytes wherever it is computed, so every rank can
+// build the reference from all ranks' inputs without receiving them.
+inline std::vector<std::uint8_t> rank_input(int rank, DType dtype, std::size_t count, unsigned salt) {
+  std::mt19937 random(salt * 7919u + static_cast<unsigned>(rank) * 104729u + static_cast<unsigned>(dtype));
+  return random_buffer(dtype, count, random);
+}
+
+inline std::vector<std::vector<std::uint8_t>> all_inputs(int ranks, DType dtype, std::size_t count, unsigned salt) {
+  std::vector<std::vector<std::uint8_t>> inputs;
+  for (int r = 0; r < ranks; ++r) inputs.push_back(rank_input(r, dtype, count, salt));
+  return inputs;
 }
 
 }  // namespace comm::testing
