@@ -39,7 +39,8 @@ bool Work::wait_for(std::chrono::milliseconds timeout) {
   }
 }
 
-int Work::source_rank() const { return completion_->source(); }
+// A named source is known without asking the transport, whose numbering a subgroup does not share.
+int Work::source_rank() const { return label_.peer >= 0 ? label_.peer : completion_->source(); }
 
 std::size_t Work::bytes() const { return completion_->bytes(); }
 

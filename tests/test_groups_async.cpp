@@ -1,0 +1,141 @@
+// Groups (new_group) and the i-forms: group-local ranks, groups in use at once without
+// cross-talk, a group of one, non-members refused; asynchronous collectives complete in issue
+// order and independent groups progress concurrently.
+#include <catch2/catch_test_macros.hpp>
+
+#include <numeric>
+
+#include "support/thread_ranks.hpp"
+
+using comm::Buffer;
+using comm::DType;
+using comm::ReduceOp;
+using comm::testing::RankChecks;
+using comm::testing::run_ranks;
+
+TEST_CASE("new_group: group-local ranks, disjoint groups at once, no cross-talk", "[groups]") {
+  RankChecks checks;
+  run_ranks(4, [&](comm::ProcessGroup& world) {
+    int me = world.rank();
+    auto low = world.new_group({0, 1});
+    auto high = world.new_group({3, 2});  // listed order numbers the group: world 3 is rank 0
+    auto& mine = me < 2 ? *low : *high;
+    auto& other = me < 2 ? *high : *low;
+    RANK_CHECK(checks, mine.size() == 2);
+    RANK_CHECK(checks, other.rank() == -1);
+    int expected_rank = me < 2 ? me : 3 - me;
+    RANK_CHECK(checks, mine.rank() == expected_rank);
+    // Both groups reduce at the same time with the same sequence numbers and different data.
+    for (int round = 0; round < 50; ++round) {
+      std::vector<std::int64_t> data(1000, me + 1 + round);
+      mine.all_reduce(data);
+      std::int64_t want = me < 2 ? (1 + 2 + 2 * round) : (3 + 4 + 2 * round);
+      RANK_CHECK(checks, data[0] == want && data[999] == want);
+    }
+    // Point to point with group ranks and a tag also used by the world group.
+    std::vector<int> message{me, 42};
+    std::vector<int> world_message{100 + me};
+    if (mine.rank() == 0) {
+      world.send(world_message, (me + 1) % 4, 5);  // same tag, other group
+      mine.send(message, 1, 5);
+    } else {
+      std::vector<int> received(2, -1);
+      int source = mine.recv(received, 0, 5);
+      RANK_CHECK(checks, source == 0);
+      RANK_CHECK(checks, received[0] == (me < 2 ? 0 : 3) && received[1] == 42);
+    }
+    if (me == 1 || me == 0) {  // the world messages, from world 0 to 1 and from world 3 to 0
+      std::vector<int> received(1, -1);
+      world.recv(received, me == 1 ? 0 : 3, 5);
+      RANK_CHECK(checks, received[0] == 100 + (me == 1 ? 0 : 3));
+    }
+    // A non-member using the group gets a clear error.
+    std::vector<float> values(3, 1.0f);
+    RANK_CHECK_THROWS(checks, other.all_reduce(values), "not a member");
+    RANK_CHECK_THROWS(checks, other.send(values, 0), "not a member");
+    // A group of one: collectives are copies or no-ops.
+    auto alone = world.new_group({me == 0 ? 0 : 0});
+    if (me == 0) {
+      RANK_CHECK(checks, alone->size() == 1 && alone->rank() == 0);
+      alone->all_reduce(values, ReduceOp::Avg);
+      alone->barrier();
+      RANK_CHECK(checks, values[0] == 1.0f);
+    }
+    // A subgroup of a subgroup.
+    auto sub = mine.new_group({1});
+    if (mine.rank() == 1) {
+      sub->broadcast(values, 0);
+      RANK_CHECK(checks, sub->rank() == 0);
+    }
+    world.barrier();
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}
+
+TEST_CASE("new_group rejects bad rank lists", "[groups][bad-input]") {
+  RankChecks checks;
+  run_ranks(2, [&](comm::ProcessGroup& world) {
+    RANK_CHECK_THROWS(checks, world.new_group({0, 2}), "rank 2 is not in this group");
+    RANK_CHECK_THROWS(checks, world.new_group({1, 1}), "listed twice");
+    RANK_CHECK_THROWS(checks, world.new_group({}), "empty");
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}
+
+TEST_CASE("i-forms complete in issue order, and independent groups progress concurrently", "[async]") {
+  RankChecks checks;
+  run_ranks(3, [&](comm::ProcessGroup& world) {
+    int me = world.rank();
+    constexpr int kCalls = 20;
+    std::vector<std::vector<float>> buffers(kCalls, std::vector<float>(10000));
+    std::vector<std::shared_ptr<comm::Work>> works;
+    for (int i = 0; i < kCalls; ++i) {
+      std::fill(buffers[i].begin(), buffers[i].end(), static_cast<float>(i + me));
+      works.push_back(i % 2 == 0 ? world.iall_reduce(buffers[i]) : world.ibroadcast(buffers[i], i % 3));
+    }
+    std::vector<float> blocking(5, 1.0f);
+    world.all_reduce(blocking);  // queued behind the i-calls: runs after them
+    RANK_CHECK(checks, blocking[0] == 3.0f);
+    for (int i = kCalls - 1; i >= 0; --i) {
+      works[static_cast<std::size_t>(i)]->wait();
+      // Everything issued before a completed call has completed too.
+      for (int j = 0; j < i; ++j) RANK_CHECK(checks, works[static_cast<std::size_t>(j)]->is_completed());
+      float want = i % 2 == 0 ? static_cast<float>(3 * i + 3) : static_cast<float>(i + i % 3);
+      RANK_CHECK(checks, buffers[static_cast<std::size_t>(i)][0] == want && buffers[static_cast<std::size_t>(i)][9999] == want);
+    }
+    // Two groups over the same ranks: waiting on the second first must not deadlock.
+    auto first = world.new_group({0, 1, 2});
+    auto second = world.new_group({2, 1, 0});
+    std::vector<std::int32_t> a(100, 1), b(100, 2);
+    auto work_a = first->iall_reduce(a);
+    auto work_b = second->iall_reduce(b);
+    work_b->wait();
+    work_a->wait();
+    RANK_CHECK(checks, a[0] == 3 && b[99] == 6);
+    auto barrier = world.ibarrier();
+    barrier->wait();
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}
+
+TEST_CASE("collectives reject bad input on the calling rank", "[collectives][bad-input]") {
+  RankChecks checks;
+  run_ranks(2, [&](comm::ProcessGroup& group) {
+    std::vector<float> data(4, 1.0f), small(3), large(8);
+    std::vector<double> doubles(8);
+    RANK_CHECK_THROWS(checks, group.broadcast(data, 2), "root 2 is not a rank");
+    RANK_CHECK_THROWS(checks, group.reduce(data, -1), "root -1 is not a rank");
+    RANK_CHECK_THROWS(checks, group.all_gather(small, data), "output holds 3 elements", "needs");
+    RANK_CHECK_THROWS(checks, group.all_gather(doubles, data), "same dtype");
+    RANK_CHECK_THROWS(checks, group.reduce_scatter(data, small), "input holds 3");
+    RANK_CHECK_THROWS(checks, group.all_to_all(large, small), "not a multiple");
+    RANK_CHECK_THROWS(checks, group.reduce(Buffer(nullptr, 2, DType::Int32), 0), "null pointer");
+    RANK_CHECK_THROWS(checks, group.reduce_scatter(Buffer(data), Buffer(large), ReduceOp::BXor), "bxor", "float32");
+    std::vector<Buffer> one{Buffer(data)};
+    RANK_CHECK_THROWS(checks, group.all_gather(one, data), "pass one per rank");
+    if (group.rank() == 0) RANK_CHECK_THROWS(checks, group.gather(data, one, 0), "pass one per rank");
+    group.all_reduce(data);  // the group still works afterwards
+    RANK_CHECK(checks, data[0] == 2.0f);
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}
