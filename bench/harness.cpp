@@ -116,8 +116,9 @@ void print_row(const Measurement& row, const ProcessGroup& group, const BenchCon
                 to_string(options.dtype), to_string(options.op), options.root, row.in_place ? 1 : 0, p50, p99, algbw,
                 busbw, row.wrong);
   } else {
+    const char* mode = !row.mode.empty() ? row.mode.c_str() : row.in_place ? "in-place" : "out-place";
     std::printf("  %12zu %12zu %9s %6s %5d %10s %11.2f %10.2f %10.3f %10.3f %7lld  %s\n", row.bytes, context.count,
-                to_string(options.dtype), to_string(options.op), options.root, row.collective.c_str(), p50, p99,
+                to_string(options.dtype), to_string(options.op), options.root, mode, p50, p99,
                 algbw, busbw, row.wrong, row.algorithm.c_str());
   }
   std::fflush(stdout);

@@ -39,6 +39,7 @@ struct Measurement {
   double bus_factor = 1.0;       // busbw = algbw * bus_factor
   double bytes_factor = 1.0;     // algbw = bytes * bytes_factor / time
   long long wrong = 0;
+  std::string mode{};  // the table's mode column; empty: "in-place" or "out-place"
 };
 
 struct BenchContext {

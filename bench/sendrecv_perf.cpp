@@ -41,7 +41,7 @@ long long gather_wrong(comm::ProcessGroup& group, long long mine) {
 
 comm::bench::Measurement pingpong(const comm::bench::BenchContext& context) {
   auto& group = context.group;
-  comm::bench::Measurement row{"pingpong", "direct", false, context.bytes, {}, 1.0, 2.0, 0};
+  comm::bench::Measurement row{"pingpong", "direct", false, context.bytes, {}, 1.0, 2.0, 0, "pingpong"};
   std::vector<std::uint8_t> out(context.bytes), in(context.bytes);
   fill(out, group.rank());
   Buffer send_buffer(out.data(), out.size(), DType::UInt8), receive_buffer(in.data(), in.size(), DType::UInt8);
@@ -66,7 +66,7 @@ comm::bench::Measurement stream(const comm::bench::BenchContext& context, bool b
   auto& group = context.group;
   int window = window_for(context.bytes);
   comm::bench::Measurement row{both_ways ? "exchange" : "sendrecv", "direct", false, context.bytes, {},
-                               both_ways ? 2.0 : 1.0, 1.0, 0};
+                               both_ways ? 2.0 : 1.0, 1.0, 0, both_ways ? "exchange" : "sendrecv"};
   std::vector<std::vector<std::uint8_t>> out(window, std::vector<std::uint8_t>(context.bytes)),
       in(window, std::vector<std::uint8_t>(context.bytes));
   for (int w = 0; w < window; ++w) fill(out[w], group.rank() * 1000 + w);
