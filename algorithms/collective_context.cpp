@@ -5,10 +5,23 @@
 
 namespace comm::algorithms {
 
+namespace {
+
+constexpr std::chrono::milliseconds kProbeAfter{500};
+
+}  // namespace
+
 void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t step) const {
   ErrorContext context{.rank = rank, .peer = peer, .op = op, .sequence = static_cast<std::int64_t>(sequence)};
   try {
-    if (transfer->wait_for(timeout)) return;
+    if (timeout <= kProbeAfter || fingerprint == 0) {
+      if (transfer->wait_for(timeout)) return;
+    } else {
+      if (transfer->wait_for(kProbeAfter)) return;
+      std::uint64_t probe = (tag(0) & ~std::uint64_t{0xFFFF}) | transport::kProbeStep;
+      transport.isend(transport_rank(peer), nullptr, 0, probe, fingerprint);  // fire and forget
+      if (transfer->wait_for(timeout - kProbeAfter)) return;
+    }
   } catch (Error& error) {
     error.add_context(context);
     throw;

@@ -33,6 +33,7 @@ struct CollectiveContext {
   std::uint32_t group_id = 0;        // 0: the world group
   std::span<const int> members{};    // group rank -> transport rank; empty: the identity
   std::uint64_t step_base = 0;       // added to every step: lets one call run two algorithms
+  std::uint64_t fingerprint = 0;     // what this call is (detail::fingerprint); travels with every message
 
   std::uint64_t tag(std::uint64_t step) const {
     return kCollectiveTagBit | (std::uint64_t{group_id & 0x7FFF} << kGroupIdShift) |
@@ -43,12 +44,14 @@ struct CollectiveContext {
 
   // The transfer verbs: peers are group ranks; `step` tells a call's messages apart.
   Transfer send(int peer, const void* data, std::size_t bytes, std::uint64_t step) const {
-    return transport.isend(transport_rank(peer), data, bytes, tag(step));
+    return transport.isend(transport_rank(peer), data, bytes, tag(step), fingerprint);
   }
   Transfer recv(int peer, void* data, std::size_t bytes, std::uint64_t step) const {
-    return transport.irecv(transport_rank(peer), data, bytes, tag(step));
+    return transport.irecv(transport_rank(peer), data, bytes, tag(step), fingerprint);
   }
-  // Waits for a transfer of this collective; a timeout or failure names the peer and step.
+  // Waits for a transfer of this collective; a timeout or failure names the peer and step. A
+  // wait that lasts (kProbeAfter) sends the peer a probe, so that two ranks waiting on each
+  // other in different calls find out (see transport::is_probe).
   void wait(const Transfer& transfer, int peer, std::uint64_t step) const;
   void send_wait(int peer, const void* data, std::size_t bytes, std::uint64_t step) const {
     wait(send(peer, data, bytes, step), peer, step);

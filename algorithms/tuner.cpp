@@ -8,6 +8,7 @@
 
 #include "check.hpp"
 #include "environment.hpp"
+#include "fingerprint.hpp"
 #include "log.hpp"
 
 namespace comm::algorithms {
@@ -62,20 +63,7 @@ void log_once(const TunerQuery& query, Algorithm algorithm, const char* why) {
 
 }  // namespace
 
-const char* to_string(Collective collective) {
-  switch (collective) {
-    case Collective::Broadcast: return "broadcast";
-    case Collective::Reduce: return "reduce";
-    case Collective::AllReduce: return "all_reduce";
-    case Collective::AllGather: return "all_gather";
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::Gather: return "gather";
-    case Collective::Scatter: return "scatter";
-    case Collective::AllToAll: return "all_to_all";
-    case Collective::Barrier: return "barrier";
-  }
-  return "unknown collective";
-}
+const char* to_string(Collective collective) { return detail::kCollectiveNames[static_cast<int>(collective)]; }
 
 Algorithm parse_algorithm(std::string_view name, const char* source) {
   if (name == "auto") return Algorithm::Auto;

@@ -37,6 +37,29 @@ void Matcher::remove_unexpected(const UnexpectedMessage* message) {
   if (it != unexpected_.end()) unexpected_.erase(it);
 }
 
+std::vector<PostedReceive> Matcher::take_conflicting_receives(int source, std::uint64_t tag, std::uint64_t fingerprint) {
+  std::vector<PostedReceive> taken;
+  if (fingerprint == 0) return taken;
+  auto keep = std::stable_partition(posted_.begin(), posted_.end(), [&](const PostedReceive& receive) {
+    bool from_source = receive.source == source || receive.source == kAnySource;
+    return !(from_source && same_call(receive.tag, tag) && conflicting(receive.fingerprint, fingerprint));
+  });
+  for (auto it = keep; it != posted_.end(); ++it) taken.push_back(std::move(*it));
+  posted_.erase(keep, posted_.end());
+  return taken;
+}
+
+const UnexpectedMessage* Matcher::find_conflicting(const PostedReceive& receive) const {
+  if (receive.fingerprint == 0) return nullptr;
+  for (const auto& message : unexpected_) {
+    bool from_source = receive.source == kAnySource || message.source == receive.source;
+    if (from_source && same_call(message.tag, receive.tag) && conflicting(message.fingerprint, receive.fingerprint)) {
+      return &message;
+    }
+  }
+  return nullptr;
+}
+
 std::vector<PostedReceive> Matcher::take_receives_from(int source, bool include_any_source) {
   std::vector<PostedReceive> taken;
   auto keep = std::stable_partition(posted_.begin(), posted_.end(), [&](const PostedReceive& receive) {

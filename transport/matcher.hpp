@@ -22,6 +22,7 @@ struct PostedReceive {
   void* data = nullptr;
   std::size_t capacity = 0;
   std::shared_ptr<detail::Completion> completion;
+  std::uint64_t fingerprint = 0;
 };
 
 struct UnexpectedMessage {
@@ -33,7 +34,13 @@ struct UnexpectedMessage {
   bool arrived = false;      // an eager payload fully read into `payload`
   std::vector<std::uint8_t> payload;
   std::optional<PostedReceive> claimed_by;  // a receive matched while the payload was arriving
+  std::uint64_t fingerprint = 0;
 };
+
+// Whether two fingerprints belong to different calls (0 is "unknown" and agrees with anything).
+inline bool conflicting(std::uint64_t a, std::uint64_t b) { return a != 0 && b != 0 && a != b; }
+// Tags of one collective call share everything above their low 16 bits (the step).
+inline bool same_call(std::uint64_t tag_a, std::uint64_t tag_b) { return (tag_a >> 16) == (tag_b >> 16); }
 
 class Matcher {
  public:
@@ -45,6 +52,13 @@ class Matcher {
   UnexpectedMessage& add_unexpected(UnexpectedMessage message);
   void remove_unexpected(const UnexpectedMessage* message);
   void post(PostedReceive receive) { posted_.push_back(std::move(receive)); }
+
+  // Posted receives from `source` (or any source) of the same call as `tag` whose fingerprint
+  // conflicts with `fingerprint`, removed and returned.
+  std::vector<PostedReceive> take_conflicting_receives(int source, std::uint64_t tag, std::uint64_t fingerprint);
+  // An unexpected message of the same call as `receive` from its source whose fingerprint
+  // conflicts with the receive's, or nullptr.
+  const UnexpectedMessage* find_conflicting(const PostedReceive& receive) const;
 
   // Removes and returns the posted receives waiting on `source` (with any-source ones too when
   // `include_any_source`), so the caller can fail them.

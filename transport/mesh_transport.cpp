@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "comm/error.hpp"
+#include "fingerprint.hpp"
 #include "log.hpp"
 
 namespace comm::transport {
@@ -70,36 +71,54 @@ std::shared_ptr<detail::Completion> MeshTransport::new_completion(int peer) {
   return std::make_shared<detail::Completion>(std::weak_ptr<detail::Progressor>(weak_from_this()), peer);
 }
 
-std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) {
+std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
+                                                         std::uint64_t fingerprint) {
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);
   if (aborted_) {
     completion->fail(aborted_);
   } else if (peer == rank_) {
-    deliver_to_self(data, bytes, tag);
+    deliver_to_self(data, bytes, tag, fingerprint);
     completion->complete(bytes, rank_);
   } else if (peers_[peer].error) {
     completion->fail(peers_[peer].error);
   } else if (bytes <= kEagerBytes) {
-    send_frame(peer, frame(FrameKind::Eager, tag, bytes), data, completion);
+    send_frame(peer, frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data, completion);
   } else {
     std::uint64_t id = next_id_++;
     peers_[peer].awaiting_clearance.emplace(id, PendingSend{data, bytes, tag, completion});
-    send_frame(peer, frame(FrameKind::ReadyToSend, tag, bytes, id), nullptr, nullptr);
+    send_frame(peer, frame(FrameKind::ReadyToSend, tag, bytes, id, fingerprint), nullptr, nullptr);
   }
   return completion;
 }
 
-std::shared_ptr<detail::Completion> MeshTransport::irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag) {
+std::shared_ptr<detail::Completion> MeshTransport::irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
+                                                         std::uint64_t fingerprint) {
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);
   if (aborted_) {
     completion->fail(aborted_);
     return completion;
   }
-  PostedReceive receive{peer, tag, data, capacity, completion};
+  PostedReceive receive{peer, tag, data, capacity, completion, fingerprint};
   UnexpectedMessage* message = matcher_.find_unexpected(receive);
+  if (message != nullptr && conflicting(message->fingerprint, fingerprint)) {
+    fail_mismatch(receive, message->source, message->fingerprint);  // the message stays unclaimed
+    return completion;
+  }
   if (message == nullptr) {
+    if (const UnexpectedMessage* other = matcher_.find_conflicting(receive)) {
+      fail_mismatch(receive, other->source, other->fingerprint);
+      return completion;
+    }
+    for (int source = 0; source < size_; ++source) {
+      const Peer& state = peers_[source];
+      if ((peer == kAnySource || peer == source) && same_call(state.probe_tag, tag) &&
+          conflicting(state.probe_fingerprint, fingerprint)) {
+        fail_mismatch(receive, source, state.probe_fingerprint);
+        return completion;
+      }
+    }
     // Messages that arrived before a peer left are still delivered (above); nothing more will.
     if (peer != kAnySource && peer != rank_ && peers_[peer].error) {
       completion->fail(peers_[peer].error);
@@ -130,6 +149,23 @@ std::shared_ptr<detail::Completion> MeshTransport::irecv(int peer, void* data, s
   return completion;
 }
 
+// Fails a receive whose call differs from the one a message of its slot came from.
+void MeshTransport::fail_mismatch(const PostedReceive& receive, int source, std::uint64_t message_fingerprint) {
+  receive.completion->fail(error_of<MismatchError>(
+      "collective mismatch: this rank called " + detail::describe_fingerprint(receive.fingerprint) + " but " +
+          peer_name(source) + " called " + detail::describe_fingerprint(message_fingerprint) +
+          " in the same slot; every rank of a group must call the same collectives, in the same order, with matching "
+          "arguments",
+      rank_, source, "collective"));
+}
+
+// Fails the posted receives of the same call as a message that disagrees with them.
+void MeshTransport::fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint) {
+  for (auto& receive : matcher_.take_conflicting_receives(source, tag, fingerprint)) {
+    fail_mismatch(receive, source, fingerprint);
+  }
+}
+
 // Checks the receive buffer holds the message; if not, fails the receive and tells the sender.
 bool MeshTransport::fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id) {
   if (bytes <= receive.capacity) return true;
@@ -147,18 +183,21 @@ void MeshTransport::clear_to_send(int peer, std::uint64_t id, PostedReceive rece
   send_frame(peer, frame(FrameKind::ClearToSend, 0, 0, id), nullptr, nullptr);
 }
 
-void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag) {
+void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint) {
   if (auto receive = matcher_.take_receive(rank_, tag)) {
-    if (fits(*receive, rank_, tag, bytes, 0)) {
+    if (conflicting(receive->fingerprint, fingerprint)) {
+      fail_mismatch(*receive, rank_, fingerprint);
+    } else if (fits(*receive, rank_, tag, bytes, 0)) {
       if (bytes > 0) std::memcpy(receive->data, data, bytes);
       receive->completion->complete(bytes, rank_);
     }
     return;
   }
-  UnexpectedMessage message{rank_, tag, bytes, false, 0, true, {}, std::nullopt};
+  UnexpectedMessage message{rank_, tag, bytes, false, 0, true, {}, std::nullopt, fingerprint};
   auto* begin = static_cast<const std::uint8_t*>(data);
   message.payload.assign(begin, begin + bytes);
   matcher_.add_unexpected(std::move(message));
+  fail_conflicting(rank_, tag, fingerprint);
 }
 
 void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* payload,
@@ -185,21 +224,40 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
   state.arrival = {};
   switch (header.kind) {
     case FrameKind::Eager: {
+      // Eager and ReadyToSend frames carry the sender's call fingerprint in `extra`.
+      if (is_probe(header.tag)) {
+        state.probe_tag = header.tag;
+        state.probe_fingerprint = header.extra;
+        fail_conflicting(peer, header.tag, header.extra);
+        return {nullptr};
+      }
       if (auto receive = matcher_.take_receive(peer, header.tag)) {
+        if (conflicting(receive->fingerprint, header.extra)) {
+          fail_mismatch(*receive, peer, header.extra);
+          return {nullptr};
+        }
         if (!fits(*receive, peer, header.tag, header.bytes, 0)) return {nullptr};
         state.arrival.receive = std::move(receive);
         return {static_cast<std::uint8_t*>(state.arrival.receive->data)};
       }
-      UnexpectedMessage message{peer, header.tag, header.bytes, false, 0, false, {}, std::nullopt};
+      UnexpectedMessage message{peer, header.tag, header.bytes, false, 0, false, {}, std::nullopt, header.extra};
       message.payload.resize(header.bytes);
       state.arrival.unexpected = &matcher_.add_unexpected(std::move(message));
+      fail_conflicting(peer, header.tag, header.extra);
       return {state.arrival.unexpected->payload.data()};
     }
     case FrameKind::ReadyToSend:
       if (auto receive = matcher_.take_receive(peer, header.tag)) {
-        if (fits(*receive, peer, header.tag, header.bytes, header.id)) clear_to_send(peer, header.id, std::move(*receive));
+        // On a mismatch the sender's message is never cleared: the receiver's failed collective
+        // aborts its group, and the Goodbye fails the sender's pending send.
+        if (conflicting(receive->fingerprint, header.extra)) {
+          fail_mismatch(*receive, peer, header.extra);
+        } else if (fits(*receive, peer, header.tag, header.bytes, header.id)) {
+          clear_to_send(peer, header.id, std::move(*receive));
+        }
       } else {
-        matcher_.add_unexpected({peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt});
+        matcher_.add_unexpected({peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra});
+        fail_conflicting(peer, header.tag, header.extra);
       }
       return {};
     case FrameKind::ClearToSend: {
@@ -222,8 +280,10 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
       return {static_cast<std::uint8_t*>(state.arrival.receive->data)};
     }
     case FrameKind::Goodbye:
+      // Its payload, if any, says why the peer left (e.g. the error that aborted its group).
       state.departing = true;
-      return {};
+      state.goodbye_reason.assign(header.bytes, '\0');
+      return {reinterpret_cast<std::uint8_t*>(state.goodbye_reason.data())};
     case FrameKind::Refused: {
       std::string message = "the send of " + std::to_string(header.bytes) + " bytes with tag " + std::to_string(header.tag) +
                             " to " + peer_name(peer) + " did not fit its receive buffer of " + std::to_string(header.extra) +
@@ -312,8 +372,10 @@ bool MeshTransport::all_peers_lost() const {
 void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
   Peer& state = peers_[peer];
   if (state.departing) {
-    error = error_of<PeerClosedError>(peer_name(peer) + " has shut down its process group (it finished, aborted, or destroyed "
-                                      "the group) while this operation still needed it", rank_, peer, "transport");
+    std::string why = state.goodbye_reason.empty() ? "it finished, aborted, or destroyed the group" : state.goodbye_reason;
+    error = error_of<PeerClosedError>(peer_name(peer) + " has shut down its process group (" + why +
+                                          ") while this operation still needed it",
+                                      rank_, peer, "transport");
   } else {
     try {
       std::rethrow_exception(error);
@@ -345,7 +407,7 @@ void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
 
 void MeshTransport::abort(const std::string& reason) {
   std::lock_guard lock(mutex_);
-  say_goodbye();
+  say_goodbye(reason);
   if (!aborted_) aborted_ = error_of<PeerClosedError>("aborted: " + reason, rank_, -1, "transport");
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_ && peers_[peer].connection) lose_peer(peer, aborted_);
@@ -354,10 +416,10 @@ void MeshTransport::abort(const std::string& reason) {
 }
 
 // Tells every live peer we are going, so it sees an orderly shutdown rather than a crash.
-void MeshTransport::say_goodbye() {
+void MeshTransport::say_goodbye(const std::string& reason) {
   for (auto& state : peers_) {
     if (!state.connection) continue;
-    state.connection->queue(frame(FrameKind::Goodbye, 0, 0), nullptr, nullptr);
+    state.connection->queue(frame(FrameKind::Goodbye, 0, reason.size()), reason.data(), nullptr);
     try {
       state.connection->flush();
     } catch (const Error&) {

@@ -36,8 +36,10 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
                                                std::vector<std::unique_ptr<ByteStream>> streams);
   ~MeshTransport() override;
 
-  std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag) override;
-  std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag) override;
+  std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
+                                            std::uint64_t fingerprint = 0) override;
+  std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
+                                            std::uint64_t fingerprint = 0) override;
   bool progress(int peer_hint) override;
   void spinning(bool on) override;
   void waiter_sleeps() override;
@@ -68,6 +70,8 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
     std::unordered_map<std::uint64_t, PostedReceive> cleared;          // their large sends
     Arrival arrival;
     bool departing = false;  // said Goodbye: its end of file is an orderly shutdown
+    std::string goodbye_reason;
+    std::uint64_t probe_tag = 0, probe_fingerprint = 0;  // its latest probe (see is_probe)
   };
 
   StreamConnection::PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) override;
@@ -77,13 +81,15 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   void send_frame(int peer, const FrameHeader& header, const void* payload, std::shared_ptr<detail::Completion> on_written);
   void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
   bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
-  void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag);
+  void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
+  void fail_mismatch(const PostedReceive& receive, int source, std::uint64_t message_fingerprint);
+  void fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint);
   void service(int peer);
   void lose_peer(int peer, std::exception_ptr error);
   bool all_peers_lost() const;
   std::shared_ptr<detail::Completion> new_completion(int peer);
 
-  void say_goodbye();
+  void say_goodbye(const std::string& reason);
   bool prepare_to_sleep();
   void woke_up();
   void run_progress_thread();

@@ -15,7 +15,9 @@ constexpr std::size_t kInboxBytes = 256 * 1024;
 constexpr std::size_t kDirectReadBytes = 32 * 1024;
 constexpr int kMaxIovecs = 64;
 
-bool has_payload(FrameKind kind) { return kind == FrameKind::Eager || kind == FrameKind::Data; }
+bool has_payload(FrameKind kind) {
+  return kind == FrameKind::Eager || kind == FrameKind::Data || kind == FrameKind::Goodbye;
+}
 
 }  // namespace
 

@@ -27,7 +27,7 @@ enum class FrameKind : std::uint8_t {
   Data,          // id, bytes, payload follows
   Refused,       // tag, bytes (the message), id (the sender's, 0 if eager), extra (the receiver's
                  // capacity): the message did not fit the receive buffer
-  Goodbye,       // the sender is shutting its process group down: end of file follows
+  Goodbye,       // the sender is shutting its process group down: end of file follows; payload: why
 };
 
 struct FrameHeader {

@@ -19,19 +19,32 @@ namespace comm::transport {
 
 constexpr int kAnySource = -1;
 
+// A probe: an empty message of a collective call (top tag bit set) whose low 16 tag bits are
+// all ones. A rank waiting long on a peer sends one so that, if the two ranks are waiting on
+// each other in different calls (no data would ever flow to compare fingerprints), the peer
+// still learns what this rank called. Transports never deliver probes; they only check their
+// fingerprint against the receives of the same call.
+constexpr std::uint64_t kProbeStep = 0xFFFF;
+inline bool is_probe(std::uint64_t tag) { return (tag >> 63) != 0 && (tag & 0xFFFF) == kProbeStep; }
+
 class Transport : public detail::Progressor {
  public:
   ~Transport() override = default;
 
-  virtual std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes,
-                                                    std::uint64_t tag) = 0;
+  // `fingerprint` (0: none) describes the collective call a message belongs to
+  // (detail::fingerprint): a receive whose fingerprint differs from the message's, or from that
+  // of any message of the same call (same tag above the low 16 bits) from its peer, fails with
+  // a MismatchError that describes both calls, instead of matching garbage or waiting forever.
+  virtual std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
+                                                    std::uint64_t fingerprint = 0) = 0;
   // peer may be kAnySource; the completion's source() says who sent the message.
-  virtual std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity,
-                                                    std::uint64_t tag) = 0;
+  virtual std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
+                                                    std::uint64_t fingerprint = 0) = 0;
   // "rank 3 (host:pid)", for messages.
   virtual std::string peer_name(int peer) const = 0;
   virtual const char* medium() const = 0;
-  // Fails every pending transfer with the reason; later calls fail at once.
+  // Fails every pending transfer with the reason; later calls fail at once. Peers are told
+  // the reason, and fail what they have pending with this rank.
   virtual void abort(const std::string& reason) = 0;
 };
 

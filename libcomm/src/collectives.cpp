@@ -11,6 +11,7 @@
 #include "collective_queue.hpp"
 #include "comm/process_group.hpp"
 #include "direct.hpp"
+#include "fingerprint.hpp"
 #include "reduce.hpp"
 #include "ring.hpp"
 #include "small_message.hpp"
@@ -23,12 +24,13 @@ namespace comm {
 using algorithms::Collective;
 using algorithms::CollectiveContext;
 
-std::shared_ptr<Work> ProcessGroup::start_collective(Collective collective, std::size_t bytes, CollectiveBody body,
-                                                     bool async) {
+std::shared_ptr<Work> ProcessGroup::start_collective(Collective collective, std::size_t bytes, std::uint64_t fingerprint,
+                                                     CollectiveBody body, bool async) {
   const char* op = algorithms::to_string(collective);
   std::uint64_t sequence = collective_sequence_++;
-  auto run = [this, op, sequence, body = std::move(body)] {
-    CollectiveContext context{*transport_, rank(), size(), sequence, timeout_, op, layout_.id, layout_.members};
+  auto run = [this, op, sequence, fingerprint, body = std::move(body)] {
+    CollectiveContext context{*transport_, rank(), size(), sequence, timeout_, op, layout_.id, layout_.members, 0,
+                              fingerprint};
     try {
       body(context);
     } catch (Error& error) {
@@ -67,6 +69,13 @@ struct CollectiveCalls {
     COMM_CHECK(ok, InvalidArgumentError, (ErrorContext{.rank = group.rank(), .op = op}), message);
   }
 
+  // The call's fingerprint: what every rank must agree on (see fingerprint.hpp).
+  static std::uint64_t signature(Collective collective, Algorithm algorithm, const Buffer* buffer, int op, int root,
+                                 std::size_t count) {
+    return detail::fingerprint({static_cast<int>(collective), buffer ? static_cast<int>(buffer->dtype) : -1, op,
+                                algorithm, root, count});
+  }
+
   static Algorithm pick(const ProcessGroup& group, Collective collective, std::size_t bytes, Algorithm requested) {
     return algorithms::choose({collective, bytes, group.size(), requested, group.rank()});
   }
@@ -77,7 +86,8 @@ struct CollectiveCalls {
     group.check_buffer(buffer, op);
     group.check_root(root, op);
     Algorithm algorithm = pick(group, Collective::Broadcast, buffer.bytes(), requested);
-    return group.start_collective(Collective::Broadcast, buffer.bytes(), [=](const CollectiveContext& context) {
+    return group.start_collective(Collective::Broadcast, buffer.bytes(),
+        signature(Collective::Broadcast, algorithm, &buffer, -1, root, buffer.count), [=](const CollectiveContext& context) {
       if (algorithm == Algorithm::Ring) {
         algorithms::ring_broadcast(context, buffer.data, buffer.bytes(), root, algorithms::ring_chunk_bytes());
       } else {
@@ -93,7 +103,8 @@ struct CollectiveCalls {
     group.check_buffer(buffer, op);
     algorithms::check_supported(buffer.dtype, op_, group.rank());
     Algorithm algorithm = pick(group, Collective::AllReduce, buffer.bytes(), requested);
-    return group.start_collective(Collective::AllReduce, buffer.bytes(), [=](const CollectiveContext& context) {
+    return group.start_collective(Collective::AllReduce, buffer.bytes(),
+        signature(Collective::AllReduce, algorithm, &buffer, static_cast<int>(op_), -1, buffer.count), [=](const CollectiveContext& context) {
       switch (algorithm) {
         case Algorithm::Tree: return algorithms::tree_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op_);
         case Algorithm::RecursiveDoubling:
@@ -113,7 +124,8 @@ struct CollectiveCalls {
     group.check_root(root, op);
     algorithms::check_supported(buffer.dtype, op_, group.rank());
     Algorithm algorithm = pick(group, Collective::Reduce, buffer.bytes(), requested);
-    return group.start_collective(Collective::Reduce, buffer.bytes(), [=](const CollectiveContext& context) {
+    return group.start_collective(Collective::Reduce, buffer.bytes(),
+        signature(Collective::Reduce, algorithm, &buffer, static_cast<int>(op_), root, buffer.count), [=](const CollectiveContext& context) {
       if (algorithm == Algorithm::Ring) {
         algorithms::ring_reduce(context, buffer.data, buffer.count, buffer.dtype, op_, root, algorithms::ring_chunk_bytes());
       } else {
@@ -135,7 +147,8 @@ struct CollectiveCalls {
                     std::to_string(input.count * n));
     pick(group, Collective::AllGather, input.bytes(), requested);
     std::size_t block = input.bytes();
-    return group.start_collective(Collective::AllGather, block, [=](const CollectiveContext& context) {
+    return group.start_collective(Collective::AllGather, block,
+        signature(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count), [=](const CollectiveContext& context) {
       std::uint8_t* own = bytes_of(output) + static_cast<std::size_t>(context.rank) * block;
       if (own != input.data && block > 0) std::memmove(own, input.data, block);
       algorithms::ring_all_gather(context, output.data, block, algorithms::ring_chunk_bytes());
@@ -158,7 +171,8 @@ struct CollectiveCalls {
     }
     std::vector<Buffer> targets(outputs.begin(), outputs.end());
     std::size_t block = input.bytes();
-    return group.start_collective(Collective::AllGather, block, [=](const CollectiveContext& context) {
+    return group.start_collective(Collective::AllGather, block,
+        signature(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count), [=](const CollectiveContext& context) {
       // Gathered flat, then copied out: the ring wants one buffer.
       std::vector<std::uint8_t> flat(block * targets.size());
       std::memcpy(flat.data() + static_cast<std::size_t>(context.rank) * block, input.data, block);
@@ -188,7 +202,8 @@ struct CollectiveCalls {
         blocks.push_back(output.data);
       }
     }
-    return group.start_collective(Collective::Gather, input.bytes(), [=](const CollectiveContext& context) {
+    return group.start_collective(Collective::Gather, input.bytes(),
+        signature(Collective::Gather, Algorithm::Direct, &input, -1, root, input.count), [=](const CollectiveContext& context) {
       algorithms::direct_gather(context, input.data, input.bytes(), blocks, root);
     }, async);
   }
@@ -213,7 +228,8 @@ struct CollectiveCalls {
         blocks.push_back(input.data);
       }
     }
-    return group.start_collective(Collective::Scatter, output.bytes(), [=](const CollectiveContext& context) {
+    return group.start_collective(Collective::Scatter, output.bytes(),
+        signature(Collective::Scatter, Algorithm::Direct, &output, -1, root, output.count), [=](const CollectiveContext& context) {
       algorithms::direct_scatter(context, output.data, output.bytes(), blocks, root);
     }, async);
   }
@@ -231,7 +247,8 @@ struct CollectiveCalls {
                 "the input holds " + std::to_string(input.count) + " elements; it needs size() x output count = " +
                     std::to_string(output.count * n));
     pick(group, Collective::ReduceScatter, output.bytes(), requested);
-    return group.start_collective(Collective::ReduceScatter, output.bytes(), [=](const CollectiveContext& context) {
+    return group.start_collective(Collective::ReduceScatter, output.bytes(),
+        signature(Collective::ReduceScatter, Algorithm::Ring, &output, static_cast<int>(op_), -1, output.count), [=](const CollectiveContext& context) {
       std::size_t block = output.bytes();
       std::uint8_t* own_in_input = bytes_of(input) + static_cast<std::size_t>(context.rank) * block;
       // The ring reduces in place, so an out-of-place call works on a copy of the input.
@@ -260,7 +277,8 @@ struct CollectiveCalls {
     check_count(group, output.count >= input.count, op,
                 "the output holds " + std::to_string(output.count) + " elements, fewer than the input's " +
                     std::to_string(input.count));
-    return group.start_collective(Collective::AllToAll, input.bytes() / n, [=](const CollectiveContext& context) {
+    return group.start_collective(Collective::AllToAll, input.bytes() / n,
+        signature(Collective::AllToAll, Algorithm::Direct, &input, -1, -1, input.count), [=](const CollectiveContext& context) {
       std::size_t block = input.bytes() / n;
       std::vector<std::uint8_t> copy;
       const void* source = input.data;
@@ -274,7 +292,8 @@ struct CollectiveCalls {
 
   static std::shared_ptr<Work> barrier(ProcessGroup& group, bool async) {
     group.check_member("barrier");
-    return group.start_collective(Collective::Barrier, 0, [](const CollectiveContext& context) {
+    return group.start_collective(Collective::Barrier, 0,
+        signature(Collective::Barrier, Algorithm::Dissemination, nullptr, -1, -1, 0), [](const CollectiveContext& context) {
       algorithms::dissemination_barrier(context);
     }, async);
   }

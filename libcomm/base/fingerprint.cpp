@@ -1,0 +1,42 @@
+#include "fingerprint.hpp"
+
+#include <algorithm>
+
+namespace comm::detail {
+namespace {
+
+constexpr int kCollectiveShift = 60, kDTypeShift = 56, kOpShift = 52, kAlgorithmShift = 49, kRootShift = 39;
+constexpr std::uint64_t kCountMask = (std::uint64_t{1} << 39) - 1;
+
+std::uint64_t field(std::uint64_t fingerprint, int shift, int bits) {
+  return (fingerprint >> shift) & ((std::uint64_t{1} << bits) - 1);
+}
+
+}  // namespace
+
+std::uint64_t fingerprint(const CallSignature& call) {
+  auto root = static_cast<std::uint64_t>(std::min(call.root + 1, 1023));
+  return static_cast<std::uint64_t>(call.collective + 1) << kCollectiveShift |
+         static_cast<std::uint64_t>(call.dtype + 1) << kDTypeShift | static_cast<std::uint64_t>(call.op + 1) << kOpShift |
+         static_cast<std::uint64_t>(call.algorithm) << kAlgorithmShift | root << kRootShift |
+         (static_cast<std::uint64_t>(call.count) & kCountMask);
+}
+
+std::string describe_fingerprint(std::uint64_t fingerprint) {
+  auto collective = static_cast<int>(field(fingerprint, kCollectiveShift, 4)) - 1;
+  if (collective < 0 || collective >= static_cast<int>(std::size(kCollectiveNames))) return "a point-to-point message";
+  auto dtype = static_cast<int>(field(fingerprint, kDTypeShift, 4)) - 1;
+  auto op = static_cast<int>(field(fingerprint, kOpShift, 4)) - 1;
+  auto algorithm = static_cast<Algorithm>(field(fingerprint, kAlgorithmShift, 3));
+  auto root = static_cast<int>(field(fingerprint, kRootShift, 10)) - 1;
+  std::string text = std::string(kCollectiveNames[collective]) + "(";
+  if (dtype >= 0) {
+    text += std::string(to_string(static_cast<DType>(dtype))) + " x " + std::to_string(fingerprint & kCountMask) + ", ";
+  }
+  if (op >= 0) text += std::string(to_string(static_cast<ReduceOp>(op))) + ", ";
+  if (root >= 0) text += "root " + std::to_string(root) + (root == 1021 ? "+" : "") + ", ";
+  text += std::string(to_string(algorithm)) + ")";
+  return text;
+}
+
+}  // namespace comm::detail

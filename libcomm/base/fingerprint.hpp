@@ -1,0 +1,33 @@
+// What a collective call was, in 64 bits: every message of a collective carries its call's
+// fingerprint (transports check it on arrival), so ranks that called different things in the
+// same slot of a group get an error saying what each called, instead of a hang or garbage.
+// Layout, high to low: collective+1 (4 bits; 0 = not a collective), dtype+1 (4), op+1 (4),
+// algorithm (3), root+1 (10; 1023 for roots >= 1022), count (39, modulo 2^39).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "comm/types.hpp"
+
+namespace comm::detail {
+
+// Collective names, indexed by algorithms::Collective (which takes its names from here).
+inline constexpr const char* kCollectiveNames[] = {"broadcast", "reduce",  "all_reduce", "all_gather", "reduce_scatter",
+                                                   "gather",    "scatter", "all_to_all", "barrier"};
+
+struct CallSignature {
+  int collective = -1;  // index into kCollectiveNames
+  int dtype = -1;       // DType, or -1 when the collective has none
+  int op = -1;          // ReduceOp, or -1
+  Algorithm algorithm = Algorithm::Auto;
+  int root = -1;        // or -1
+  std::size_t count = 0;
+};
+
+std::uint64_t fingerprint(const CallSignature& call);
+// "all_reduce(float32 x 1000, sum, ring)"; "a point-to-point message" for 0.
+std::string describe_fingerprint(std::uint64_t fingerprint);
+
+}  // namespace comm::detail
