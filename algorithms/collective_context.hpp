@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "completion.hpp"
+#include "scratch.hpp"
 #include "transport.hpp"
 
 namespace comm::algorithms {
@@ -34,6 +35,7 @@ struct CollectiveContext {
   std::span<const int> members{};    // group rank -> transport rank; empty: the identity
   std::uint64_t step_base = 0;       // added to every step: lets one call run two algorithms
   std::uint64_t fingerprint = 0;     // what this call is (detail::fingerprint); travels with every message
+  ScratchPool* scratch = nullptr;    // the group's; algorithms take their temporary memory here
 
   std::uint64_t tag(std::uint64_t step) const {
     return kCollectiveTagBit | (std::uint64_t{group_id & 0x7FFF} << kGroupIdShift) |

@@ -46,7 +46,7 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
   // One scratch slot per chunk, each as large as the largest chunk of any segment (segments
   // differ by one element, so their chunk boundaries differ too).
   std::size_t slot_bytes = ((longest + chunks - 1) / chunks) * element;
-  std::vector<std::uint8_t> scratch(reducing ? slot_bytes * chunks : 0);
+  std::uint8_t* scratch = reducing ? context.scratch->get(0, slot_bytes * chunks) : nullptr;
   std::vector<Transfer> receives(chunks);
   TransferSet sends;
 
@@ -57,7 +57,7 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
   };
   auto post = [&](int step, std::size_t chunk) {
     auto [receive_at, receive_bytes] = chunk_of(receive_segment(step), chunk);
-    void* into = step < n - 1 ? scratch.data() + chunk * slot_bytes : receive_at;
+    void* into = step < n - 1 ? scratch + chunk * slot_bytes : receive_at;
     receives[chunk] = context.recv(previous, into, receive_bytes, tag_step(step, chunk));
     auto [send_at, send_bytes] = chunk_of(send_segment(step), chunk);
     sends.add(context.send(next, send_at, send_bytes, tag_step(step, chunk)), next, tag_step(step, chunk));
@@ -70,7 +70,7 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
       if (step < n - 1) {
         auto [at, bytes] = chunk_of(receive_segment(step), chunk);
         std::size_t elements = bytes / element;
-        reduce(at, scratch.data() + chunk * slot_bytes, elements, dtype, op);
+        reduce(at, scratch + chunk * slot_bytes, elements, dtype, op);
         // The last reduction of a segment happens at its owner: finish an average there, once,
         // so that every rank receives the same divided bytes.
         if (step == n - 2 && op == ReduceOp::Avg) divide(at, elements, dtype, static_cast<std::size_t>(n));
@@ -135,14 +135,14 @@ void ring_reduce(const CollectiveContext& context, void* data, std::size_t count
     Chunking cut{count, chunks_for(count * element, chunk_bytes, 1)};
     auto* input = static_cast<std::uint8_t*>(data);
     // The root accumulates in place; others into a copy, so their input stays as it was.
-    std::vector<std::uint8_t> partial(position > 0 && from_tail >= 0 ? count * element : 0);
-    std::vector<std::uint8_t> incoming(from_tail >= 0 ? count * element : 0);
-    std::uint8_t* accumulator = position == 0 ? input : partial.data();
+    std::uint8_t* partial = position > 0 && from_tail >= 0 ? context.scratch->get(0, count * element) : nullptr;
+    std::uint8_t* incoming = from_tail >= 0 ? context.scratch->get(1, count * element) : nullptr;
+    std::uint8_t* accumulator = position == 0 ? input : partial;
     std::vector<Transfer> receives(cut.chunks);
     TransferSet sends;
     if (from_tail >= 0) {
       for (std::size_t chunk = 0; chunk < cut.chunks; ++chunk) {
-        receives[chunk] = context.recv(from_tail, incoming.data() + cut.begin(chunk) * element, cut.length(chunk) * element, chunk);
+        receives[chunk] = context.recv(from_tail, incoming + cut.begin(chunk) * element, cut.length(chunk) * element, chunk);
       }
     }
     for (std::size_t chunk = 0; chunk < cut.chunks; ++chunk) {
@@ -151,7 +151,7 @@ void ring_reduce(const CollectiveContext& context, void* data, std::size_t count
       if (from_tail >= 0) {
         context.wait(receives[chunk], from_tail, chunk);
         if (accumulator != input) std::memcpy(accumulator + offset, input + offset, bytes);
-        reduce(accumulator + offset, incoming.data() + offset, cut.length(chunk), dtype, op);
+        reduce(accumulator + offset, incoming + offset, cut.length(chunk), dtype, op);
         outgoing = accumulator + offset;
       }
       if (towards_root >= 0) sends.add(context.send(towards_root, outgoing, bytes, chunk), towards_root, chunk);

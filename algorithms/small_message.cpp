@@ -14,7 +14,7 @@ void recursive_doubling_all_reduce(const CollectiveContext& context, void* data,
   std::size_t bytes = count * element_size(dtype);
   if (n > 1 && count > 0) {
     auto* mine = static_cast<std::uint8_t*>(data);
-    std::vector<std::uint8_t> incoming(bytes);
+    std::uint8_t* incoming = context.scratch->get(0, bytes);
     int power = 1;
     while (power * 2 <= n) power *= 2;
     int rank = context.rank;
@@ -25,18 +25,18 @@ void recursive_doubling_all_reduce(const CollectiveContext& context, void* data,
       context.recv_wait(rank - power, mine, bytes, step + 1);
     } else {
       if (rank + power < n) {
-        context.recv_wait(rank + power, incoming.data(), bytes, step);
-        reduce(mine, incoming.data(), count, dtype, op);  // lower rank's data first
+        context.recv_wait(rank + power, incoming, bytes, step);
+        reduce(mine, incoming, count, dtype, op);  // lower rank's data first
       }
       step = 2;
       for (int distance = 1; distance < power; distance <<= 1, ++step) {
         int partner = rank ^ distance;
-        context.exchange(partner, mine, bytes, partner, incoming.data(), bytes, step);
+        context.exchange(partner, mine, bytes, partner, incoming, bytes, step);
         if (rank < partner) {
-          reduce(mine, incoming.data(), count, dtype, op);
+          reduce(mine, incoming, count, dtype, op);
         } else {
-          reduce(incoming.data(), mine, count, dtype, op);
-          std::memcpy(mine, incoming.data(), bytes);
+          reduce(incoming, mine, count, dtype, op);
+          std::memcpy(mine, incoming, bytes);
         }
       }
       if (op == ReduceOp::Avg) divide(mine, count, dtype, static_cast<std::size_t>(n));

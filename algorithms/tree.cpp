@@ -48,19 +48,19 @@ void tree_reduce(const CollectiveContext& context, void* data, std::size_t count
     int low = lowest_bit(virtual_rank, n);
     bool has_children = low > 1 && virtual_rank + 1 < n;
     // Children in the reverse order of the broadcast: nearest first (its subtree finishes first).
-    std::vector<std::uint8_t> partial, incoming;
     std::uint8_t* accumulator = static_cast<std::uint8_t*>(data);
     if (has_children) {
-      incoming.resize(bytes);
+      std::uint8_t* incoming = context.scratch->get(1, bytes);
       if (virtual_rank != 0) {
-        partial.assign(accumulator, accumulator + bytes);
-        accumulator = partial.data();
+        std::uint8_t* partial = context.scratch->get(0, bytes);
+        std::memcpy(partial, accumulator, bytes);
+        accumulator = partial;
       }
       for (int bit = 1; bit < low; bit <<= 1) {
         if (virtual_rank + bit >= n) break;
         int child = context.wrap(virtual_rank + bit + root);
-        context.recv_wait(child, incoming.data(), bytes, kTreeStep);
-        reduce(accumulator, incoming.data(), count, dtype, op);
+        context.recv_wait(child, incoming, bytes, kTreeStep);
+        reduce(accumulator, incoming, count, dtype, op);
       }
     }
     if (virtual_rank != 0) {

@@ -30,7 +30,7 @@ std::shared_ptr<Work> ProcessGroup::start_collective(Collective collective, std:
   std::uint64_t sequence = collective_sequence_++;
   auto run = [this, op, sequence, fingerprint, body = std::move(body)] {
     CollectiveContext context{*transport_, rank(), size(), sequence, timeout_, op, layout_.id, layout_.members, 0,
-                              fingerprint};
+                              fingerprint, scratch_.get()};
     try {
       body(context);
     } catch (Error& error) {
@@ -174,11 +174,11 @@ struct CollectiveCalls {
     return group.start_collective(Collective::AllGather, block,
         signature(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count), [=](const CollectiveContext& context) {
       // Gathered flat, then copied out: the ring wants one buffer.
-      std::vector<std::uint8_t> flat(block * targets.size());
-      std::memcpy(flat.data() + static_cast<std::size_t>(context.rank) * block, input.data, block);
-      algorithms::ring_all_gather(context, flat.data(), block, algorithms::ring_chunk_bytes());
+      std::uint8_t* flat = context.scratch->get(2, block * targets.size());
+      if (block > 0) std::memcpy(flat + static_cast<std::size_t>(context.rank) * block, input.data, block);
+      algorithms::ring_all_gather(context, flat, block, algorithms::ring_chunk_bytes());
       for (std::size_t r = 0; r < targets.size(); ++r) {
-        if (block > 0) std::memcpy(targets[r].data, flat.data() + r * block, block);
+        if (block > 0) std::memcpy(targets[r].data, flat + r * block, block);
       }
     }, async);
   }
@@ -252,11 +252,10 @@ struct CollectiveCalls {
       std::size_t block = output.bytes();
       std::uint8_t* own_in_input = bytes_of(input) + static_cast<std::size_t>(context.rank) * block;
       // The ring reduces in place, so an out-of-place call works on a copy of the input.
-      std::vector<std::uint8_t> work;
       std::uint8_t* data = bytes_of(input);
-      if (own_in_input != output.data) {
-        work.assign(bytes_of(input), bytes_of(input) + block * n);
-        data = work.data();
+      if (own_in_input != output.data && block > 0) {
+        data = context.scratch->get(2, block * n);
+        std::memcpy(data, input.data, block * n);
       }
       algorithms::ring_reduce_scatter(context, data, output.count, input.dtype, op_, algorithms::ring_chunk_bytes());
       std::uint8_t* reduced = data + static_cast<std::size_t>(context.rank) * block;
@@ -280,11 +279,11 @@ struct CollectiveCalls {
     return group.start_collective(Collective::AllToAll, input.bytes() / n,
         signature(Collective::AllToAll, Algorithm::Direct, &input, -1, -1, input.count), [=](const CollectiveContext& context) {
       std::size_t block = input.bytes() / n;
-      std::vector<std::uint8_t> copy;
       const void* source = input.data;
-      if (input.data == output.data) {  // in place: send from a copy
-        copy.assign(bytes_of(input), bytes_of(input) + input.bytes());
-        source = copy.data();
+      if (input.data == output.data && block > 0) {  // in place: send from a copy
+        std::uint8_t* copy = context.scratch->get(2, input.bytes());
+        std::memcpy(copy, input.data, input.bytes());
+        source = copy;
       }
       algorithms::direct_all_to_all(context, output.data, source, block);
     }, async);

@@ -14,7 +14,8 @@ ProcessGroup::ProcessGroup(Identity identity, std::shared_ptr<Store> store,
                            std::shared_ptr<transport::Transport> transport, std::chrono::milliseconds timeout,
                            Layout layout)
     : identity_(std::move(identity)), store_(std::move(store)), transport_(std::move(transport)), timeout_(timeout),
-      layout_(std::move(layout)), queue_(std::make_unique<detail::CollectiveQueue>()) {}
+      layout_(std::move(layout)), scratch_(std::make_unique<algorithms::ScratchPool>()),
+      queue_(std::make_unique<detail::CollectiveQueue>()) {}
 
 ProcessGroup::~ProcessGroup() = default;
 

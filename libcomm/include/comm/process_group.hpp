@@ -26,6 +26,7 @@ class Transport;
 }
 namespace algorithms {
 struct CollectiveContext;
+class ScratchPool;
 enum class Collective;
 }
 namespace detail {
@@ -160,7 +161,8 @@ class ProcessGroup {
   Layout layout_;
   std::atomic<std::uint64_t> collective_sequence_{0};
   std::uint32_t groups_created_ = 0;
-  std::unique_ptr<detail::CollectiveQueue> queue_;
+  std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
+  std::unique_ptr<detail::CollectiveQueue> queue_;    // last: its worker may use the members above
 };
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""Collectives side by side with Open MPI 4.1 (shared memory and TCP-only) and Gloo through
+torch.distributed 1.13, alternating rounds in one run: all_reduce (float32 sum) busbw at
+1 MiB, 16 MiB and 256 MiB, 8-byte all_reduce and barrier latency, on 2 ranks; plus libcomm's
+4-rank all_reduce at 16 MiB against its own 2-rank figure. Medians of the per-round medians.
+
+    apt-get install -y openmpi-bin libopenmpi-dev python3-torch
+    /usr/bin/python3 bench/peers/compare_collectives.py [--rounds 3] [--build build] [--peers ../shared/peers]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SIZES = (8, 1 << 20, 16 << 20, 256 << 20)
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo",
+          "--mca", "btl_tcp_if_include", "lo"]
+MPI_TCP = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
+
+
+def output(command, env=None):
+    return subprocess.run(command, check=True, capture_output=True, text=True, timeout=900, env=env).stdout
+
+
+def libcomm(build, transport, ranks=2):
+    """{('all_reduce', bytes): (time_us, busbw), ('barrier', 0): (time_us, 0)}"""
+    env = dict(os.environ, COMM_TRANSPORT=transport)
+    commrun = os.path.join(build, "rendezvous", "programs", "commrun")
+    result = {}
+    for size in SIZES if ranks == 2 else (16 << 20,):
+        bench = os.path.join(build, "bench", "all_reduce_perf")
+        text = output([commrun, "--no-prefix", "-n", str(ranks), bench, "-b", str(size), "-e", str(size), "-c", "0",
+                       "--csv"], env)
+        for line in text.splitlines()[1:]:
+            fields = line.split(",")
+            result[("all_reduce", int(fields[4]))] = (float(fields[10]), float(fields[13]))
+    if ranks == 2:
+        text = output([commrun, "--no-prefix", "-n", "2", os.path.join(build, "bench", "barrier_perf"), "-b", "8",
+                       "-e", "8", "-n", "2000", "--csv"], env)
+        fields = text.splitlines()[1].split(",")
+        result[("barrier", 0)] = (float(fields[10]), 0.0)
+    return result
+
+
+def peer_csv(text):
+    result = {}
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) < 11 or fields[0] == "lib":
+            continue
+        collective, size = fields[2], int(fields[4])
+        if collective == "all_reduce" and size in SIZES:
+            result[("all_reduce", size)] = (float(fields[6]), float(fields[10]))
+        elif collective == "barrier":
+            result[("barrier", 0)] = (float(fields[6]), 0.0)
+    return result
+
+
+def mpi(binary, tcp):
+    env = dict(os.environ, BENCH_COLLS="all_reduce,barrier", BENCH_BUDGET_S="0.3")
+    return peer_csv(output(MPIRUN + (MPI_TCP if tcp else []) + ["-np", "2", binary], env))
+
+
+def gloo(peers):
+    return peer_csv(output(["/usr/bin/python3", os.path.join(peers, "torch_gloo_bench.py"), "--world-size", "2",
+                            "--colls", "all_reduce,barrier", "--budget", "0.3"]))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--peers", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "peers"))
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="comm-peers-")
+    mpi_binary = os.path.join(work, "mpi_coll_bench")
+    subprocess.run(["mpicc", "-O2", "-o", mpi_binary, os.path.join(args.peers, "mpi_coll_bench.c")], check=True)
+    runs = {name: [] for name in ("libcomm shm", "Open MPI shm", "libcomm tcp", "Open MPI tcp", "Gloo",
+                                  "libcomm shm, 4 ranks")}
+    for round_number in range(args.rounds):
+        print(f"round {round_number + 1}", file=sys.stderr, flush=True)
+        runs["libcomm shm"].append(libcomm(args.build, "shm"))
+        runs["Open MPI shm"].append(mpi(mpi_binary, False))
+        runs["libcomm tcp"].append(libcomm(args.build, "tcp"))
+        runs["Open MPI tcp"].append(mpi(mpi_binary, True))
+        runs["Gloo"].append(gloo(args.peers))
+        runs["libcomm shm, 4 ranks"].append(libcomm(args.build, "shm", ranks=4))
+
+    def median(name, key, column):
+        values = [run[key][column] for run in runs[name] if key in run]
+        return statistics.median(values) if values else float("nan")
+
+    print(f"medians of {args.rounds} alternating rounds, 2 ranks unless said\n")
+    print("| library | all_reduce busbw 1 MiB | 16 MiB | 256 MiB (GB/s) | 8 B all_reduce (us) | barrier (us) |")
+    print("|---|---|---|---|---|---|")
+    for name in runs:
+        cells = [f"{median(name, ('all_reduce', size), 1):.2f}" for size in SIZES[1:]]
+        cells += [f"{median(name, ('all_reduce', 8), 0):.2f}", f"{median(name, ('barrier', 0), 0):.2f}"]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
