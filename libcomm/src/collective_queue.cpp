@@ -22,27 +22,21 @@ std::shared_ptr<Completion> CollectiveQueue::submit(std::function<void()> task, 
   return completion;
 }
 
-void CollectiveQueue::run(const std::function<void()>& task) {
-  std::unique_lock lock(mutex_);
-  if (!running_ && queue_.empty()) {
-    running_ = true;
-    lock.unlock();
-    struct Release {
-      CollectiveQueue& queue;
-      ~Release() {
-        {
-          std::lock_guard lock(queue.mutex_);
-          queue.running_ = false;
-        }
-        queue.changed_.notify_all();
-      }
-    } release{*this};
-    task();
-    return;
+bool CollectiveQueue::try_enter() {
+  std::lock_guard lock(mutex_);
+  if (running_ || !queue_.empty()) return false;
+  running_ = true;
+  return true;
+}
+
+void CollectiveQueue::leave() {
+  bool waiting;
+  {
+    std::lock_guard lock(mutex_);
+    running_ = false;
+    waiting = !queue_.empty();
   }
-  lock.unlock();
-  // Behind earlier asynchronous calls: queue it and wait like any Work would.
-  submit([&task] { task(); }, 0)->wait();
+  if (waiting) changed_.notify_all();  // only the worker waits on the queue
 }
 
 void CollectiveQueue::work() {

@@ -24,7 +24,20 @@ class CollectiveQueue {
   // The task's exception, if any, fails the returned completion.
   std::shared_ptr<Completion> submit(std::function<void()> task, std::size_t bytes);
   // Runs the task before returning, after everything submitted earlier; rethrows its exception.
-  void run(const std::function<void()>& task);
+  // A template, so the common case (nothing queued: run it here) allocates nothing.
+  template <class Task>
+  void run(Task&& task) {
+    if (try_enter()) {
+      struct Leave {
+        CollectiveQueue& queue;
+        ~Leave() { queue.leave(); }
+      } leave{*this};
+      task();
+      return;
+    }
+    // Behind earlier asynchronous calls: queue it and wait like any Work would.
+    submit([&task] { task(); }, 0)->wait();
+  }
 
  private:
   struct Entry {
@@ -33,6 +46,8 @@ class CollectiveQueue {
     std::size_t bytes;
   };
   void work();
+  bool try_enter();  // claims the queue for an inline task if nothing is queued or running
+  void leave();
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -24,8 +24,9 @@ namespace comm {
 using algorithms::Collective;
 using algorithms::CollectiveContext;
 
+template <class Body>
 std::shared_ptr<Work> ProcessGroup::start_collective(Collective collective, std::size_t bytes, std::uint64_t fingerprint,
-                                                     CollectiveBody body, bool async) {
+                                                     Body body, bool async) {
   const char* op = algorithms::to_string(collective);
   std::uint64_t sequence = collective_sequence_++;
   auto run = [this, op, sequence, fingerprint, body = std::move(body)] {

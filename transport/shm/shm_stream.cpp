@@ -35,7 +35,9 @@ Ring ring_at(std::uint8_t* base, int index) {
 }
 
 std::shared_ptr<SharedSegment> map_segment(int fd, const std::string& name) {
-  void* base = ::mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Populated at once: faulting the rings' pages in lazily cost ~6 us per 2 KiB message during
+  // the first pass through a ring (a page fault on each side every other message).
+  void* base = ::mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (base == MAP_FAILED) fail("cannot map", name);
   return std::make_shared<SharedSegment>(base, kSegmentBytes);

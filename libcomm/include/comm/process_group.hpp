@@ -140,10 +140,11 @@ class ProcessGroup {
 
  private:
   friend struct CollectiveCalls;  // the argument checks and bodies of the collectives
-  using CollectiveBody = std::function<void(const algorithms::CollectiveContext&)>;
-  // Numbers the call, then runs body now (blocking) or through the group's queue (async).
+  // Numbers the call, then runs body(context) now (blocking) or through the group's queue
+  // (async). Defined in collectives.cpp, its only user.
+  template <class Body>
   std::shared_ptr<Work> start_collective(algorithms::Collective collective, std::size_t bytes, std::uint64_t fingerprint,
-                                         CollectiveBody body, bool async);
+                                         Body body, bool async);
   Work start_send(Buffer buffer, int dst, int tag);
   Work start_recv(Buffer buffer, int src, int tag);
   void check_member(const char* op) const;
