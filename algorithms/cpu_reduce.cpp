@@ -34,12 +34,18 @@ struct Arithmetic<BFloat16> {
   static BFloat16 store(float value) { return {float_to_bfloat16(value)}; }
 };
 
+using detail::WrappingType;
+
 struct Sum {
-  template <class C> C operator()(C a, C b) const { return static_cast<C>(a + b); }
+  template <class C> C operator()(C a, C b) const {
+    return static_cast<C>(static_cast<WrappingType<C>>(a) + static_cast<WrappingType<C>>(b));
+  }
   bool operator()(bool a, bool b) const { return a || b; }
 };
 struct Product {
-  template <class C> C operator()(C a, C b) const { return static_cast<C>(a * b); }
+  template <class C> C operator()(C a, C b) const {
+    return static_cast<C>(static_cast<WrappingType<C>>(a) * static_cast<WrappingType<C>>(b));
+  }
   bool operator()(bool a, bool b) const { return a && b; }
 };
 struct Min {

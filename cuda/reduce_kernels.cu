@@ -44,12 +44,18 @@ struct Arithmetic<BFloat16> {
 
 // The same operator definitions as the CPU loops (bool: Sum is OR, Product is AND), so both
 // sides give the same bits for the same inputs.
+using detail::WrappingType;
+
 struct Sum {
-  template <class C> __device__ C operator()(C a, C b) const { return static_cast<C>(a + b); }
+  template <class C> __device__ C operator()(C a, C b) const {
+    return static_cast<C>(static_cast<WrappingType<C>>(a) + static_cast<WrappingType<C>>(b));
+  }
   __device__ bool operator()(bool a, bool b) const { return a || b; }
 };
 struct Product {
-  template <class C> __device__ C operator()(C a, C b) const { return static_cast<C>(a * b); }
+  template <class C> __device__ C operator()(C a, C b) const {
+    return static_cast<C>(static_cast<WrappingType<C>>(a) * static_cast<WrappingType<C>>(b));
+  }
   __device__ bool operator()(bool a, bool b) const { return a && b; }
 };
 struct Min {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "comm/types.hpp"
 
@@ -15,6 +16,20 @@ struct Float16 {
 struct BFloat16 {
   std::uint16_t bits;
 };
+
+// The type integer Sum and Product compute in: unsigned for signed integers, so overflow wraps
+// (two's complement, as documented) instead of being undefined behaviour; the type itself
+// otherwise (small types promote to int, whose range their products cannot leave).
+template <class C, bool = std::is_integral_v<C> && std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
+struct Wrapping {
+  using type = C;
+};
+template <class C>
+struct Wrapping<C, true> {
+  using type = std::make_unsigned_t<C>;
+};
+template <class C>
+using WrappingType = typename Wrapping<C>::type;
 
 // Calls visit(T{}) with T the storage type of dtype.
 template <class Visit>
