@@ -83,6 +83,20 @@ void fill(void* destination, int byte, std::size_t bytes, int device, void* stre
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize", "cuda.fill");
 }
 
+bool built_with_cuda() { return true; }
+
+bool devices_present() {
+  static const bool present = [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return count > 0;
+  }();
+  return present;
+}
+
 int device_of(const void* pointer) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {

@@ -72,4 +72,9 @@ void fill(void* destination, int byte, std::size_t bytes, int device, void* stre
 // Host memory, pinned or not, and unknown pointers answer -1.
 int device_of(const void* pointer);
 
+// Whether this build has CUDA, and whether this process sees a device (asked once, then cached):
+// argument checks look at pointers only where that can find anything.
+bool built_with_cuda();
+bool devices_present();
+
 }  // namespace comm::cuda

@@ -27,5 +27,7 @@ void copy_async(void*, const void*, std::size_t, int, void*) { built_without_cud
 void copy(void*, const void*, std::size_t, int, void*) { built_without_cuda("cuda.copy"); }
 void fill(void*, int, std::size_t, int, void*) { built_without_cuda("cuda.fill"); }
 int device_of(const void*) { return -1; }
+bool built_with_cuda() { return false; }
+bool devices_present() { return false; }
 
 }  // namespace comm::cuda

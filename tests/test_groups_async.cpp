@@ -133,6 +133,9 @@ TEST_CASE("collectives reject bad input on the calling rank", "[collectives][bad
     RANK_CHECK_THROWS(checks, group.reduce_scatter(Buffer(data), Buffer(large), ReduceOp::BXor), "bxor", "float32");
     std::vector<Buffer> one{Buffer(data)};
     RANK_CHECK_THROWS(checks, group.all_gather(one, data), "pass one per rank");
+    // Without a GPU (or without CUDA in the build), a buffer tagged cuda:0 is refused clearly.
+    RANK_CHECK_THROWS(checks, group.all_reduce(Buffer(data.data(), 4, DType::Float32, comm::Device{comm::Device::Kind::Cuda, 0})),
+                      "cuda:0");
     if (group.rank() == 0) RANK_CHECK_THROWS(checks, group.gather(data, one, 0), "pass one per rank");
     group.all_reduce(data);  // the group still works afterwards
     RANK_CHECK(checks, data[0] == 2.0f);

@@ -21,6 +21,7 @@ run() {  # run NAME COMMAND...: output to results/NAME.txt and to the terminal
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | tee "$results/gpu.txt" || true
 run test_cuda_device "$pack/bin/test_cuda_device"
 run test_cuda_reduce "$pack/bin/test_cuda_reduce"
+run test_cuda_buffers "$pack/bin/test_cuda_buffers"
 run ipc_pingpong "$pack/bin/ipc_pingpong" --rounds 2000 --bytes 4096
 run ipc_pingpong_large "$pack/bin/ipc_pingpong" --rounds 200 --bytes 268435456
 run reduce_kernel_perf "$pack/bin/reduce_kernel_perf"

@@ -60,10 +60,14 @@ void ProcessGroup::check_root(int root, const char* op) const {
 struct CollectiveCalls {
   static std::uint8_t* bytes_of(const Buffer& buffer) { return static_cast<std::uint8_t*>(buffer.data); }
 
-  static void check_same_dtype(const ProcessGroup& group, const Buffer& a, const Buffer& b, const char* op) {
+  static void check_pair(const ProcessGroup& group, const Buffer& a, const Buffer& b, const char* op) {
     COMM_CHECK(a.dtype == b.dtype, InvalidArgumentError, (ErrorContext{.rank = group.rank(), .op = op}),
                std::string("the input is ") + to_string(b.dtype) + " and the output " + to_string(a.dtype) +
                    "; both must have the same dtype");
+    COMM_CHECK(a.device.kind == b.device.kind && a.device.index == b.device.index, InvalidArgumentError,
+               (ErrorContext{.rank = group.rank(), .op = op}),
+               "the input is on " + to_string(b.device) + " and the output on " + to_string(a.device) +
+                   "; one call takes buffers of one device (mixing host and GPU memory is not allowed)");
   }
 
   static void check_count(const ProcessGroup& group, bool ok, const char* op, const std::string& message) {
@@ -139,9 +143,9 @@ struct CollectiveCalls {
                                                bool async) {
     const char* op = "all_gather";
     group.check_member(op);
+    check_pair(group, output, input, op);
     group.check_buffer(output, op);
     group.check_buffer(input, op);
-    check_same_dtype(group, output, input, op);
     auto n = static_cast<std::size_t>(group.size());
     check_count(group, output.count >= input.count * n, op,
                 "the output holds " + std::to_string(output.count) + " elements; it needs size() x input count = " +
@@ -164,8 +168,8 @@ struct CollectiveCalls {
                 "got " + std::to_string(outputs.size()) + " output buffers; pass one per rank (" +
                     std::to_string(group.size()) + ")");
     for (const Buffer& output : outputs) {
+      check_pair(group, output, input, op);
       group.check_buffer(output, op);
-      check_same_dtype(group, output, input, op);
       check_count(group, output.count >= input.count, op,
                   "an output buffer holds " + std::to_string(output.count) + " elements, fewer than the input's " +
                       std::to_string(input.count));
@@ -195,8 +199,8 @@ struct CollectiveCalls {
                   "the root got " + std::to_string(outputs.size()) + " output buffers; pass one per rank (" +
                       std::to_string(group.size()) + ")");
       for (const Buffer& output : outputs) {
+        check_pair(group, output, input, op);
         group.check_buffer(output, op);
-        check_same_dtype(group, output, input, op);
         check_count(group, output.count >= input.count, op,
                     "an output buffer holds " + std::to_string(output.count) + " elements, fewer than the input's " +
                         std::to_string(input.count));
@@ -221,8 +225,8 @@ struct CollectiveCalls {
                   "the root got " + std::to_string(inputs.size()) + " input buffers; pass one per rank (" +
                       std::to_string(group.size()) + ")");
       for (const Buffer& input : inputs) {
+        check_pair(group, output, input, op);
         group.check_buffer(input, op);
-        check_same_dtype(group, output, input, op);
         check_count(group, input.count == output.count, op,
                     "an input buffer holds " + std::to_string(input.count) + " elements and the output " +
                         std::to_string(output.count) + "; they must be equal");
@@ -239,9 +243,9 @@ struct CollectiveCalls {
                                               Algorithm requested, bool async) {
     const char* op = "reduce_scatter";
     group.check_member(op);
+    check_pair(group, output, input, op);
     group.check_buffer(output, op);
     group.check_buffer(input, op);
-    check_same_dtype(group, output, input, op);
     algorithms::check_supported(input.dtype, op_, group.rank());
     auto n = static_cast<std::size_t>(group.size());
     check_count(group, input.count >= output.count * n, op,
@@ -267,9 +271,9 @@ struct CollectiveCalls {
   static std::shared_ptr<Work> all_to_all(ProcessGroup& group, Buffer output, Buffer input, bool async) {
     const char* op = "all_to_all";
     group.check_member(op);
+    check_pair(group, output, input, op);
     group.check_buffer(output, op);
     group.check_buffer(input, op);
-    check_same_dtype(group, output, input, op);
     auto n = static_cast<std::size_t>(group.size());
     check_count(group, input.count % n == 0, op,
                 "the input holds " + std::to_string(input.count) + " elements, not a multiple of the group size " +

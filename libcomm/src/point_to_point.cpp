@@ -1,6 +1,7 @@
 // send, recv, isend, irecv: argument checks, then one transport call each.
 #include "check.hpp"
 #include "comm/process_group.hpp"
+#include "cuda/memory.hpp"
 #include "transport.hpp"
 
 namespace comm {
@@ -10,8 +11,25 @@ void ProcessGroup::check_buffer(const Buffer& buffer, const char* op) const {
   ErrorContext context{.rank = rank(), .op = op};
   COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError, context,
              "the buffer is a null pointer with a count of " + std::to_string(buffer.count));
-  COMM_CHECK(buffer.device.kind == Device::Kind::Cpu, InvalidArgumentError, context,
-             "device buffers (" + to_string(buffer.device) + ") are not supported by this build yet; pass host memory");
+  if (buffer.device.kind == Device::Kind::Cuda) {
+    COMM_CHECK(cuda::built_with_cuda(), InvalidArgumentError, context,
+               "the buffer is on " + to_string(buffer.device) + " but this libcomm was built without CUDA; rebuild "
+               "with nvcc on PATH, or pass host memory");
+    int actual = cuda::device_of(buffer.data);
+    COMM_CHECK(buffer.count == 0 || actual == buffer.device.index, InvalidArgumentError, context,
+               "the buffer is tagged " + to_string(buffer.device) + " but its memory is " +
+                   (actual < 0 ? std::string("host memory (or unknown to CUDA)") : "on cuda:" + std::to_string(actual)) +
+                   "; tag a buffer with the device its memory is on");
+    COMM_CHECK(false, InvalidArgumentError, context,
+               "GPU buffers are not supported by collectives and send/recv yet (only the reduction kernels are); copy "
+               "the data to host memory first");
+  } else if (buffer.count > 0 && cuda::devices_present()) {
+    // Reading device memory from the host would crash: say what is wrong instead.
+    int actual = cuda::device_of(buffer.data);
+    COMM_CHECK(actual < 0, InvalidArgumentError, context,
+               "the buffer is tagged cpu but its memory is on cuda:" + std::to_string(actual) +
+                   "; pass Device{Device::Kind::Cuda, " + std::to_string(actual) + "} or copy it to host memory");
+  }
 }
 
 void ProcessGroup::check_peer(int peer, const char* op, bool any_source_allowed) const {
