@@ -28,7 +28,7 @@ Algorithm environment_algorithm() {
 
 // Crossovers measured with the *_perf benches on the 2-core development VM (see
 // docs/results/collectives.md): below them the log(n)-round algorithms win on latency.
-constexpr std::size_t kAllReduceRingFrom = 32 * 1024;
+constexpr std::size_t kAllReduceRingFrom = 1024 * 1024;
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
 
