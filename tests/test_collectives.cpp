@@ -240,3 +240,45 @@ TEST_CASE("large collectives pipeline through many chunks", "[collectives][large
   });
   REQUIRE_RANK_CHECKS(checks);
 }
+
+TEST_CASE("1000003 elements through every algorithm of every collective", "[collectives][large]") {
+  int ranks = GENERATE(2, 3, 5);
+  auto n = static_cast<std::size_t>(ranks);
+  const std::size_t count = 1000003;
+  RankChecks checks;
+  auto inputs = all_inputs(ranks, DType::Float64, count, 12);
+  auto blocks = all_inputs(ranks, DType::Int32, count * n, 13);
+  run_ranks(ranks, [&](comm::ProcessGroup& group) {
+    auto me = static_cast<std::size_t>(group.rank());
+    int root = ranks - 1;
+    for (Algorithm algorithm : {Algorithm::Ring, Algorithm::Tree}) {
+      std::string name = comm::to_string(algorithm);
+      Bytes data = inputs[me];
+      group.broadcast(Buffer(data.data(), count, DType::Float64), root, algorithm);
+      checks.check(data == inputs[static_cast<std::size_t>(root)], "broadcast", __LINE__, name);
+      data = inputs[me];
+      group.reduce(Buffer(data.data(), count, DType::Float64), root, ReduceOp::Max, algorithm);
+      if (group.rank() == root) {
+        checks.check(count_wrong(data, inputs, DType::Float64, ReduceOp::Max, count) == 0, "reduce", __LINE__, name);
+      }
+    }
+    // reduce_scatter of 1000003 int32 per rank, then all_gather and all_to_all of the same sizes
+    Bytes data = blocks[me];
+    Bytes mine(count * 4);
+    group.reduce_scatter(Buffer(mine.data(), count, DType::Int32), Buffer(data.data(), count * n, DType::Int32), ReduceOp::Sum);
+    std::vector<Bytes> my_blocks;
+    for (const Bytes& input : blocks) my_blocks.push_back(slice(input, DType::Int32, me * count, count));
+    checks.check(count_wrong(mine, my_blocks, DType::Int32, ReduceOp::Sum, count) == 0, "reduce_scatter", __LINE__);
+    Bytes gathered(count * n * 4);
+    group.all_gather(Buffer(gathered.data(), count * n, DType::Int32), Buffer(blocks[me].data(), count, DType::Int32));
+    std::vector<Bytes> firsts;
+    for (const Bytes& input : blocks) firsts.push_back(slice(input, DType::Int32, 0, count));
+    checks.check(gathered == concatenated(firsts), "all_gather", __LINE__);
+    Bytes exchanged(count * n * 4);
+    group.all_to_all(Buffer(exchanged.data(), count * n, DType::Int32), Buffer(blocks[me].data(), count * n, DType::Int32));
+    std::vector<Bytes> received;
+    for (const Bytes& input : blocks) received.push_back(slice(input, DType::Int32, me * count, count));
+    checks.check(exchanged == concatenated(received), "all_to_all", __LINE__);
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# tuner_log_test.sh COMMRUN ALL_REDUCE_PERF: with COMM_LOG_LEVEL=info the tuner logs its choice
+# once per (collective, size class), and COMM_ALGO overrides it.
+set -uo pipefail
+commrun=$1
+bench=$2
+failed=0
+check() {  # check DESCRIPTION EXPECTED_COUNT PATTERN OUTPUT
+  local count
+  count=$(grep -cF -- "$3" <<<"$4")
+  if [ "$count" != "$2" ]; then
+    echo "FAIL: $1: '$3' logged $count times, expected $2, in:"
+    echo "$4"
+    failed=1
+  fi
+}
+out=$(COMM_LOG_LEVEL=info timeout 60 "$commrun" -n 2 "$bench" -b 8 -e 2M -f 512 -n 20 -w 2 2>&1)
+check "small all_reduce" 2 "all_reduce of 8 bytes on 2 ranks: recursive_doubling (tuned)" "$out"
+check "large all_reduce" 2 "all_reduce of 2097152 bytes on 2 ranks: ring (tuned)" "$out"
+out=$(COMM_ALGO=tree COMM_LOG_LEVEL=info timeout 60 "$commrun" -n 2 "$bench" -b 8 -e 8 -n 20 -w 2 2>&1)
+check "COMM_ALGO" 2 "all_reduce of 8 bytes on 2 ranks: tree (COMM_ALGO)" "$out"
+out=$(COMM_ALGO=bogus timeout 60 "$commrun" -n 2 "$bench" -b 8 -e 8 -n 20 -w 2 2>&1)
+if ! grep -q "COMM_ALGO is 'bogus'; known algorithms" <<<"$out"; then
+  echo "FAIL: an unknown COMM_ALGO is not reported:"
+  echo "$out"
+  failed=1
+fi
+[ "$failed" = 0 ] && echo "tuner choices logged once per size class; COMM_ALGO applied and checked"
+exit $failed
