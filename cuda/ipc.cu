@@ -1,3 +1,4 @@
+#include <cuda.h>  // types of the driver entry point only: nothing links libcuda itself
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -15,6 +16,28 @@ IpcMemoryHandle export_memory(void* allocation_base, int device) {
   static_assert(sizeof(handle) == sizeof(result.bytes));
   std::memcpy(result.bytes.data(), &handle, sizeof(handle));
   return result;
+}
+
+AllocationRange allocation_range(const void* pointer, int device) {
+  using GetAddressRange = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
+  static GetAddressRange get_range = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000, cudaEnableDefault, &found);
+    return found == cudaDriverEntryPointSuccess ? reinterpret_cast<GetAddressRange>(function) : nullptr;
+  }();
+  if (get_range == nullptr) throw CudaError("the driver has no cuMemGetAddressRange", ErrorContext{.op = "cuda.ipc_export"});
+  DeviceGuard guard(device, "cuda.ipc_export");
+  // A driver call needs a current context, which a thread gets from its first runtime call that
+  // binds one (cudaGetDevice does not): a collective's worker thread may not have made one yet.
+  check(cudaSetDevice(device), "cudaSetDevice", "cuda.ipc_export");
+  CUdeviceptr base = 0;
+  std::size_t bytes = 0;
+  if (get_range(&base, &bytes, reinterpret_cast<CUdeviceptr>(pointer)) != CUDA_SUCCESS) {
+    throw CudaError("cuMemGetAddressRange failed: the pointer is not device memory from cudaMalloc",
+                    ErrorContext{.op = "cuda.ipc_export"});
+  }
+  return {reinterpret_cast<void*>(base), bytes};
 }
 
 ImportedMemory::ImportedMemory(const IpcMemoryHandle& handle, int device) : device_(device) {

@@ -21,6 +21,14 @@ struct IpcEventHandle {
 // The handle of an allocation made with cudaMalloc, from its base address.
 IpcMemoryHandle export_memory(void* allocation_base, int device);
 
+// The cudaMalloc allocation a device pointer lies in (handles are per allocation, so a buffer
+// inside a larger allocation travels as the allocation's handle plus an offset).
+struct AllocationRange {
+  void* base = nullptr;
+  std::size_t bytes = 0;
+};
+AllocationRange allocation_range(const void* pointer, int device);
+
 // A peer's allocation mapped into this process; unmapped on destruction.
 class ImportedMemory {
  public:

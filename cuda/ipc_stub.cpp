@@ -13,6 +13,7 @@ namespace {
 }  // namespace
 
 IpcMemoryHandle export_memory(void*, int) { built_without_cuda(); }
+AllocationRange allocation_range(const void*, int) { built_without_cuda(); }
 ImportedMemory::ImportedMemory(const IpcMemoryHandle&, int) { built_without_cuda(); }
 ImportedMemory::~ImportedMemory() = default;
 InterprocessEvent::InterprocessEvent(int) { built_without_cuda(); }

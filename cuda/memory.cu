@@ -64,6 +64,11 @@ void Stream::synchronize() const {
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)), "cudaStreamSynchronize", "cuda.synchronize");
 }
 
+void Stream::synchronize_handle(void* stream, int device) {
+  DeviceGuard guard(device, "cuda.synchronize");
+  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize", "cuda.synchronize");
+}
+
 void copy_async(void* destination, const void* source, std::size_t bytes, int device, void* stream) {
   if (bytes == 0) return;
   DeviceGuard guard(device, "cuda.copy");

@@ -55,6 +55,8 @@ class Stream {
   void* handle() const { return handle_; }
   int device() const { return device_; }
   void synchronize() const;
+  // Waits for `stream` (a cudaStream_t of `device`; nullptr: the legacy default stream).
+  static void synchronize_handle(void* stream, int device);
 
  private:
   void* handle_ = nullptr;

@@ -23,6 +23,7 @@ PinnedMemory& PinnedMemory::operator=(PinnedMemory&&) noexcept = default;
 Stream::Stream(int) { built_without_cuda("cuda.stream"); }
 Stream::~Stream() = default;
 void Stream::synchronize() const { built_without_cuda("cuda.synchronize"); }
+void Stream::synchronize_handle(void*, int) { built_without_cuda("cuda.synchronize"); }
 void copy_async(void*, const void*, std::size_t, int, void*) { built_without_cuda("cuda.copy"); }
 void copy(void*, const void*, std::size_t, int, void*) { built_without_cuda("cuda.copy"); }
 void fill(void*, int, std::size_t, int, void*) { built_without_cuda("cuda.fill"); }

@@ -9,20 +9,24 @@ results=${2:-${OUT:-gpu-results}}
 mkdir -p "$results"
 export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 failed=0
-run() {  # run NAME COMMAND...: output to results/NAME.txt and to the terminal
+log="$results/gpu-run.log"
+: >"$log"
+run() {  # run NAME COMMAND...: output to the terminal and to one log (few files travel back)
   local name=$1
   shift
-  echo "== $name: $*"
-  "$@" 2>&1 | tee "$results/$name.txt"
+  echo "== $name: $*" | tee -a "$log"
+  timeout 300 "$@" 2>&1 | tee -a "$log"
   local rc=${PIPESTATUS[0]}
-  echo "== $name: exit $rc"
+  echo "== $name: exit $rc" | tee -a "$log"
   [ "$rc" -eq 0 ] || failed=1
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | tee "$results/gpu.txt" || true
 run test_cuda_device "$pack/bin/test_cuda_device"
 run test_cuda_reduce "$pack/bin/test_cuda_reduce"
 run test_cuda_buffers "$pack/bin/test_cuda_buffers"
+for ranks in 1 2 3 4; do run gpu_all_reduce_$ranks "$pack/bin/commrun" -n $ranks "$pack/bin/gpu_all_reduce"; done
 run ipc_pingpong "$pack/bin/ipc_pingpong" --rounds 2000 --bytes 4096
 run ipc_pingpong_large "$pack/bin/ipc_pingpong" --rounds 200 --bytes 268435456
 run reduce_kernel_perf "$pack/bin/reduce_kernel_perf"
+for ranks in 2 4; do run device_all_reduce_perf_$ranks "$pack/bin/commrun" -n $ranks "$pack/bin/device_all_reduce_perf"; done
 exit $failed

@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "check.hpp"
+#include "cuda/memory.hpp"
 #include "collective_context.hpp"
 #include "collective_queue.hpp"
 #include "comm/process_group.hpp"
 #include "direct.hpp"
+#include "ipc_all_reduce.hpp"
 #include "fingerprint.hpp"
 #include "reduce.hpp"
 #include "ring.hpp"
@@ -105,8 +107,9 @@ struct CollectiveCalls {
                                           bool async) {
     const char* op = "all_reduce";
     group.check_member(op);
-    group.check_buffer(buffer, op);
+    group.check_buffer(buffer, op, true);
     algorithms::check_supported(buffer.dtype, op_, group.rank());
+    if (buffer.device.kind == Device::Kind::Cuda) return device_all_reduce(group, buffer, op_, async);
     Algorithm algorithm = pick(group, Collective::AllReduce, buffer.bytes(), requested);
     return group.start_collective(Collective::AllReduce, buffer.bytes(),
         signature(Collective::AllReduce, algorithm, &buffer, static_cast<int>(op_), -1, buffer.count), [=](const CollectiveContext& context) {
@@ -119,6 +122,30 @@ struct CollectiveCalls {
                                              algorithms::ring_chunk_bytes());
       }
     }, async);
+  }
+
+  // GPU buffers: CUDA IPC among the ranks of one host (docs/cuda.md).
+  static std::shared_ptr<Work> device_all_reduce(ProcessGroup& group, Buffer buffer, ReduceOp op_, bool async) {
+    const char* medium = group.transport_name();
+    COMM_CHECK(group.size() == 1 || std::string(medium) == "shm", InvalidArgumentError,
+               (ErrorContext{.rank = group.rank(), .op = "all_reduce"}),
+               std::string("all_reduce of GPU buffers needs every rank on one host (CUDA IPC); this group's peers are "
+                           "reached over ") + medium + ", and staging GPU data over TCP is not built yet");
+    if (!group.ipc_) group.ipc_ = std::make_unique<algorithms::IpcState>(buffer.device.index, group.size());
+    COMM_CHECK(group.ipc_->device() == buffer.device.index, InvalidArgumentError,
+               (ErrorContext{.rank = group.rank(), .op = "all_reduce"}),
+               "this group's GPU collectives use cuda:" + std::to_string(group.ipc_->device()) + ", not " +
+                   to_string(buffer.device) + "; use one device per rank and group");
+    void* stream = group.cuda_stream_;
+    algorithms::IpcState* state = group.ipc_.get();
+    auto work = group.start_collective(Collective::AllReduce, buffer.bytes(),
+        signature(Collective::AllReduce, Algorithm::Direct, &buffer, static_cast<int>(op_), -1, buffer.count),
+        [=](const CollectiveContext& context) {
+          algorithms::ipc_all_reduce(context, *state, buffer.data, buffer.count, buffer.dtype, op_, stream);
+          // Stream-ordered: everything is enqueued; the call (or its Work) completes when it ran.
+          cuda::Stream::synchronize_handle(stream, buffer.device.index);
+        }, async);
+    return work;
   }
 
   static std::shared_ptr<Work> reduce(ProcessGroup& group, Buffer buffer, int root, ReduceOp op_, Algorithm requested,

@@ -6,7 +6,7 @@
 
 namespace comm {
 
-void ProcessGroup::check_buffer(const Buffer& buffer, const char* op) const {
+void ProcessGroup::check_buffer(const Buffer& buffer, const char* op, bool device_allowed) const {
   check_member(op);
   ErrorContext context{.rank = rank(), .op = op};
   COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError, context,
@@ -20,9 +20,8 @@ void ProcessGroup::check_buffer(const Buffer& buffer, const char* op) const {
                "the buffer is tagged " + to_string(buffer.device) + " but its memory is " +
                    (actual < 0 ? std::string("host memory (or unknown to CUDA)") : "on cuda:" + std::to_string(actual)) +
                    "; tag a buffer with the device its memory is on");
-    COMM_CHECK(false, InvalidArgumentError, context,
-               "GPU buffers are not supported by collectives and send/recv yet (only the reduction kernels are); copy "
-               "the data to host memory first");
+    COMM_CHECK(device_allowed, InvalidArgumentError, context,
+               std::string(op) + " does not take GPU buffers yet (all_reduce does); copy the data to host memory first");
   } else if (buffer.count > 0 && cuda::devices_present()) {
     // Reading device memory from the host would crash: say what is wrong instead.
     int actual = cuda::device_of(buffer.data);

@@ -6,6 +6,7 @@
 #include "check.hpp"
 #include "collective_context.hpp"
 #include "collective_queue.hpp"
+#include "ipc_all_reduce.hpp"
 #include "transport.hpp"
 
 namespace comm {

@@ -27,6 +27,7 @@ class Transport;
 namespace algorithms {
 struct CollectiveContext;
 class ScratchPool;
+class IpcState;
 enum class Collective;
 }
 namespace detail {
@@ -135,6 +136,13 @@ class ProcessGroup {
   // the list gets a group whose rank() is -1 and whose every call is an error.
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks);
 
+  // GPU buffers (Device{Cuda, i}) are ordered against this CUDA stream (a cudaStream_t; the
+  // default, nullptr, is the legacy default stream): a call waits for work enqueued on it
+  // before, and work enqueued after sees the results. One stream per group. So far all_reduce
+  // takes GPU buffers, among ranks on one host (CUDA IPC); see docs/cuda.md.
+  void set_cuda_stream(void* stream) { cuda_stream_ = stream; }
+  void* cuda_stream() const { return cuda_stream_; }
+
   // Fails every pending operation of this group; later calls fail at once.
   void abort();
 
@@ -148,7 +156,8 @@ class ProcessGroup {
   Work start_send(Buffer buffer, int dst, int tag);
   Work start_recv(Buffer buffer, int src, int tag);
   void check_member(const char* op) const;
-  void check_buffer(const Buffer& buffer, const char* op) const;
+  // device_allowed: the call has a GPU path (otherwise a GPU buffer is refused by name).
+  void check_buffer(const Buffer& buffer, const char* op, bool device_allowed = false) const;
   void check_peer(int peer, const char* op, bool any_source_allowed) const;
   void check_tag(int tag, const char* op) const;
   void check_root(int root, const char* op) const;
@@ -163,6 +172,8 @@ class ProcessGroup {
   std::atomic<std::uint64_t> collective_sequence_{0};
   std::uint32_t groups_created_ = 0;
   std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
+  std::unique_ptr<algorithms::IpcState> ipc_;         // GPU collectives' state, made on first use
+  void* cuda_stream_ = nullptr;
   std::unique_ptr<detail::CollectiveQueue> queue_;    // last: its worker may use the members above
 };
 
