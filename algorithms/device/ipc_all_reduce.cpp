@@ -13,10 +13,10 @@ namespace {
 struct Announcement {
   cuda::IpcMemoryHandle allocation;
   std::uint64_t offset;  // of the buffer inside the allocation
-  cuda::IpcEventHandle events[3];
+  cuda::IpcEventHandle events[2];
 };
 
-constexpr std::uint64_t kAnnounceStep = 0, kReducedStep = 1, kDoneStep = 2;
+constexpr std::uint64_t kAnnounceStep = 0, kPushedStep = 1;
 
 // Sends `payload` to every peer and receives theirs into `incoming[peer]`, on one step.
 template <class T>
@@ -85,24 +85,19 @@ void ipc_all_reduce(const CollectiveContext& context, IpcState& state, void* dat
                  segment_length(r), dtype, op, device, stream);
   }
   if (op == ReduceOp::Avg) cuda::divide(own_segment, segment_length(r), dtype, static_cast<std::size_t>(n), device, stream);
+  // Phase 3: all-gather by push: segment r into every peer's buffer.
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == r) continue;
+    cuda::copy_async(peer_data[static_cast<std::size_t>(peer)] + segment_begin(r) * element, own_segment,
+                     segment_length(r) * element, device, stream);
+  }
+  // The call completes on this rank once every peer has pushed its segment here.
   state.own_[1]->record(stream);
   std::uint8_t token = 0;
   std::vector<std::uint8_t> tokens(static_cast<std::size_t>(n));
-  exchange_with_all(context, token, tokens, kReducedStep);
-
-  // Phase 3: all-gather, each segment copied from its owner once the owner has reduced it.
+  exchange_with_all(context, token, tokens, kPushedStep);
   for (int peer = 0; peer < n; ++peer) {
-    if (peer == r) continue;
-    auto p = static_cast<std::size_t>(peer);
-    state.peers_[p][1]->wait(stream);
-    cuda::copy_async(bytes + segment_begin(peer) * element, peer_data[p] + segment_begin(peer) * element,
-                     segment_length(peer) * element, device, stream);
-  }
-  // Done: nobody may change a buffer before every peer has finished reading it.
-  state.own_[2]->record(stream);
-  exchange_with_all(context, token, tokens, kDoneStep);
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer != r) state.peers_[static_cast<std::size_t>(peer)][2]->wait(stream);
+    if (peer != r) state.peers_[static_cast<std::size_t>(peer)][1]->wait(stream);
   }
 }
 

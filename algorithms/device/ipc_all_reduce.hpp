@@ -1,7 +1,13 @@
-// all_reduce of GPU buffers among ranks on one host, through CUDA IPC: each rank reads its
-// peers' buffers in place. Rank r reduces segment r of every peer's buffer into its own
-// (reduce-scatter), then copies every other segment from its owner (all-gather), so all ranks
-// end with the owner's bytes of each segment: bitwise identical.
+// all_reduce of GPU buffers among ranks on one host, through CUDA IPC: ranks read and write
+// their peers' buffers in place. Rank r reduces segment r of every peer's buffer into its own
+// (reduce-scatter), then writes the result into segment r of every peer's buffer (all-gather
+// by push), so all ranks end with the owner's bytes of each segment: bitwise identical.
+//
+// Two cross-process hand-offs per call, the fewest this needs: "my input is ready" before a
+// peer reads it, and "I have pushed my segment to you" before a peer's call completes. Nobody
+// else touches segment r of any buffer (only its owner reads and writes it), and a rank's pushes
+// come after its own reads on its stream, so no other ordering is needed. On a GPU time-shared
+// by processes every hand-off is a context switch (~140 us on the H100, docs/results/cuda.md).
 //
 // Ordering is stream-ordered and cross-process: each phase records an IPC event on the caller's
 // stream and then tells the peers through the transport (a small message); a peer makes its
@@ -34,7 +40,7 @@ class IpcState {
 
  private:
   friend void ipc_all_reduce(const CollectiveContext&, IpcState&, void*, std::size_t, DType, ReduceOp, void*);
-  static constexpr int kPhases = 3;  // inputs ready, segment reduced, done reading peers
+  static constexpr int kPhases = 2;  // inputs ready; own segment pushed to every peer
   int device_;
   std::vector<std::unique_ptr<cuda::InterprocessEvent>> own_;                  // [phase]
   std::vector<std::vector<std::unique_ptr<cuda::InterprocessEvent>>> peers_;   // [peer][phase]
