@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 run test_cuda_device "$pack/bin/test_cuda_device"
 run test_cuda_reduce "$pack/bin/test_cuda_reduce"
 run test_cuda_buffers "$pack/bin/test_cuda_buffers"
-for ranks in 1 2 3 4; do run gpu_all_reduce_$ranks "$pack/bin/commrun" -n $ranks "$pack/bin/gpu_all_reduce"; done
+for ranks in 1 2 3 4; do run gpu_collectives_$ranks "$pack/bin/commrun" -n $ranks "$pack/bin/gpu_collectives"; done
 run ipc_pingpong "$pack/bin/ipc_pingpong" --rounds 2000 --bytes 4096
 run ipc_pingpong_large "$pack/bin/ipc_pingpong" --rounds 200 --bytes 268435456
 run reduce_kernel_perf "$pack/bin/reduce_kernel_perf"

@@ -12,7 +12,7 @@
 #include "collective_queue.hpp"
 #include "comm/process_group.hpp"
 #include "direct.hpp"
-#include "ipc_all_reduce.hpp"
+#include "ipc_collectives.hpp"
 #include "fingerprint.hpp"
 #include "reduce.hpp"
 #include "ring.hpp"
@@ -90,8 +90,15 @@ struct CollectiveCalls {
   static std::shared_ptr<Work> broadcast(ProcessGroup& group, Buffer buffer, int root, Algorithm requested, bool async) {
     const char* op = "broadcast";
     group.check_member(op);
-    group.check_buffer(buffer, op);
+    group.check_buffer(buffer, op, true);
     group.check_root(root, op);
+    if (buffer.device.kind == Device::Kind::Cuda) {
+      return on_device(group, Collective::Broadcast, buffer,
+          signature(Collective::Broadcast, Algorithm::Direct, &buffer, -1, root, buffer.count),
+          [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
+            algorithms::ipc_broadcast(context, state, buffer.data, buffer.bytes(), root, stream);
+          }, async);
+    }
     Algorithm algorithm = pick(group, Collective::Broadcast, buffer.bytes(), requested);
     return group.start_collective(Collective::Broadcast, buffer.bytes(),
         signature(Collective::Broadcast, algorithm, &buffer, -1, root, buffer.count), [=](const CollectiveContext& context) {
@@ -109,7 +116,13 @@ struct CollectiveCalls {
     group.check_member(op);
     group.check_buffer(buffer, op, true);
     algorithms::check_supported(buffer.dtype, op_, group.rank());
-    if (buffer.device.kind == Device::Kind::Cuda) return device_all_reduce(group, buffer, op_, async);
+    if (buffer.device.kind == Device::Kind::Cuda) {
+      return on_device(group, Collective::AllReduce, buffer,
+          signature(Collective::AllReduce, Algorithm::Direct, &buffer, static_cast<int>(op_), -1, buffer.count),
+          [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
+            algorithms::ipc_all_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op_, stream);
+          }, async);
+    }
     Algorithm algorithm = pick(group, Collective::AllReduce, buffer.bytes(), requested);
     return group.start_collective(Collective::AllReduce, buffer.bytes(),
         signature(Collective::AllReduce, algorithm, &buffer, static_cast<int>(op_), -1, buffer.count), [=](const CollectiveContext& context) {
@@ -124,37 +137,47 @@ struct CollectiveCalls {
     }, async);
   }
 
-  // GPU buffers: CUDA IPC among the ranks of one host (docs/cuda.md).
-  static std::shared_ptr<Work> device_all_reduce(ProcessGroup& group, Buffer buffer, ReduceOp op_, bool async) {
+  // GPU buffers: CUDA IPC among the ranks of one host (docs/cuda.md). `run` gets the context,
+  // the group's IPC state and its stream; the host waits for the stream at the end, so the call
+  // (or its Work) completes when the stream has run the operation.
+  template <class Run>
+  static std::shared_ptr<Work> on_device(ProcessGroup& group, Collective collective, const Buffer& buffer,
+                                         std::uint64_t fingerprint, Run run, bool async) {
+    const char* op = algorithms::to_string(collective);
     const char* medium = group.transport_name();
     COMM_CHECK(group.size() == 1 || std::string(medium) == "shm", InvalidArgumentError,
-               (ErrorContext{.rank = group.rank(), .op = "all_reduce"}),
-               std::string("all_reduce of GPU buffers needs every rank on one host (CUDA IPC); this group's peers are "
-                           "reached over ") + medium + ", and staging GPU data over TCP is not built yet");
+               (ErrorContext{.rank = group.rank(), .op = op}),
+               std::string(op) + " of GPU buffers needs every rank on one host (CUDA IPC); this group's peers are "
+                   "reached over " + medium + ", and staging GPU data over TCP is not built yet");
     if (!group.ipc_) group.ipc_ = std::make_unique<algorithms::IpcState>(buffer.device.index, group.size());
     COMM_CHECK(group.ipc_->device() == buffer.device.index, InvalidArgumentError,
-               (ErrorContext{.rank = group.rank(), .op = "all_reduce"}),
+               (ErrorContext{.rank = group.rank(), .op = op}),
                "this group's GPU collectives use cuda:" + std::to_string(group.ipc_->device()) + ", not " +
                    to_string(buffer.device) + "; use one device per rank and group");
     void* stream = group.cuda_stream_;
     algorithms::IpcState* state = group.ipc_.get();
-    auto work = group.start_collective(Collective::AllReduce, buffer.bytes(),
-        signature(Collective::AllReduce, Algorithm::Direct, &buffer, static_cast<int>(op_), -1, buffer.count),
+    int device = buffer.device.index;
+    return group.start_collective(collective, buffer.bytes(), fingerprint,
         [=](const CollectiveContext& context) {
-          algorithms::ipc_all_reduce(context, *state, buffer.data, buffer.count, buffer.dtype, op_, stream);
-          // Stream-ordered: everything is enqueued; the call (or its Work) completes when it ran.
-          cuda::Stream::synchronize_handle(stream, buffer.device.index);
+          run(context, *state, stream);
+          cuda::Stream::synchronize_handle(stream, device);
         }, async);
-    return work;
   }
 
   static std::shared_ptr<Work> reduce(ProcessGroup& group, Buffer buffer, int root, ReduceOp op_, Algorithm requested,
                                       bool async) {
     const char* op = "reduce";
     group.check_member(op);
-    group.check_buffer(buffer, op);
+    group.check_buffer(buffer, op, true);
     group.check_root(root, op);
     algorithms::check_supported(buffer.dtype, op_, group.rank());
+    if (buffer.device.kind == Device::Kind::Cuda) {
+      return on_device(group, Collective::Reduce, buffer,
+          signature(Collective::Reduce, Algorithm::Direct, &buffer, static_cast<int>(op_), root, buffer.count),
+          [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
+            algorithms::ipc_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op_, root, stream);
+          }, async);
+    }
     Algorithm algorithm = pick(group, Collective::Reduce, buffer.bytes(), requested);
     return group.start_collective(Collective::Reduce, buffer.bytes(),
         signature(Collective::Reduce, algorithm, &buffer, static_cast<int>(op_), root, buffer.count), [=](const CollectiveContext& context) {
@@ -171,14 +194,21 @@ struct CollectiveCalls {
     const char* op = "all_gather";
     group.check_member(op);
     check_pair(group, output, input, op);
-    group.check_buffer(output, op);
-    group.check_buffer(input, op);
+    group.check_buffer(output, op, true);
+    group.check_buffer(input, op, true);
     auto n = static_cast<std::size_t>(group.size());
     check_count(group, output.count >= input.count * n, op,
                 "the output holds " + std::to_string(output.count) + " elements; it needs size() x input count = " +
                     std::to_string(input.count * n));
-    pick(group, Collective::AllGather, input.bytes(), requested);
     std::size_t block = input.bytes();
+    if (output.device.kind == Device::Kind::Cuda) {
+      return on_device(group, Collective::AllGather, output,
+          signature(Collective::AllGather, Algorithm::Direct, &input, -1, -1, input.count),
+          [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
+            algorithms::ipc_all_gather(context, state, output.data, input.data, block, stream);
+          }, async);
+    }
+    pick(group, Collective::AllGather, input.bytes(), requested);
     return group.start_collective(Collective::AllGather, block,
         signature(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count), [=](const CollectiveContext& context) {
       std::uint8_t* own = bytes_of(output) + static_cast<std::size_t>(context.rank) * block;
@@ -271,13 +301,21 @@ struct CollectiveCalls {
     const char* op = "reduce_scatter";
     group.check_member(op);
     check_pair(group, output, input, op);
-    group.check_buffer(output, op);
-    group.check_buffer(input, op);
+    group.check_buffer(output, op, true);
+    group.check_buffer(input, op, true);
     algorithms::check_supported(input.dtype, op_, group.rank());
     auto n = static_cast<std::size_t>(group.size());
     check_count(group, input.count >= output.count * n, op,
                 "the input holds " + std::to_string(input.count) + " elements; it needs size() x output count = " +
                     std::to_string(output.count * n));
+    if (output.device.kind == Device::Kind::Cuda) {
+      return on_device(group, Collective::ReduceScatter, output,
+          signature(Collective::ReduceScatter, Algorithm::Direct, &output, static_cast<int>(op_), -1, output.count),
+          [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
+            algorithms::ipc_reduce_scatter(context, state, output.data, input.data, output.count, output.dtype, op_,
+                                           stream);
+          }, async);
+    }
     pick(group, Collective::ReduceScatter, output.bytes(), requested);
     return group.start_collective(Collective::ReduceScatter, output.bytes(),
         signature(Collective::ReduceScatter, Algorithm::Ring, &output, static_cast<int>(op_), -1, output.count), [=](const CollectiveContext& context) {

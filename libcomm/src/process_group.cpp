@@ -6,7 +6,7 @@
 #include "check.hpp"
 #include "collective_context.hpp"
 #include "collective_queue.hpp"
-#include "ipc_all_reduce.hpp"
+#include "ipc_collectives.hpp"
 #include "transport.hpp"
 
 namespace comm {

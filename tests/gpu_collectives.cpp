@@ -1,0 +1,164 @@
+// Collectives on GPU buffers among the ranks of one host (CUDA IPC), run under commrun on the GPU
+// machine. all_reduce: every dtype x op at several counts against the reference computed from
+// every rank's input, bitwise-identical results on every rank, and stream ordering (a kernel
+// writes the input just before the call and another reads the output just after, with no
+// synchronisation between). broadcast, reduce, all_gather and reduce_scatter: every root, in and
+// out of place, a few dtypes and ops.
+//   commrun -n 3 build/tests/gpu_collectives        exit 0: all correct, 1: wrong, 77: no GPU
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "comm/comm.hpp"
+#include "cuda/memory.hpp"
+#include "cuda/reduce.hpp"
+#include "device.hpp"
+#include "reduce.hpp"
+#include "support/reduce_reference.hpp"
+
+using namespace comm::testing;
+namespace cuda = comm::cuda;
+
+int main() {
+  auto status = cuda::device_status();
+  if (status.device_count == 0) {
+    std::printf("SKIP: no usable CUDA device (%s)\n", status.reason.c_str());
+    return 77;
+  }
+  auto group = comm::init_process_group();
+  int rank = group->rank(), size = group->size();
+  const int device = 0;  // every rank on the one GPU, as users test multi-rank code
+  cuda::Stream stream(device);
+  group->set_cuda_stream(stream.handle());
+  std::int64_t failures = 0, checked = 0;
+  auto fail = [&](const std::string& what) {
+    ++failures;
+    std::fprintf(stderr, "[rank %d] FAIL %s\n", rank, what.c_str());
+  };
+
+  unsigned salt = 0;
+  for (DType dtype : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      if (!comm::algorithms::supports(dtype, op)) continue;
+      for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1003}, std::size_t{1000003}}) {
+        if (count > 1003 && !(op == ReduceOp::Sum && (dtype == DType::Float32 || dtype == DType::BFloat16))) continue;
+        auto inputs = all_inputs(size, dtype, count, ++salt);
+        std::size_t bytes = count * comm::element_size(dtype);
+        cuda::DeviceMemory buffer(bytes, device);
+        cuda::copy(buffer.data(), inputs[static_cast<std::size_t>(rank)].data(), bytes, device);
+        group->all_reduce(comm::Buffer(buffer.data(), count, dtype, {comm::Device::Kind::Cuda, device}), op);
+        std::vector<std::uint8_t> result(bytes);
+        cuda::copy(result.data(), buffer.data(), bytes, device);
+        std::string what = std::string(comm::to_string(dtype)) + " " + comm::to_string(op) + " x " + std::to_string(count);
+        if (count_wrong(result, inputs, dtype, op, count) != 0) fail(what + ": wrong values");
+        // Bitwise identical: everyone's result against rank 0's, gathered on the CPU.
+        std::vector<std::uint8_t> everyone(bytes * static_cast<std::size_t>(size));
+        group->all_gather(comm::Buffer(everyone.data(), everyone.size(), DType::UInt8),
+                          comm::Buffer(result.data(), bytes, DType::UInt8));
+        for (int r = 1; r < size; ++r) {
+          if (std::memcmp(everyone.data(), everyone.data() + static_cast<std::size_t>(r) * bytes, bytes) != 0) {
+            fail(what + ": rank " + std::to_string(r) + " differs from rank 0");
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+
+  // broadcast, reduce, all_gather, reduce_scatter
+  const comm::Device gpu{comm::Device::Kind::Cuda, device};
+  auto upload = [&](const std::vector<std::uint8_t>& host) {
+    cuda::DeviceMemory memory(host.size(), device);
+    cuda::copy(memory.data(), host.data(), host.size(), device);
+    return memory;
+  };
+  auto download = [&](const void* from, std::size_t bytes) {
+    std::vector<std::uint8_t> host(bytes);
+    cuda::copy(host.data(), from, bytes, device);
+    return host;
+  };
+  auto me = static_cast<std::size_t>(rank);
+  auto n = static_cast<std::size_t>(size);
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Int64, DType::UInt8}) {
+    std::size_t element = comm::element_size(dtype);
+    for (std::size_t count : {std::size_t{1}, std::size_t{1003}, std::size_t{300007}}) {
+      std::string what = std::string(comm::to_string(dtype)) + " x " + std::to_string(count);
+      for (int root = 0; root < size; ++root) {
+        auto inputs = all_inputs(size, dtype, count, ++salt);
+        auto data = upload(inputs[me]);
+        group->broadcast(comm::Buffer(data.data(), count, dtype, gpu), root);
+        if (download(data.data(), count * element) != inputs[static_cast<std::size_t>(root)]) {
+          fail("broadcast " + what + " root " + std::to_string(root));
+        }
+        ReduceOp op = root % 2 == 0 ? ReduceOp::Sum : ReduceOp::Max;
+        data = upload(inputs[me]);
+        group->reduce(comm::Buffer(data.data(), count, dtype, gpu), root, op);
+        auto result = download(data.data(), count * element);
+        if (rank == root ? count_wrong(result, inputs, dtype, op, count) != 0 : result != inputs[me]) {
+          fail("reduce " + what + " root " + std::to_string(root));
+        }
+        checked += 2;
+      }
+      for (bool in_place : {false, true}) {
+        std::string form = in_place ? " in place" : " out of place";
+        // all_gather: block r of every output is rank r's input
+        auto inputs = all_inputs(size, dtype, count, ++salt);
+        std::vector<std::uint8_t> expected;
+        for (auto& input : inputs) expected.insert(expected.end(), input.begin(), input.end());
+        cuda::DeviceMemory output(n * count * element, device);
+        auto input = upload(inputs[me]);
+        void* input_at = input.data();
+        if (in_place) {
+          cuda::copy(static_cast<std::uint8_t*>(output.data()) + me * count * element, inputs[me].data(), count * element, device);
+          input_at = static_cast<std::uint8_t*>(output.data()) + me * count * element;
+        }
+        group->all_gather(comm::Buffer(output.data(), n * count, dtype, gpu), comm::Buffer(input_at, count, dtype, gpu));
+        if (download(output.data(), n * count * element) != expected) fail("all_gather " + what + form);
+        // reduce_scatter: block r of the reduction of every input lands on rank r
+        auto blocks = all_inputs(size, dtype, n * count, ++salt);
+        std::vector<std::vector<std::uint8_t>> mine;
+        for (auto& block : blocks) {
+          mine.emplace_back(block.begin() + static_cast<std::ptrdiff_t>(me * count * element),
+                            block.begin() + static_cast<std::ptrdiff_t>((me + 1) * count * element));
+        }
+        auto whole = upload(blocks[me]);
+        cuda::DeviceMemory separate(count * element, device);
+        void* output_at = in_place ? static_cast<std::uint8_t*>(whole.data()) + me * count * element : separate.data();
+        group->reduce_scatter(comm::Buffer(output_at, count, dtype, gpu), comm::Buffer(whole.data(), n * count, dtype, gpu),
+                              ReduceOp::Sum);
+        if (count_wrong(download(output_at, count * element), mine, dtype, ReduceOp::Sum, count) != 0) {
+          fail("reduce_scatter " + what + form);
+        }
+        checked += 2;
+      }
+    }
+  }
+
+  // Stream ordering: ones + rank written by a kernel just before, read by a kernel just after.
+  {
+    const std::size_t count = 1 << 20;
+    std::vector<float> rank_values(count, static_cast<float>(rank)), ones(count, 1.0f);
+    cuda::DeviceMemory data(count * 4, device), one(count * 4, device), out(count * 4, device);
+    cuda::copy(data.data(), rank_values.data(), count * 4, device);
+    cuda::copy(one.data(), ones.data(), count * 4, device);
+    cuda::reduce(data.data(), data.data(), one.data(), count, DType::Float32, ReduceOp::Sum, device, stream.handle());
+    group->iall_reduce(comm::Buffer(data.data(), count, DType::Float32, {comm::Device::Kind::Cuda, device}))->wait();
+    cuda::reduce(out.data(), data.data(), one.data(), count, DType::Float32, ReduceOp::Sum, device, stream.handle());
+    stream.synchronize();
+    std::vector<float> result(count);
+    cuda::copy(result.data(), out.data(), count * 4, device);
+    float want = static_cast<float>(size * (size + 1) / 2 + 1);  // sum of (r + 1), then + 1
+    std::size_t wrong = 0;
+    for (float value : result) wrong += value != want;
+    if (wrong != 0) fail("stream ordering: " + std::to_string(wrong) + " wrong elements");
+    ++checked;
+  }
+
+  std::vector<std::int64_t> total{failures};
+  group->all_reduce(total);
+  if (rank == 0) {
+    std::printf("gpu_collectives: %d ranks, %lld cases per rank, %lld failures\n", size, static_cast<long long>(checked),
+                static_cast<long long>(total[0]));
+  }
+  return total[0] == 0 ? 0 : 1;
+}
