@@ -2,8 +2,8 @@
 // machine. all_reduce: every dtype x op at several counts against the reference computed from
 // every rank's input, bitwise-identical results on every rank, and stream ordering (a kernel
 // writes the input just before the call and another reads the output just after, with no
-// synchronisation between). broadcast, reduce, all_gather and reduce_scatter: every root, in and
-// out of place, a few dtypes and ops.
+// synchronisation between). broadcast, reduce, gather, scatter, all_gather, reduce_scatter and
+// all_to_all: every root, in and out of place, a few dtypes and ops.
 //   commrun -n 3 build/tests/gpu_collectives        exit 0: all correct, 1: wrong, 77: no GPU
 #include <cstdio>
 #include <cstring>
@@ -130,6 +130,53 @@ int main() {
           fail("reduce_scatter " + what + form);
         }
         checked += 2;
+      }
+      for (int root = 0; root < size; ++root) {
+        // gather: the root's outputs[r] hold rank r's input
+        auto inputs = all_inputs(size, dtype, count, ++salt);
+        auto input = upload(inputs[me]);
+        std::vector<cuda::DeviceMemory> outputs;
+        std::vector<comm::Buffer> output_views;
+        for (int r = 0; r < size; ++r) {
+          outputs.emplace_back(count * element, device);
+          output_views.emplace_back(outputs.back().data(), count, dtype, gpu);
+        }
+        group->gather(comm::Buffer(input.data(), count, dtype, gpu), output_views, root);
+        if (rank == root) {
+          for (int r = 0; r < size; ++r) {
+            if (download(outputs[static_cast<std::size_t>(r)].data(), count * element) != inputs[static_cast<std::size_t>(r)]) {
+              fail("gather " + what + " root " + std::to_string(root) + " block " + std::to_string(r));
+            }
+          }
+        }
+        // scatter: rank r receives the root's inputs[r] (here: the r-th of every rank's inputs)
+        std::vector<comm::Buffer> input_views;
+        std::vector<cuda::DeviceMemory> sources;
+        for (int r = 0; r < size; ++r) {
+          sources.push_back(upload(inputs[static_cast<std::size_t>(r)]));
+          input_views.emplace_back(sources.back().data(), count, dtype, gpu);
+        }
+        cuda::DeviceMemory received(count * element, device);
+        group->scatter(comm::Buffer(received.data(), count, dtype, gpu), input_views, root);
+        if (download(received.data(), count * element) != inputs[me]) fail("scatter " + what + " root " + std::to_string(root));
+        checked += 2;
+      }
+      for (bool in_place : {false, true}) {
+        // all_to_all: block j of rank s's input lands in block s of rank j's output
+        auto inputs = all_inputs(size, dtype, n * count, ++salt);
+        std::vector<std::uint8_t> expected;
+        for (auto& input : inputs) {
+          expected.insert(expected.end(), input.begin() + static_cast<std::ptrdiff_t>(me * count * element),
+                          input.begin() + static_cast<std::ptrdiff_t>((me + 1) * count * element));
+        }
+        auto input = upload(inputs[me]);
+        cuda::DeviceMemory separate(n * count * element, device);
+        void* output_at = in_place ? input.data() : separate.data();
+        group->all_to_all(comm::Buffer(output_at, n * count, dtype, gpu), comm::Buffer(input.data(), n * count, dtype, gpu));
+        if (download(output_at, n * count * element) != expected) {
+          fail("all_to_all " + what + (in_place ? " in place" : " out of place"));
+        }
+        ++checked;
       }
     }
   }

@@ -172,4 +172,50 @@ void ipc_reduce_scatter(const CollectiveContext& context, IpcState& state, void*
   if (op == ReduceOp::Avg && n > 1) cuda::divide(output, block_count, dtype, static_cast<std::size_t>(n), device, stream);
 }
 
+void ipc_gather(const CollectiveContext& context, IpcState& state, const void* input, std::size_t bytes,
+                const std::vector<void*>& outputs, int root, void* stream) {
+  int device = state.device();
+  if (context.rank == root && bytes > 0 && outputs[static_cast<std::size_t>(root)] != input) {
+    cuda::copy_async(outputs[static_cast<std::size_t>(root)], input, bytes, device, stream);
+  }
+  if (context.size == 1 || bytes == 0) return;
+  IpcCall call(context, state, input, stream);
+  if (context.rank == root) {
+    for (int peer = 0; peer < context.size; ++peer) {
+      if (peer != root) cuda::copy_async(outputs[static_cast<std::size_t>(peer)], call.peer(peer), bytes, device, stream);
+    }
+  }
+  call.finish();
+}
+
+void ipc_scatter(const CollectiveContext& context, IpcState& state, void* output, std::size_t bytes,
+                 const std::vector<const void*>& inputs, int root, void* stream) {
+  int device = state.device();
+  if (context.rank == root && bytes > 0 && inputs[static_cast<std::size_t>(root)] != output) {
+    cuda::copy_async(output, inputs[static_cast<std::size_t>(root)], bytes, device, stream);
+  }
+  if (context.size == 1 || bytes == 0) return;
+  IpcCall call(context, state, output, stream);
+  if (context.rank == root) {
+    for (int peer = 0; peer < context.size; ++peer) {
+      if (peer != root) cuda::copy_async(call.peer(peer), inputs[static_cast<std::size_t>(peer)], bytes, device, stream);
+    }
+  }
+  call.finish();
+}
+
+void ipc_all_to_all(const CollectiveContext& context, IpcState& state, void* output, const void* input,
+                    std::size_t block_bytes, void* stream) {
+  int n = context.size, r = context.rank, device = state.device();
+  auto block = [&](int rank) { return static_cast<std::size_t>(rank) * block_bytes; };
+  const auto* in = static_cast<const std::uint8_t*>(input);
+  if (block_bytes > 0) cuda::copy_async(static_cast<std::uint8_t*>(output) + block(r), in + block(r), block_bytes, device, stream);
+  if (n == 1 || block_bytes == 0) return;
+  IpcCall call(context, state, output, stream);
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer != r) cuda::copy_async(call.peer(peer) + block(r), in + block(peer), block_bytes, device, stream);
+  }
+  call.finish();
+}
+
 }  // namespace comm::algorithms

@@ -15,6 +15,7 @@
 // ends with the owner's bytes (bitwise identical). broadcast: non-roots copy from the root.
 // reduce: the root reduces every peer's buffer into its own. all_gather: each rank pushes its
 // input into block r of every output. reduce_scatter: rank r reduces block r of every input.
+// gather: the root pulls; scatter and all_to_all: the sender pushes into the receivers' outputs.
 #pragma once
 
 #include <cstddef>
@@ -60,5 +61,15 @@ void ipc_all_gather(const CollectiveContext& context, IpcState& state, void* out
 // input holds size() blocks of block_count elements; block rank() of their reduction into output.
 void ipc_reduce_scatter(const CollectiveContext& context, IpcState& state, void* output, const void* input,
                         std::size_t block_count, DType dtype, ReduceOp op, void* stream);
+// The root pulls every rank's input into outputs[rank] (outputs only read on the root).
+void ipc_gather(const CollectiveContext& context, IpcState& state, const void* input, std::size_t bytes,
+                const std::vector<void*>& outputs, int root, void* stream);
+// The root pushes inputs[rank] into every rank's output (inputs only read on the root).
+void ipc_scatter(const CollectiveContext& context, IpcState& state, void* output, std::size_t bytes,
+                 const std::vector<const void*>& inputs, int root, void* stream);
+// Block j of this rank's input goes into block rank() of rank j's output (pushed). input must not
+// be output (the caller copies an in-place input aside first).
+void ipc_all_to_all(const CollectiveContext& context, IpcState& state, void* output, const void* input,
+                    std::size_t block_bytes, void* stream);
 
 }  // namespace comm::algorithms

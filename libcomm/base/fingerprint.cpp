@@ -5,8 +5,9 @@
 namespace comm::detail {
 namespace {
 
-constexpr int kCollectiveShift = 60, kDTypeShift = 56, kOpShift = 52, kAlgorithmShift = 49, kRootShift = 39;
-constexpr std::uint64_t kCountMask = (std::uint64_t{1} << 39) - 1;
+constexpr int kCollectiveShift = 60, kDTypeShift = 56, kOpShift = 52, kAlgorithmShift = 49, kRootShift = 39,
+              kGpuShift = 38;
+constexpr std::uint64_t kCountMask = (std::uint64_t{1} << 38) - 1;
 
 std::uint64_t field(std::uint64_t fingerprint, int shift, int bits) {
   return (fingerprint >> shift) & ((std::uint64_t{1} << bits) - 1);
@@ -19,7 +20,7 @@ std::uint64_t fingerprint(const CallSignature& call) {
   return static_cast<std::uint64_t>(call.collective + 1) << kCollectiveShift |
          static_cast<std::uint64_t>(call.dtype + 1) << kDTypeShift | static_cast<std::uint64_t>(call.op + 1) << kOpShift |
          static_cast<std::uint64_t>(call.algorithm) << kAlgorithmShift | root << kRootShift |
-         (static_cast<std::uint64_t>(call.count) & kCountMask);
+         static_cast<std::uint64_t>(call.gpu) << kGpuShift | (static_cast<std::uint64_t>(call.count) & kCountMask);
 }
 
 std::string describe_fingerprint(std::uint64_t fingerprint) {
@@ -35,7 +36,7 @@ std::string describe_fingerprint(std::uint64_t fingerprint) {
   }
   if (op >= 0) text += std::string(to_string(static_cast<ReduceOp>(op))) + ", ";
   if (root >= 0) text += "root " + std::to_string(root) + (root == 1021 ? "+" : "") + ", ";
-  text += std::string(to_string(algorithm)) + ")";
+  text += std::string(to_string(algorithm)) + (field(fingerprint, kGpuShift, 1) ? ", GPU buffers" : "") + ")";
   return text;
 }
 

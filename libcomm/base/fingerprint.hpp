@@ -2,7 +2,7 @@
 // fingerprint (transports check it on arrival), so ranks that called different things in the
 // same slot of a group get an error saying what each called, instead of a hang or garbage.
 // Layout, high to low: collective+1 (4 bits; 0 = not a collective), dtype+1 (4), op+1 (4),
-// algorithm (3), root+1 (10; 1023 for roots >= 1022), count (39, modulo 2^39).
+// algorithm (3), root+1 (10; 1023 for roots >= 1022), GPU buffers (1), count (38, modulo 2^38).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,7 @@ struct CallSignature {
   Algorithm algorithm = Algorithm::Auto;
   int root = -1;        // or -1
   std::size_t count = 0;
+  bool gpu = false;     // the call's buffers are GPU memory (a different protocol from host buffers)
 };
 
 std::uint64_t fingerprint(const CallSignature& call);

@@ -79,8 +79,9 @@ struct CollectiveCalls {
   // The call's fingerprint: what every rank must agree on (see fingerprint.hpp).
   static std::uint64_t signature(Collective collective, Algorithm algorithm, const Buffer* buffer, int op, int root,
                                  std::size_t count) {
+    bool gpu = buffer != nullptr && buffer->device.kind == Device::Kind::Cuda;
     return detail::fingerprint({static_cast<int>(collective), buffer ? static_cast<int>(buffer->dtype) : -1, op,
-                                algorithm, root, count});
+                                algorithm, root, count, gpu});
   }
 
   static Algorithm pick(const ProcessGroup& group, Collective collective, std::size_t bytes, Algorithm requested) {
@@ -248,7 +249,7 @@ struct CollectiveCalls {
   static std::shared_ptr<Work> gather(ProcessGroup& group, Buffer input, std::span<Buffer> outputs, int root, bool async) {
     const char* op = "gather";
     group.check_member(op);
-    group.check_buffer(input, op);
+    group.check_buffer(input, op, true);
     group.check_root(root, op);
     std::vector<void*> blocks;
     if (group.rank() == root) {
@@ -257,12 +258,19 @@ struct CollectiveCalls {
                       std::to_string(group.size()) + ")");
       for (const Buffer& output : outputs) {
         check_pair(group, output, input, op);
-        group.check_buffer(output, op);
+        group.check_buffer(output, op, true);
         check_count(group, output.count >= input.count, op,
                     "an output buffer holds " + std::to_string(output.count) + " elements, fewer than the input's " +
                         std::to_string(input.count));
         blocks.push_back(output.data);
       }
+    }
+    if (input.device.kind == Device::Kind::Cuda) {
+      return on_device(group, Collective::Gather, input,
+          signature(Collective::Gather, Algorithm::Direct, &input, -1, root, input.count),
+          [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
+            algorithms::ipc_gather(context, state, input.data, input.bytes(), blocks, root, stream);
+          }, async);
     }
     return group.start_collective(Collective::Gather, input.bytes(),
         signature(Collective::Gather, Algorithm::Direct, &input, -1, root, input.count), [=](const CollectiveContext& context) {
@@ -274,7 +282,7 @@ struct CollectiveCalls {
                                        bool async) {
     const char* op = "scatter";
     group.check_member(op);
-    group.check_buffer(output, op);
+    group.check_buffer(output, op, true);
     group.check_root(root, op);
     std::vector<const void*> blocks;
     if (group.rank() == root) {
@@ -283,12 +291,19 @@ struct CollectiveCalls {
                       std::to_string(group.size()) + ")");
       for (const Buffer& input : inputs) {
         check_pair(group, output, input, op);
-        group.check_buffer(input, op);
+        group.check_buffer(input, op, true);
         check_count(group, input.count == output.count, op,
                     "an input buffer holds " + std::to_string(input.count) + " elements and the output " +
                         std::to_string(output.count) + "; they must be equal");
         blocks.push_back(input.data);
       }
+    }
+    if (output.device.kind == Device::Kind::Cuda) {
+      return on_device(group, Collective::Scatter, output,
+          signature(Collective::Scatter, Algorithm::Direct, &output, -1, root, output.count),
+          [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
+            algorithms::ipc_scatter(context, state, output.data, output.bytes(), blocks, root, stream);
+          }, async);
     }
     return group.start_collective(Collective::Scatter, output.bytes(),
         signature(Collective::Scatter, Algorithm::Direct, &output, -1, root, output.count), [=](const CollectiveContext& context) {
@@ -337,8 +352,8 @@ struct CollectiveCalls {
     const char* op = "all_to_all";
     group.check_member(op);
     check_pair(group, output, input, op);
-    group.check_buffer(output, op);
-    group.check_buffer(input, op);
+    group.check_buffer(output, op, true);
+    group.check_buffer(input, op, true);
     auto n = static_cast<std::size_t>(group.size());
     check_count(group, input.count % n == 0, op,
                 "the input holds " + std::to_string(input.count) + " elements, not a multiple of the group size " +
@@ -346,6 +361,21 @@ struct CollectiveCalls {
     check_count(group, output.count >= input.count, op,
                 "the output holds " + std::to_string(output.count) + " elements, fewer than the input's " +
                     std::to_string(input.count));
+    if (output.device.kind == Device::Kind::Cuda) {
+      return on_device(group, Collective::AllToAll, output,
+          signature(Collective::AllToAll, Algorithm::Direct, &input, -1, -1, input.count),
+          [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
+            std::size_t block = input.bytes() / static_cast<std::size_t>(context.size);
+            if (input.data != output.data) {
+              return algorithms::ipc_all_to_all(context, state, output.data, input.data, block, stream);
+            }
+            // In place: peers push into this buffer while it is still being sent from.
+            cuda::DeviceMemory copy(input.bytes(), input.device.index);
+            cuda::copy_async(copy.data(), input.data, input.bytes(), input.device.index, stream);
+            algorithms::ipc_all_to_all(context, state, output.data, copy.data(), block, stream);
+            cuda::Stream::synchronize_handle(stream, input.device.index);  // before the copy is freed
+          }, async);
+    }
     return group.start_collective(Collective::AllToAll, input.bytes() / n,
         signature(Collective::AllToAll, Algorithm::Direct, &input, -1, -1, input.count), [=](const CollectiveContext& context) {
       std::size_t block = input.bytes() / n;

@@ -21,8 +21,8 @@ void ProcessGroup::check_buffer(const Buffer& buffer, const char* op, bool devic
                    (actual < 0 ? std::string("host memory (or unknown to CUDA)") : "on cuda:" + std::to_string(actual)) +
                    "; tag a buffer with the device its memory is on");
     COMM_CHECK(device_allowed, InvalidArgumentError, context,
-               std::string(op) + " does not take GPU buffers yet (all_reduce, broadcast, reduce, all_gather into one buffer and "
-               "reduce_scatter do); copy the data to host memory first");
+               std::string(op) + " does not take GPU buffers yet (the collectives other than barrier and the list form "
+               "of all_gather do); copy the data to host memory first");
   } else if (buffer.count > 0 && cuda::devices_present()) {
     // Reading device memory from the host would crash: say what is wrong instead.
     int actual = cuda::device_of(buffer.data);
