@@ -41,14 +41,17 @@ ip -n "$a" addr add 10.88.0.1/24 dev decoy0 2>/dev/null
 ip -n "$b" addr add 10.88.0.2/24 dev decoy0 2>/dev/null
 
 failures=0
+# A job token of our own names this test's shared-memory segments (comm-<first 16 characters>-...),
+# so the leftover check below ignores segments of tests running beside this one.
+token="twohosts$(printf '%08d' $$)xx"
 run_job() {  # $1: label, then environment assignments for the ranks
   local label=$1
   shift
   local port=29611
-  ip netns exec "$a" env "$@" COMM_LOG_LEVEL=info timeout 60 "$commrun" --nnodes 2 --node-rank 0 \
+  ip netns exec "$a" env "$@" COMM_JOB_TOKEN="$token" COMM_LOG_LEVEL=info timeout 60 "$commrun" --nnodes 2 --node-rank 0 \
     --master-addr 10.77.0.1 --master-port $port -n 2 "$helper" p2p-exchange >"$work/$label.a" 2>&1 &
   local first=$!
-  ip netns exec "$b" env "$@" COMM_LOG_LEVEL=info timeout 60 "$commrun" --nnodes 2 --node-rank 1 \
+  ip netns exec "$b" env "$@" COMM_JOB_TOKEN="$token" COMM_LOG_LEVEL=info timeout 60 "$commrun" --nnodes 2 --node-rank 1 \
     --master-addr 10.77.0.1 --master-port $port -n 2 "$helper" p2p-exchange >"$work/$label.b" 2>&1
   local second=$?
   wait $first
@@ -83,7 +86,7 @@ run_job default                                   # the route towards the store 
 run_job ifname COMM_SOCKET_IFNAME="${tag}v"       # a name prefix
 run_job exclude COMM_SOCKET_IFNAME="^lo,decoy"    # everything but loopback and the decoy
 
-leftover=$(ls /dev/shm | grep -c '^comm-' || true)
+leftover=$(ls /dev/shm | grep -c "^comm-${token:0:16}-" || true)
 if [ "$leftover" -ne 0 ]; then
   echo "FAIL: $leftover shared-memory segment(s) left in /dev/shm"
   failures=$((failures + 1))
