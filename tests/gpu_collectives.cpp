@@ -181,6 +181,41 @@ int main() {
     }
   }
 
+  // send/recv: pairs (0,1), (2,3), ... exchange, both ways, at an odd offset inside an allocation
+  if (size > 1 && rank < size - size % 2) {
+    int partner = rank ^ 1;
+    for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, (std::size_t{1} << 20) + 3}) {
+      auto mine_bytes = all_inputs(size, DType::UInt8, bytes, ++salt);
+      cuda::DeviceMemory outgoing(bytes + 16, device), incoming(bytes + 16, device);
+      auto* send_at = static_cast<std::uint8_t*>(outgoing.data()) + 5;
+      auto* recv_at = static_cast<std::uint8_t*>(incoming.data()) + 3;
+      if (bytes > 0) cuda::copy(send_at, mine_bytes[me].data(), bytes, device);
+      comm::Buffer out(send_at, bytes, DType::UInt8, gpu), in(recv_at, bytes, DType::UInt8, gpu);
+      if (rank % 2 == 0) {
+        group->send(out, partner, 3);
+        group->recv(in, partner, 3);
+      } else {
+        group->recv(in, partner, 3);
+        group->send(out, partner, 3);
+      }
+      if (download(recv_at, bytes) != mine_bytes[static_cast<std::size_t>(partner)]) {
+        fail("send/recv of " + std::to_string(bytes) + " GPU bytes");
+      }
+      ++checked;
+    }
+    // A receive buffer too small for the message: both sides get an error, nothing is copied.
+    cuda::DeviceMemory big(64, device), small(16, device);
+    bool threw = false;
+    try {
+      if (rank % 2 == 0) group->send(comm::Buffer(big.data(), 64, DType::UInt8, gpu), partner, 4);
+      else group->recv(comm::Buffer(small.data(), 16, DType::UInt8, gpu), partner, 4);
+    } catch (const comm::Error& error) {
+      threw = std::string(error.what()).find("16 bytes") != std::string::npos;
+    }
+    if (!threw) fail("a too small GPU receive buffer is not an error on both sides");
+    ++checked;
+  }
+
   // Stream ordering: ones + rank written by a kernel just before, read by a kernel just after.
   {
     const std::size_t count = 1 << 20;

@@ -2,6 +2,8 @@
 #include "check.hpp"
 #include "comm/process_group.hpp"
 #include "cuda/memory.hpp"
+#include "ipc_collectives.hpp"
+#include "ipc_point_to_point.hpp"
 #include "transport.hpp"
 
 namespace comm {
@@ -21,8 +23,8 @@ void ProcessGroup::check_buffer(const Buffer& buffer, const char* op, bool devic
                    (actual < 0 ? std::string("host memory (or unknown to CUDA)") : "on cuda:" + std::to_string(actual)) +
                    "; tag a buffer with the device its memory is on");
     COMM_CHECK(device_allowed, InvalidArgumentError, context,
-               std::string(op) + " does not take GPU buffers yet (the collectives other than barrier and the list form "
-               "of all_gather do); copy the data to host memory first");
+               std::string(op) + " does not take GPU buffers yet (send, recv and the collectives but the list form of "
+               "all_gather do); copy the data to host memory first");
   } else if (buffer.count > 0 && cuda::devices_present()) {
     // Reading device memory from the host would crash: say what is wrong instead.
     int actual = cuda::device_of(buffer.data);
@@ -74,12 +76,65 @@ std::shared_ptr<Work> ProcessGroup::irecv(Buffer buffer, int src, int tag) {
 }
 
 // The blocking forms keep their Work on the stack: one allocation fewer per message.
-void ProcessGroup::send(Buffer buffer, int dst, int tag) { start_send(buffer, dst, tag).wait(); }
+void ProcessGroup::send(Buffer buffer, int dst, int tag) {
+  if (buffer.device.kind == Device::Kind::Cuda) return gpu_send(buffer, dst, tag);
+  start_send(buffer, dst, tag).wait();
+}
 
 int ProcessGroup::recv(Buffer buffer, int src, int tag) {
+  if (buffer.device.kind == Device::Kind::Cuda) return gpu_recv(buffer, src, tag);
   Work work = start_recv(buffer, src, tag);
   work.wait();
   return work.source_rank();
+}
+
+namespace {
+
+// GPU send/recv go through CUDA IPC, so both ranks must share a host; one device per group.
+void check_gpu_peer(const ProcessGroup& group, int peer, const char* op) {
+  ErrorContext context{.rank = group.rank(), .peer = peer, .op = op};
+  COMM_CHECK(peer != kAnySource, InvalidArgumentError, context,
+             "receiving a GPU buffer from kAnySource is not supported; name the source rank");
+  COMM_CHECK(std::string(group.transport_name()) == "shm" || group.size() == 1, InvalidArgumentError, context,
+             std::string(op) + " of GPU buffers needs both ranks on one host (CUDA IPC); this group's peers are reached "
+                 "over " + group.transport_name() + ", and staging GPU data over TCP is not built yet");
+}
+
+}  // namespace
+
+void ProcessGroup::gpu_send(Buffer buffer, int dst, int tag) {
+  check_buffer(buffer, "send", true);
+  check_peer(dst, "send", false);
+  check_tag(tag, "send");
+  check_gpu_peer(*this, dst, "send");
+  if (!ipc_point_to_point_) ipc_point_to_point_ = std::make_unique<algorithms::IpcPointToPoint>(buffer.device.index);
+  COMM_CHECK(ipc_point_to_point_->device() == buffer.device.index, InvalidArgumentError,
+             (ErrorContext{.rank = rank(), .op = "send"}), "this group's GPU transfers use another device");
+  try {
+    ipc_point_to_point_->send(*transport_, transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag),
+                              cuda_stream_, timeout_);
+  } catch (Error& error) {
+    error.add_context(ErrorContext{.rank = rank(), .peer = dst, .op = "send"});
+    throw;
+  }
+}
+
+int ProcessGroup::gpu_recv(Buffer buffer, int src, int tag) {
+  check_buffer(buffer, "recv", true);
+  check_peer(src, "recv", true);
+  check_tag(tag, "recv");
+  check_gpu_peer(*this, src, "recv");
+  if (!ipc_point_to_point_) ipc_point_to_point_ = std::make_unique<algorithms::IpcPointToPoint>(buffer.device.index);
+  COMM_CHECK(ipc_point_to_point_->device() == buffer.device.index, InvalidArgumentError,
+             (ErrorContext{.rank = rank(), .op = "recv"}), "this group's GPU transfers use another device");
+  try {
+    ipc_point_to_point_->recv(*transport_, transport_rank(src), buffer.data, buffer.bytes(), point_to_point_tag(tag),
+                              cuda_stream_, timeout_);
+  } catch (Error& error) {
+    error.add_context(ErrorContext{.rank = rank(), .peer = src, .op = "recv"});
+    throw;
+  }
+  return src;
 }
 
 }  // namespace comm

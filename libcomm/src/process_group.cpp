@@ -7,6 +7,7 @@
 #include "collective_context.hpp"
 #include "collective_queue.hpp"
 #include "ipc_collectives.hpp"
+#include "ipc_point_to_point.hpp"
 #include "transport.hpp"
 
 namespace comm {

@@ -28,6 +28,7 @@ namespace algorithms {
 struct CollectiveContext;
 class ScratchPool;
 class IpcState;
+class IpcPointToPoint;
 enum class Collective;
 }
 namespace detail {
@@ -154,6 +155,9 @@ class ProcessGroup {
   std::shared_ptr<Work> start_collective(algorithms::Collective collective, std::size_t bytes, std::uint64_t fingerprint,
                                          Body body, bool async);
   Work start_send(Buffer buffer, int dst, int tag);
+  // Blocking send/recv of GPU buffers (CUDA IPC, same host); recv returns the source.
+  void gpu_send(Buffer buffer, int dst, int tag);
+  int gpu_recv(Buffer buffer, int src, int tag);
   Work start_recv(Buffer buffer, int src, int tag);
   void check_member(const char* op) const;
   // device_allowed: the call has a GPU path (otherwise a GPU buffer is refused by name).
@@ -173,6 +177,7 @@ class ProcessGroup {
   std::uint32_t groups_created_ = 0;
   std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
   std::unique_ptr<algorithms::IpcState> ipc_;         // GPU collectives' state, made on first use
+  std::unique_ptr<algorithms::IpcPointToPoint> ipc_point_to_point_;  // GPU send/recv state, likewise
   void* cuda_stream_ = nullptr;
   std::unique_ptr<detail::CollectiveQueue> queue_;    // last: its worker may use the members above
 };
