@@ -139,8 +139,9 @@ class ProcessGroup {
 
   // GPU buffers (Device{Cuda, i}) are ordered against this CUDA stream (a cudaStream_t; the
   // default, nullptr, is the legacy default stream): a call waits for work enqueued on it
-  // before, and work enqueued after sees the results. One stream per group. So far all_reduce
-  // takes GPU buffers, among ranks on one host (CUDA IPC); see docs/cuda.md.
+  // before, and work enqueued after sees the results. One stream per group. GPU buffers work in
+  // every collective but the list form of all_gather, and in blocking send/recv, among ranks on
+  // one host (CUDA IPC); see docs/cuda.md.
   void set_cuda_stream(void* stream) { cuda_stream_ = stream; }
   void* cuda_stream() const { return cuda_stream_; }
 
