@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "reduce.hpp"
@@ -134,10 +133,9 @@ void ring_reduce(const CollectiveContext& context, void* data, std::size_t count
     int from_tail = position + 1 < n ? context.wrap(context.rank + 1) : -1;
     Chunking cut{count, chunks_for(count * element, chunk_bytes, 1)};
     auto* input = static_cast<std::uint8_t*>(data);
-    // The root accumulates in place; others into a copy, so their input stays as it was.
-    std::uint8_t* partial = position > 0 && from_tail >= 0 ? context.scratch->get(0, count * element) : nullptr;
-    std::uint8_t* incoming = from_tail >= 0 ? context.scratch->get(1, count * element) : nullptr;
-    std::uint8_t* accumulator = position == 0 ? input : partial;
+    // The root accumulates into its buffer; the others add their input to the partial result in
+    // the receive buffer and forward it from there, so their input stays as it was, uncopied.
+    std::uint8_t* incoming = from_tail >= 0 ? context.scratch->get(0, count * element) : nullptr;
     std::vector<Transfer> receives(cut.chunks);
     TransferSet sends;
     if (from_tail >= 0) {
@@ -150,9 +148,12 @@ void ring_reduce(const CollectiveContext& context, void* data, std::size_t count
       const std::uint8_t* outgoing = input + offset;
       if (from_tail >= 0) {
         context.wait(receives[chunk], from_tail, chunk);
-        if (accumulator != input) std::memcpy(accumulator + offset, input + offset, bytes);
-        reduce(accumulator + offset, incoming + offset, cut.length(chunk), dtype, op);
-        outgoing = accumulator + offset;
+        if (position == 0) {
+          reduce(input + offset, incoming + offset, cut.length(chunk), dtype, op);
+        } else {
+          reduce(incoming + offset, input + offset, cut.length(chunk), dtype, op);
+          outgoing = incoming + offset;
+        }
       }
       if (towards_root >= 0) sends.add(context.send(towards_root, outgoing, bytes, chunk), towards_root, chunk);
     }
