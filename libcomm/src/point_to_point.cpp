@@ -88,31 +88,30 @@ int ProcessGroup::recv(Buffer buffer, int src, int tag) {
   return work.source_rank();
 }
 
-namespace {
-
 // GPU send/recv go through CUDA IPC, so both ranks must share a host; one device per group.
-void check_gpu_peer(const ProcessGroup& group, int peer, const char* op) {
-  ErrorContext context{.rank = group.rank(), .peer = peer, .op = op};
+algorithms::IpcPointToPoint& ProcessGroup::gpu_transfers(const Buffer& buffer, int peer, int tag, const char* op) {
+  bool receiving = std::string(op) == "recv";
+  check_buffer(buffer, op, true);
+  check_peer(peer, op, receiving);
+  check_tag(tag, op);
+  ErrorContext context{.rank = rank(), .peer = peer, .op = op};
   COMM_CHECK(peer != kAnySource, InvalidArgumentError, context,
              "receiving a GPU buffer from kAnySource is not supported; name the source rank");
-  COMM_CHECK(std::string(group.transport_name()) == "shm" || group.size() == 1, InvalidArgumentError, context,
+  COMM_CHECK(std::string(transport_name()) == "shm" || size() == 1, InvalidArgumentError, context,
              std::string(op) + " of GPU buffers needs both ranks on one host (CUDA IPC); this group's peers are reached "
-                 "over " + group.transport_name() + ", and staging GPU data over TCP is not built yet");
+                 "over " + transport_name() + ", and staging GPU data over TCP is not built yet");
+  if (!ipc_point_to_point_) ipc_point_to_point_ = std::make_unique<algorithms::IpcPointToPoint>(buffer.device.index);
+  COMM_CHECK(ipc_point_to_point_->device() == buffer.device.index, InvalidArgumentError, context,
+             "this group's GPU transfers use cuda:" + std::to_string(ipc_point_to_point_->device()) + ", not " +
+                 to_string(buffer.device) + "; use one device per rank and group");
+  return *ipc_point_to_point_;
 }
 
-}  // namespace
-
 void ProcessGroup::gpu_send(Buffer buffer, int dst, int tag) {
-  check_buffer(buffer, "send", true);
-  check_peer(dst, "send", false);
-  check_tag(tag, "send");
-  check_gpu_peer(*this, dst, "send");
-  if (!ipc_point_to_point_) ipc_point_to_point_ = std::make_unique<algorithms::IpcPointToPoint>(buffer.device.index);
-  COMM_CHECK(ipc_point_to_point_->device() == buffer.device.index, InvalidArgumentError,
-             (ErrorContext{.rank = rank(), .op = "send"}), "this group's GPU transfers use another device");
+  auto& transfers = gpu_transfers(buffer, dst, tag, "send");
   try {
-    ipc_point_to_point_->send(*transport_, transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag),
-                              cuda_stream_, timeout_);
+    transfers.send(*transport_, transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag), cuda_stream_,
+                   timeout_);
   } catch (Error& error) {
     error.add_context(ErrorContext{.rank = rank(), .peer = dst, .op = "send"});
     throw;
@@ -120,16 +119,10 @@ void ProcessGroup::gpu_send(Buffer buffer, int dst, int tag) {
 }
 
 int ProcessGroup::gpu_recv(Buffer buffer, int src, int tag) {
-  check_buffer(buffer, "recv", true);
-  check_peer(src, "recv", true);
-  check_tag(tag, "recv");
-  check_gpu_peer(*this, src, "recv");
-  if (!ipc_point_to_point_) ipc_point_to_point_ = std::make_unique<algorithms::IpcPointToPoint>(buffer.device.index);
-  COMM_CHECK(ipc_point_to_point_->device() == buffer.device.index, InvalidArgumentError,
-             (ErrorContext{.rank = rank(), .op = "recv"}), "this group's GPU transfers use another device");
+  auto& transfers = gpu_transfers(buffer, src, tag, "recv");
   try {
-    ipc_point_to_point_->recv(*transport_, transport_rank(src), buffer.data, buffer.bytes(), point_to_point_tag(tag),
-                              cuda_stream_, timeout_);
+    transfers.recv(*transport_, transport_rank(src), buffer.data, buffer.bytes(), point_to_point_tag(tag), cuda_stream_,
+                   timeout_);
   } catch (Error& error) {
     error.add_context(ErrorContext{.rank = rank(), .peer = src, .op = "recv"});
     throw;

@@ -159,6 +159,8 @@ class ProcessGroup {
   // Blocking send/recv of GPU buffers (CUDA IPC, same host); recv returns the source.
   void gpu_send(Buffer buffer, int dst, int tag);
   int gpu_recv(Buffer buffer, int src, int tag);
+  // Checks a GPU send/recv's arguments and returns the group's GPU transfer state (made on first use).
+  algorithms::IpcPointToPoint& gpu_transfers(const Buffer& buffer, int peer, int tag, const char* op);
   Work start_recv(Buffer buffer, int src, int tag);
   void check_member(const char* op) const;
   // device_allowed: the call has a GPU path (otherwise a GPU buffer is refused by name).
