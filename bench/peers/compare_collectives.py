@@ -7,21 +7,16 @@ torch.distributed 1.13, alternating rounds in one run: all_reduce (float32 sum) 
     apt-get install -y openmpi-bin libopenmpi-dev python3-torch
     /usr/bin/python3 bench/peers/compare_collectives.py [--rounds 3] [--build build] [--peers ../shared/peers]
 """
-import argparse
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
+
+from side_by_side import arguments, compile_peer, output
 
 SIZES = (8, 1 << 20, 16 << 20, 256 << 20)
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo",
           "--mca", "btl_tcp_if_include", "lo"]
 MPI_TCP = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
-
-
-def output(command, env=None):
-    return subprocess.run(command, check=True, capture_output=True, text=True, timeout=900, env=env).stdout
 
 
 def libcomm(build, transport, ranks=2):
@@ -69,14 +64,8 @@ def gloo(peers):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--build", default="build")
-    parser.add_argument("--peers", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "peers"))
-    args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="comm-peers-")
-    mpi_binary = os.path.join(work, "mpi_coll_bench")
-    subprocess.run(["mpicc", "-O2", "-o", mpi_binary, os.path.join(args.peers, "mpi_coll_bench.c")], check=True)
+    args = arguments()
+    mpi_binary = compile_peer(args.peers, "mpi_coll_bench")
     runs = {name: [] for name in ("libcomm shm", "Open MPI shm", "libcomm tcp", "Open MPI tcp", "Gloo",
                                   "libcomm shm, 4 ranks")}
     for round_number in range(args.rounds):

@@ -7,21 +7,15 @@ per-round medians.
     apt-get install -y openmpi-bin libopenmpi-dev
     /usr/bin/python3 bench/peers/compare_sendrecv.py [--rounds 3] [--build build] [--peers ../shared/peers]
 """
-import argparse
 import os
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
+
+from side_by_side import arguments, compile_peer, output
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
 MPI_TCP = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
-
-
-def output(command, env=None):
-    return subprocess.run(command, check=True, capture_output=True, text=True, timeout=600,
-                          env=env).stdout
 
 
 def libcomm(build, transport):
@@ -53,16 +47,9 @@ def memcpy(binary):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--build", default="build")
-    parser.add_argument("--peers", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "peers"))
-    args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="comm-peers-")
-    mpi_binary = os.path.join(work, "mpi_pingpong")
-    subprocess.run(["mpicc", "-O2", "-o", mpi_binary, os.path.join(args.peers, "mpi_pingpong.c")], check=True)
-    memcpy_binary = os.path.join(work, "memcpy_bench")
-    subprocess.run(["gcc", "-O2", "-o", memcpy_binary, os.path.join(args.peers, "memcpy_bench.c")], check=True)
+    args = arguments()
+    mpi_binary = compile_peer(args.peers, "mpi_pingpong")
+    memcpy_binary = compile_peer(args.peers, "memcpy_bench", compiler="gcc")
     rows = {name: [] for name in ("libcomm shm", "Open MPI shm (vader)", "libcomm tcp", "Open MPI tcp")}
     copies = []
     for round_number in range(args.rounds):
