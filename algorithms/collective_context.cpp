@@ -12,7 +12,11 @@ constexpr std::chrono::milliseconds kProbeAfter{500};
 }  // namespace
 
 void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t step) const {
-  ErrorContext context{.rank = rank, .peer = peer, .op = op, .sequence = static_cast<std::int64_t>(sequence)};
+  if (!transfer) return;  // a send the transport took at once
+  // Built only on failure: a string per wait would cost as much as a small message.
+  auto context = [&] {
+    return ErrorContext{.rank = rank, .peer = peer, .op = op, .sequence = static_cast<std::int64_t>(sequence)};
+  };
   try {
     if (timeout <= kProbeAfter || fingerprint == 0) {
       if (transfer->wait_for(timeout)) return;
@@ -23,13 +27,13 @@ void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t s
       if (transfer->wait_for(timeout - kProbeAfter)) return;
     }
   } catch (Error& error) {
-    error.add_context(context);
+    error.add_context(context());
     throw;
   }
   throw TimeoutError("step " + std::to_string(step) + " waited " + store_format::seconds(timeout) + " for rank " +
                          std::to_string(peer) + "; every rank of the group must call the same collectives in the "
                          "same order (is one of them stuck, or doing something else?)",
-                     context);
+                     context());
 }
 
 void CollectiveContext::exchange(int send_peer, const void* send_data, std::size_t send_bytes, int recv_peer,

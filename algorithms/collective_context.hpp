@@ -22,6 +22,7 @@ constexpr std::uint64_t kCollectiveTagBit = std::uint64_t{1} << 63;
 constexpr int kGroupIdShift = 48;
 constexpr std::uint64_t kStepsPerCall = std::uint64_t{1} << 16;
 
+// A transfer in flight; null for a send the transport took at once (nothing to wait for).
 using Transfer = std::shared_ptr<detail::Completion>;
 
 struct CollectiveContext {
@@ -46,6 +47,7 @@ struct CollectiveContext {
 
   // The transfer verbs: peers are group ranks; `step` tells a call's messages apart.
   Transfer send(int peer, const void* data, std::size_t bytes, std::uint64_t step) const {
+    if (transport.send_now(transport_rank(peer), data, bytes, tag(step), fingerprint)) return nullptr;
     return transport.isend(transport_rank(peer), data, bytes, tag(step), fingerprint);
   }
   Transfer recv(int peer, void* data, std::size_t bytes, std::uint64_t step) const {
@@ -69,7 +71,9 @@ struct CollectiveContext {
 // Transfers started together and waited for together, each remembered with its peer and step.
 class TransferSet {
  public:
-  void add(Transfer transfer, int peer, std::uint64_t step) { pending_.push_back({std::move(transfer), peer, step}); }
+  void add(Transfer transfer, int peer, std::uint64_t step) {
+    if (transfer) pending_.push_back({std::move(transfer), peer, step});
+  }
   void wait_all(const CollectiveContext& context);
 
  private:

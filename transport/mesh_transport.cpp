@@ -92,6 +92,23 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
   return completion;
 }
 
+// The common case of a small send, without a Completion: written straight into the stream
+// when nothing is queued before it (what the stream does not take is copied and queued).
+bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint) {
+  if (bytes > kEagerBytes || peer == rank_) return false;
+  std::lock_guard lock(mutex_);
+  Peer& state = peers_[peer];
+  if (aborted_ || state.error || !state.connection) return false;
+  try {
+    if (!state.connection->write_now(frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data)) return false;
+  } catch (const Error&) {
+    lose_peer(peer, std::current_exception());
+    return false;  // isend reports the loss
+  }
+  if (state.connection->has_output()) watch_output(peer, true);
+  return true;
+}
+
 std::shared_ptr<detail::Completion> MeshTransport::irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
                                                          std::uint64_t fingerprint) {
   auto completion = new_completion(peer);
@@ -305,10 +322,12 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
                 ErrorContext{.peer = peer});
 }
 
-void MeshTransport::on_payload(StreamConnection& connection, const FrameHeader& header) {
+bool MeshTransport::on_payload(StreamConnection& connection, const FrameHeader& header) {
   Peer& state = peers_[connection.peer()];
+  bool completed = false;
   if (state.arrival.receive) {
     state.arrival.receive->completion->complete(header.bytes, connection.peer());
+    completed = state.arrival.receive->completion.get() == awaited_;
   } else if (UnexpectedMessage* message = state.arrival.unexpected) {
     message->arrived = true;
     if (message->claimed_by) {
@@ -316,11 +335,13 @@ void MeshTransport::on_payload(StreamConnection& connection, const FrameHeader& 
       if (fits(receive, message->source, message->tag, message->bytes, 0)) {
         if (message->bytes > 0) std::memcpy(receive.data, message->payload.data(), message->bytes);
         receive.completion->complete(message->bytes, message->source);
+        completed = receive.completion.get() == awaited_;
       }
       matcher_.remove_unexpected(message);
     }
   }
   state.arrival = {};
+  return completed;
 }
 
 void MeshTransport::service(int peer) {
@@ -338,9 +359,10 @@ void MeshTransport::service(int peer) {
   }
 }
 
-bool MeshTransport::progress(int peer_hint) {
+bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return true;  // someone else is making progress right now
+  awaited_ = awaited;
   auto moved = [&](int peer) -> std::uint64_t {
     return peers_[peer].connection ? peers_[peer].connection->bytes_moved() : 0;
   };
@@ -352,6 +374,7 @@ bool MeshTransport::progress(int peer_hint) {
     service(peer);
     after += moved(peer);
   }
+  awaited_ = nullptr;
   return after != before;
 }
 

@@ -38,9 +38,10 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
 
   std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
                                             std::uint64_t fingerprint = 0) override;
+  bool send_now(int peer, const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint = 0) override;
   std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
                                             std::uint64_t fingerprint = 0) override;
-  bool progress(int peer_hint) override;
+  bool progress(int peer_hint, const detail::Completion* awaited = nullptr) override;
   void spinning(bool on) override;
   void waiter_sleeps() override;
   std::string peer_name(int peer) const override { return peer_names_.at(peer); }
@@ -75,7 +76,7 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   };
 
   StreamConnection::PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) override;
-  void on_payload(StreamConnection& connection, const FrameHeader& header) override;
+  bool on_payload(StreamConnection& connection, const FrameHeader& header) override;
 
   // All under mutex_.
   void send_frame(int peer, const FrameHeader& header, const void* payload, std::shared_ptr<detail::Completion> on_written);
@@ -106,6 +107,7 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   std::uint64_t next_id_ = 1;
   std::exception_ptr aborted_;
   int servicing_peer_ = -1;  // the peer whose receive() is on the stack
+  const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
   int epoll_fd_ = -1;
   int wake_fd_ = -1;

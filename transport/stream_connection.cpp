@@ -27,7 +27,24 @@ StreamConnection::StreamConnection(int peer, std::string peer_name, std::unique_
 void StreamConnection::queue(const FrameHeader& header, const void* payload,
                           std::shared_ptr<detail::Completion> on_written) {
   std::size_t payload_bytes = has_payload(header.kind) ? header.bytes : 0;
-  outbox_.push_back({header, static_cast<const std::uint8_t*>(payload), payload_bytes, 0, std::move(on_written)});
+  outbox_.push_back({header, static_cast<const std::uint8_t*>(payload), payload_bytes, 0, std::move(on_written), {}});
+}
+
+bool StreamConnection::write_now(const FrameHeader& header, const void* payload) {
+  if (!outbox_.empty()) return false;
+  std::size_t payload_bytes = has_payload(header.kind) ? header.bytes : 0;
+  iovec vectors[2] = {{const_cast<FrameHeader*>(&header), sizeof(FrameHeader)},
+                      {const_cast<void*>(payload), payload_bytes}};
+  std::size_t written = stream_->write_some(vectors, payload_bytes > 0 ? 2 : 1);
+  if (written == 0) return false;
+  bytes_moved_ += written;
+  if (written == sizeof(FrameHeader) + payload_bytes) return true;
+  Outgoing rest{header, nullptr, payload_bytes, written, nullptr, {}};
+  const auto* begin = static_cast<const std::uint8_t*>(payload);
+  rest.owned.assign(begin, begin + payload_bytes);
+  rest.payload = rest.owned.data();
+  outbox_.push_back(std::move(rest));
+  return true;
 }
 
 bool StreamConnection::flush() {
@@ -65,7 +82,11 @@ bool StreamConnection::flush() {
 
 void StreamConnection::receive(Sink& sink) {
   while (true) {
-    consume(sink);
+    // Once a frame completed what the caller waits for and nothing more is buffered, stop: it
+    // can go on now, and looking for the next frame would cost a cache miss on the ring line (or
+    // a system call on the socket) the peer is about to write, on the critical path of a
+    // ping-pong. Otherwise read on: a burst of messages is taken in one call.
+    if (consume(sink) && !in_payload_ && inbox_begin_ == inbox_end_) return;
     // Read more: large payload remainders straight into their destination.
     if (in_payload_ && payload_target_ != nullptr && current_.bytes - payload_done_ >= kDirectReadBytes) {
       std::size_t n = stream_->read_some(payload_target_ + payload_done_, current_.bytes - payload_done_);
@@ -88,11 +109,13 @@ void StreamConnection::receive(Sink& sink) {
   }
 }
 
-// Dispatches every complete header and payload byte held in the inbox.
-void StreamConnection::consume(Sink& sink) {
+// Dispatches every complete header and payload byte held in the inbox; true when a frame
+// completed what the caller waits for.
+bool StreamConnection::consume(Sink& sink) {
+  bool completed = false;
   while (true) {
     if (!in_payload_) {
-      if (inbox_end_ - inbox_begin_ < sizeof(FrameHeader)) return;
+      if (inbox_end_ - inbox_begin_ < sizeof(FrameHeader)) return completed;
       std::memcpy(&current_, inbox_.data() + inbox_begin_, sizeof(FrameHeader));
       inbox_begin_ += sizeof(FrameHeader);
       payload_done_ = 0;
@@ -108,9 +131,9 @@ void StreamConnection::consume(Sink& sink) {
     }
     inbox_begin_ += available;
     payload_done_ += available;
-    if (payload_done_ < current_.bytes) return;
+    if (payload_done_ < current_.bytes) return completed;
     in_payload_ = false;
-    sink.on_payload(*this, current_);
+    completed = sink.on_payload(*this, current_) || completed;
   }
 }
 

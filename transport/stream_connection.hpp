@@ -69,7 +69,8 @@ class StreamConnection {
    public:
     virtual ~Sink() = default;
     virtual PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) = 0;
-    virtual void on_payload(StreamConnection& connection, const FrameHeader& header) = 0;
+    // True when the frame completed the operation the polling thread waits for.
+    virtual bool on_payload(StreamConnection& connection, const FrameHeader& header) = 0;
   };
 
   StreamConnection(int peer, std::string peer_name, std::unique_ptr<ByteStream> stream);
@@ -82,12 +83,17 @@ class StreamConnection {
   // Queues a frame; `payload` (header.bytes of it for Eager and Data) must stay valid until
   // `on_written` completes, which happens once the last byte is handed to the kernel.
   void queue(const FrameHeader& header, const void* payload, std::shared_ptr<detail::Completion> on_written);
+  // Writes a frame at once when nothing is queued before it; what the stream does not take is
+  // copied and queued, so the caller's payload is free on return. False: nothing was written
+  // (output is queued, or the stream is full); queue() it instead.
+  bool write_now(const FrameHeader& header, const void* payload);
   // Writes what the socket takes now; true when nothing is left queued.
   bool flush();
   bool has_output() const { return !outbox_.empty(); }
   // Bytes moved in either direction so far (to tell whether a poll achieved anything).
   std::uint64_t bytes_moved() const { return bytes_moved_; }
-  // Reads what is available and dispatches every complete header and payload.
+  // Reads what is available and dispatches every complete header and payload; returns early,
+  // with nothing left buffered, once a frame completed what the caller waits for.
   void receive(Sink& sink);
   // The completions of queued writes, for failing them when the connection is lost.
   std::vector<std::shared_ptr<detail::Completion>> take_queued();
@@ -99,8 +105,9 @@ class StreamConnection {
     std::size_t payload_bytes;
     std::size_t written = 0;  // of header + payload
     std::shared_ptr<detail::Completion> on_written;
+    std::vector<std::uint8_t> owned;  // the payload, when the caller's buffer could not be kept
   };
-  void consume(Sink& sink);
+  bool consume(Sink& sink);
 
   int peer_;
   std::string peer_name_;

@@ -37,6 +37,13 @@ class Transport : public detail::Progressor {
   // a MismatchError that describes both calls, instead of matching garbage or waiting forever.
   virtual std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
                                                     std::uint64_t fingerprint = 0) = 0;
+  // A small send the transport can take at once, with nothing for the caller to wait on: true
+  // when the message was handed over (the caller's buffer may be reused at once); false when
+  // nothing was sent (too large, the peer's queue is busy, or an error isend will report).
+  virtual bool send_now(int /*peer*/, const void* /*data*/, std::size_t /*bytes*/, std::uint64_t /*tag*/,
+                        std::uint64_t /*fingerprint*/ = 0) {
+    return false;
+  }
   // peer may be kAnySource; the completion's source() says who sent the message.
   virtual std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
                                                     std::uint64_t fingerprint = 0) = 0;

@@ -51,23 +51,33 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
     rethrow_if_failed();
     return true;
   }
-  auto start = Clock::now();
-  auto deadline = timeout > std::chrono::hours(24 * 365) ? Clock::time_point::max() : start + timeout;
-  auto spin_until = start + std::min(spin_budget(), timeout);
-  if (timeout.count() == 0 && !done()) {
+  if (timeout.count() <= 0) {
     // A test (is_completed): one poll, so a caller that only ever tests still moves things.
-    if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_);
+    if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_, this);
+    if (!done()) return false;
+    rethrow_if_failed();
+    return true;
   }
+  // The clock is first read after 64 polls: most answers come sooner, and a clock read costs
+  // as much as a poll on this kind of VM. The deadline counts from then (a few microseconds late).
+  Clock::time_point deadline = Clock::time_point::max(), spin_until{};
+  bool clock_started = false;
+  auto set_deadline = [&](Clock::time_point now) {
+    clock_started = true;
+    if (timeout <= std::chrono::hours(24 * 365)) deadline = now + timeout;
+    spin_until = std::min(deadline, now + spin_budget());
+  };
   // Spin: drive progress ourselves while the answer is likely to be a few microseconds away.
-  if (!done() && spin_until > start) {
+  if (spin_budget().count() > 0) {
     auto progressor = progressor_.lock();
     if (progressor) progressor->spinning(true);
     bool moved = false;
     for (unsigned round = 0; !done(); ++round) {
-      if (progressor && progressor->progress(peer_hint_)) moved = true;
+      if (progressor && progressor->progress(peer_hint_, this)) moved = true;
       if (done()) break;
       if ((round & 63) == 63) {
         auto now = Clock::now();
+        if (round == 63) set_deadline(now);
         if (moved) spin_until = std::min(deadline, now + spin_budget());
         moved = false;
         if (now >= spin_until) break;
@@ -80,6 +90,7 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
     }
   }
   if (!done()) {
+    if (!clock_started) set_deadline(Clock::now());
     // Sleep; the transport's progress thread completes us. Wake now and then to drive progress
     // in case nothing else does (a transport without a progress thread).
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -89,7 +100,7 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
       woken_.wait_until(lock, slice, [&] { return done(); });
       if (!done()) {
         lock.unlock();
-        if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_);
+        if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_, this);
         lock.lock();
       }
     }

@@ -12,13 +12,17 @@
 
 namespace comm::detail {
 
+class Completion;
+
 // Something that can move pending work forward without blocking (a transport).
 class Progressor {
  public:
   virtual ~Progressor() = default;
-  // peer_hint: the peer whose traffic the waiter needs (-1: any). Must not block. True when
-  // bytes moved: a waiter keeps spinning while data flows, and sleeps only once it stalls.
-  virtual bool progress(int peer_hint) = 0;
+  // peer_hint: the peer whose traffic the waiter needs (-1: any); awaited: the completion it
+  // waits for (null: none), so the transport can stop polling as soon as that one is done.
+  // Must not block. True when bytes moved: a waiter keeps spinning while data flows, and
+  // sleeps only once it stalls.
+  virtual bool progress(int peer_hint, const Completion* awaited = nullptr) = 0;
   // A waiter starts (true) or stops (false) spinning on progress(): while one spins, the
   // transport need not wake a sleeping thread for every arrival.
   virtual void spinning(bool) {}

@@ -10,10 +10,10 @@ namespace comm {
 
 void ProcessGroup::check_buffer(const Buffer& buffer, const char* op, bool device_allowed) const {
   check_member(op);
-  ErrorContext context{.rank = rank(), .op = op};
-  COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError, context,
+  COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
              "the buffer is a null pointer with a count of " + std::to_string(buffer.count));
   if (buffer.device.kind == Device::Kind::Cuda) {
+    ErrorContext context{.rank = rank(), .op = op};
     COMM_CHECK(cuda::built_with_cuda(), InvalidArgumentError, context,
                "the buffer is on " + to_string(buffer.device) + " but this libcomm was built without CUDA; rebuild "
                "with nvcc on PATH, or pass host memory");
@@ -28,7 +28,7 @@ void ProcessGroup::check_buffer(const Buffer& buffer, const char* op, bool devic
   } else if (buffer.count > 0 && cuda::devices_present()) {
     // Reading device memory from the host would crash: say what is wrong instead.
     int actual = cuda::device_of(buffer.data);
-    COMM_CHECK(actual < 0, InvalidArgumentError, context,
+    COMM_CHECK(actual < 0, InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
                "the buffer is tagged cpu but its memory is on cuda:" + std::to_string(actual) +
                    "; pass Device{Device::Kind::Cuda, " + std::to_string(actual) + "} or copy it to host memory");
   }
@@ -46,15 +46,25 @@ void ProcessGroup::check_tag(int tag, const char* op) const {
              "tag " + std::to_string(tag) + " is negative; tags are >= 0");
 }
 
+// The callers check the arguments first (check_send, check_recv).
 Work ProcessGroup::start_send(Buffer buffer, int dst, int tag) {
-  check_buffer(buffer, "send");
-  check_peer(dst, "send", false);
-  check_tag(tag, "send");
   return Work(transport_->isend(transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
               detail::WorkLabel{"send", rank(), dst, tag, buffer.bytes()});
 }
 
 Work ProcessGroup::start_recv(Buffer buffer, int src, int tag) {
+  int source = src == kAnySource ? src : transport_rank(src);
+  return Work(transport_->irecv(source, buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
+              detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
+}
+
+void ProcessGroup::check_send(const Buffer& buffer, int dst, int tag) const {
+  check_buffer(buffer, "send");
+  check_peer(dst, "send", false);
+  check_tag(tag, "send");
+}
+
+void ProcessGroup::check_recv(const Buffer& buffer, int src, int tag) const {
   check_buffer(buffer, "recv");
   check_peer(src, "recv", true);
   check_tag(tag, "recv");
@@ -62,27 +72,36 @@ Work ProcessGroup::start_recv(Buffer buffer, int src, int tag) {
   // shares with its ranks.
   COMM_CHECK(src != kAnySource || layout_.members.empty(), InvalidArgumentError, (ErrorContext{.rank = rank(), .op = "recv"}),
              "receiving from kAnySource works on the world group only; name the source rank");
-  int source = src == kAnySource ? src : transport_rank(src);
-  return Work(transport_->irecv(source, buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
-              detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
+}
+
+// A small message the transport takes at once needs no Completion: the Work is done already.
+bool ProcessGroup::send_at_once(const Buffer& buffer, int dst, int tag) {
+  return transport_->send_now(transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag));
 }
 
 std::shared_ptr<Work> ProcessGroup::isend(Buffer buffer, int dst, int tag) {
+  check_send(buffer, dst, tag);
+  detail::WorkLabel label{"send", rank(), dst, tag, buffer.bytes()};
+  if (send_at_once(buffer, dst, tag)) return std::make_shared<Work>(nullptr, timeout_, label);
   return std::make_shared<Work>(start_send(buffer, dst, tag));
 }
 
 std::shared_ptr<Work> ProcessGroup::irecv(Buffer buffer, int src, int tag) {
+  check_recv(buffer, src, tag);
   return std::make_shared<Work>(start_recv(buffer, src, tag));
 }
 
 // The blocking forms keep their Work on the stack: one allocation fewer per message.
 void ProcessGroup::send(Buffer buffer, int dst, int tag) {
   if (buffer.device.kind == Device::Kind::Cuda) return gpu_send(buffer, dst, tag);
+  check_send(buffer, dst, tag);
+  if (send_at_once(buffer, dst, tag)) return;
   start_send(buffer, dst, tag).wait();
 }
 
 int ProcessGroup::recv(Buffer buffer, int src, int tag) {
   if (buffer.device.kind == Device::Kind::Cuda) return gpu_recv(buffer, src, tag);
+  check_recv(buffer, src, tag);
   Work work = start_recv(buffer, src, tag);
   work.wait();
   return work.source_rank();

@@ -12,6 +12,7 @@ Work::Work(std::shared_ptr<detail::Completion> completion, std::chrono::millisec
 Work::~Work() = default;
 
 bool Work::is_completed() {
+  if (!completion_) return true;
   if (!completion_->done()) {
     // Nobody may be driving progress for this process right now: give it a nudge.
     completion_->wait_for(std::chrono::nanoseconds(0));
@@ -31,6 +32,7 @@ void Work::wait() {
 }
 
 bool Work::wait_for(std::chrono::milliseconds timeout) {
+  if (!completion_) return true;
   try {
     return completion_->wait_for(timeout);
   } catch (Error& error) {
@@ -40,8 +42,10 @@ bool Work::wait_for(std::chrono::milliseconds timeout) {
 }
 
 // A named source is known without asking the transport, whose numbering a subgroup does not share.
-int Work::source_rank() const { return label_.peer >= 0 ? label_.peer : completion_->source(); }
+int Work::source_rank() const {
+  return label_.peer >= 0 || !completion_ ? label_.peer : completion_->source();
+}
 
-std::size_t Work::bytes() const { return completion_->bytes(); }
+std::size_t Work::bytes() const { return completion_ ? completion_->bytes() : label_.bytes; }
 
 }  // namespace comm

@@ -205,6 +205,10 @@ std::size_t ShmStream::read_some(void* data, std::size_t bytes) {
       read_position_ += record_bytes(record_length_);
       ring.header->tail.store(read_position_, std::memory_order_release);
       released = true;
+      // Stop at the record's end rather than look at the next header: when the writer is idle
+      // that line sits modified in its cache, and reading it would put a cache miss on the
+      // critical path of every small message. The caller asks again if it wants more.
+      break;
     }
   }
   if (released) wake_if_sleeping(ring.header->writer_sleeping);

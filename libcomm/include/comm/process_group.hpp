@@ -156,6 +156,9 @@ class ProcessGroup {
   std::shared_ptr<Work> start_collective(algorithms::Collective collective, std::size_t bytes, std::uint64_t fingerprint,
                                          Body body, bool async);
   Work start_send(Buffer buffer, int dst, int tag);
+  bool send_at_once(const Buffer& buffer, int dst, int tag);
+  void check_send(const Buffer& buffer, int dst, int tag) const;
+  void check_recv(const Buffer& buffer, int src, int tag) const;
   // Blocking send/recv of GPU buffers (CUDA IPC, same host); recv returns the source.
   void gpu_send(Buffer buffer, int dst, int tag);
   int gpu_recv(Buffer buffer, int src, int tag);

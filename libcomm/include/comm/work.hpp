@@ -29,6 +29,7 @@ struct WorkLabel {
 
 class Work {
  public:
+  // A null completion: the operation completed when it was started (label.bytes moved).
   Work(std::shared_ptr<detail::Completion> completion, std::chrono::milliseconds timeout, detail::WorkLabel label);
   ~Work();
   Work(Work&&) noexcept = default;
