@@ -38,8 +38,11 @@ void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t s
 
 void CollectiveContext::exchange(int send_peer, const void* send_data, std::size_t send_bytes, int recv_peer,
                                  void* recv_data, std::size_t recv_bytes, std::uint64_t step) const {
-  Transfer incoming = recv(recv_peer, recv_data, recv_bytes, step);
+  // Send first: the peer is waiting for it, and our message's trip overlaps with posting the
+  // receive. Its message cannot be lost meanwhile: it waits in the ring or socket until a poll
+  // reads it (a poll that comes first keeps it as unexpected, one copy more).
   Transfer outgoing = send(send_peer, send_data, send_bytes, step);
+  Transfer incoming = recv(recv_peer, recv_data, recv_bytes, step);
   wait(incoming, recv_peer, step);
   wait(outgoing, send_peer, step);
 }

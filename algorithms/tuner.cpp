@@ -1,8 +1,7 @@
 #include "tuner.hpp"
 
+#include <atomic>
 #include <bit>
-#include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -48,14 +47,15 @@ Algorithm by_default(const TunerQuery& query) {
   return Algorithm::Ring;
 }
 
+// Runs on every call, so it costs a load when the choice was logged already: one bit per
+// (collective, size class), size classes being bit widths 0..64.
 void log_once(const TunerQuery& query, Algorithm algorithm, const char* why) {
-  static std::mutex mutex;
-  static std::set<std::pair<int, int>> seen;
-  int size_class = query.bytes == 0 ? 0 : static_cast<int>(std::bit_width(query.bytes));
-  {
-    std::lock_guard lock(mutex);
-    if (!seen.insert({static_cast<int>(query.collective), size_class}).second) return;
-  }
+  constexpr int kCollectives = static_cast<int>(Collective::Barrier) + 1;
+  static std::atomic<std::uint64_t> seen[kCollectives][2];
+  int size_class = static_cast<int>(std::bit_width(query.bytes));
+  auto& word = seen[static_cast<int>(query.collective)][size_class / 64];
+  std::uint64_t bit = std::uint64_t{1} << (size_class % 64);
+  if ((word.load(std::memory_order_relaxed) & bit) != 0 || (word.fetch_or(bit) & bit) != 0) return;
   log::get(log::Subsystem::Algorithms)
       .info("{} of {} bytes on {} ranks: {} ({})", to_string(query.collective), query.bytes, query.size,
             to_string(algorithm), why);

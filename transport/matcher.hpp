@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <list>
 #include <memory>
 #include <optional>
@@ -68,7 +67,9 @@ class Matcher {
   std::vector<UnexpectedMessage> take_incomplete_from(int source);
 
  private:
-  std::deque<PostedReceive> posted_;
+  // A vector: usually a handful of receives, taken from the front; a deque allocated a node
+  // every few messages.
+  std::vector<PostedReceive> posted_;
   std::list<UnexpectedMessage> unexpected_;  // a list: transports hold pointers into it
 };
 

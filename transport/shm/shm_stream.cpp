@@ -159,7 +159,7 @@ std::size_t ShmStream::write_some(const iovec* vectors, int count) {
     // left there (payload bytes, say) can then never be mistaken for a header.
     record_header(ring, write_position_ + record_bytes(length)).store(0, std::memory_order_relaxed);
     record_header(ring, write_position_)
-        .store(header_word(write_sequence_++, static_cast<std::uint32_t>(length)), std::memory_order_release);
+        .store(header_word(write_sequence_++, static_cast<std::uint32_t>(length)), std::memory_order_seq_cst);
     write_position_ += record_bytes(length);
     written += length;
   }
@@ -170,7 +170,7 @@ std::size_t ShmStream::write_some(const iovec* vectors, int count) {
 // True when the next record has been written; sets up reading it.
 bool ShmStream::next_record_ready() {
   Ring& ring = end_.inbound;
-  std::uint64_t word = record_header(ring, read_position_).load(std::memory_order_acquire);
+  std::uint64_t word = record_header(ring, read_position_).load(std::memory_order_seq_cst);
   if (static_cast<std::uint32_t>(word >> 32) != read_sequence_) return false;
   record_left_ = static_cast<std::uint32_t>(word);
   record_offset_ = 8;
@@ -203,7 +203,7 @@ std::size_t ShmStream::read_some(void* data, std::size_t bytes) {
       in_record_ = false;
       ++read_sequence_;
       read_position_ += record_bytes(record_length_);
-      ring.header->tail.store(read_position_, std::memory_order_release);
+      ring.header->tail.store(read_position_, std::memory_order_seq_cst);
       released = true;
       // Stop at the record's end rather than look at the next header: when the writer is idle
       // that line sits modified in its cache, and reading it would put a cache miss on the
@@ -216,10 +216,11 @@ std::size_t ShmStream::read_some(void* data, std::size_t bytes) {
 }
 
 // After publishing (a record, or room): the other side's progress thread may have gone to sleep
-// counting on us. The fence pairs with prepare_to_sleep's, so one of us sees the other.
+// counting on us. Our seq_cst store (of the record header or the tail) and this seq_cst load
+// pair with prepare_to_sleep's store and load, Dekker-style, so one of us sees the other. (On
+// x86 a seq_cst store is one xchg, cheaper than a release store plus an mfence.)
 void ShmStream::wake_if_sleeping(std::atomic<std::uint32_t>& sleeping) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleeping.load(std::memory_order_relaxed) != 0 && sleeping.exchange(0) != 0) ring_doorbell();
+  if (sleeping.load(std::memory_order_seq_cst) != 0 && sleeping.exchange(0) != 0) ring_doorbell();
 }
 
 void ShmStream::on_wakeup() {
@@ -238,17 +239,15 @@ void ShmStream::on_wakeup() {
 
 bool ShmStream::prepare_to_sleep(bool want_write) {
   RingHeader& in = *end_.inbound.header;
-  in.reader_sleeping.store(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with write_some's
+  in.reader_sleeping.store(1, std::memory_order_seq_cst);  // pairs with write_some's publish
   if (in_record_ || next_record_ready()) {
     in.reader_sleeping.store(0, std::memory_order_relaxed);
     return false;
   }
   if (want_write) {
     RingHeader& out = *end_.outbound.header;
-    out.writer_sleeping.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with read_some's
-    known_tail_ = out.tail.load(std::memory_order_relaxed);
+    out.writer_sleeping.store(1, std::memory_order_seq_cst);  // pairs with read_some's release
+    known_tail_ = out.tail.load(std::memory_order_seq_cst);
     if (end_.outbound.capacity - static_cast<std::size_t>(write_position_ - known_tail_) >= 2 * kRecordAlign) {
       out.writer_sleeping.store(0, std::memory_order_relaxed);
       return false;
