@@ -1,8 +1,13 @@
 #include "completion.hpp"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
+#include <ctime>
 
 namespace comm::detail {
 
@@ -26,14 +31,28 @@ void Completion::fail(std::exception_ptr error) {
   finish(kFailed);
 }
 
-void Completion::finish(int state) {
-  // seq_cst on both sides (here and the sleeper's increment then check): with release/acquire
-  // the store and the load may pass each other, and a sleeper would miss its wake-up.
-  state_.store(state, std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-    std::lock_guard lock(mutex_);  // a sleeper between its check and its wait holds the mutex
-    woken_.notify_all();
+void Completion::finish(std::uint32_t state) {
+  // The exchange publishes bytes_/source_/error_ and is the last touch of this object unless a
+  // thread sleeps on it: a waiter that sees the outcome may destroy it at once.
+  if ((state_.exchange(state, std::memory_order_acq_rel) & kSleeper) != 0) {
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
   }
+}
+
+void Completion::sleep_until(std::chrono::steady_clock::time_point until) {
+  std::uint32_t expected = kPending;
+  if (!state_.compare_exchange_strong(expected, kPending | kSleeper, std::memory_order_acq_rel) &&
+      expected != (kPending | kSleeper)) {
+    return;  // done meanwhile
+  }
+  auto left = until - std::chrono::steady_clock::now();
+  if (left <= std::chrono::nanoseconds::zero()) return;
+  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(left);
+  timespec relative{static_cast<std::time_t>(seconds.count()),
+                    static_cast<long>(std::chrono::duration_cast<std::chrono::nanoseconds>(left - seconds).count())};
+  // Returns at once if the word changed since (no lost wake-up), on a wake-up, or on timeout.
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, kPending | kSleeper, &relative,
+            nullptr, 0);
 }
 
 void Completion::rethrow_if_failed() const {
@@ -93,18 +112,12 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
     if (!clock_started) set_deadline(Clock::now());
     // Sleep; the transport's progress thread completes us. Wake now and then to drive progress
     // in case nothing else does (a transport without a progress thread).
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    std::unique_lock lock(mutex_);
     while (!done() && Clock::now() < deadline) {
-      auto slice = std::min<Clock::time_point>(deadline, Clock::now() + std::chrono::milliseconds(50));
-      woken_.wait_until(lock, slice, [&] { return done(); });
+      sleep_until(std::min<Clock::time_point>(deadline, Clock::now() + std::chrono::milliseconds(50)));
       if (!done()) {
-        lock.unlock();
         if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_, this);
-        lock.lock();
       }
     }
-    sleepers_.fetch_sub(1, std::memory_order_acq_rel);
   }
   if (!done()) return false;
   rethrow_if_failed();

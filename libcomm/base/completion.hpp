@@ -5,10 +5,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <memory>
-#include <mutex>
 
 namespace comm::detail {
 
@@ -39,8 +38,8 @@ class Completion {
   Completion(const Completion&) = delete;
   Completion& operator=(const Completion&) = delete;
 
-  bool done() const { return state_.load(std::memory_order_acquire) != kPending; }
-  bool failed() const { return state_.load(std::memory_order_acquire) == kFailed; }
+  bool done() const { return (state_.load(std::memory_order_acquire) & kOutcome) != kPending; }
+  bool failed() const { return (state_.load(std::memory_order_acquire) & kOutcome) == kFailed; }
 
   // Exactly one of these is called, once.
   void complete(std::size_t bytes, int source);
@@ -56,18 +55,19 @@ class Completion {
   int source() const { return source_; }
 
  private:
-  static constexpr int kPending = 0, kDone = 1, kFailed = 2;
-  void finish(int state);
+  // The state word holds the outcome and whether a thread sleeps on it (a futex): completing
+  // is one exchange, and nothing touches the object after it unless someone sleeps.
+  static constexpr std::uint32_t kPending = 0, kDone = 1, kFailed = 2, kOutcome = 3, kSleeper = 4;
+  void finish(std::uint32_t state);
+  // Sleeps until done or `until`, whichever is first (may return early).
+  void sleep_until(std::chrono::steady_clock::time_point until);
 
-  std::atomic<int> state_{kPending};
+  std::atomic<std::uint32_t> state_{kPending};
   std::size_t bytes_ = 0;
   int source_ = -1;
   std::exception_ptr error_;
   std::weak_ptr<Progressor> progressor_;
   int peer_hint_ = -1;
-  std::atomic<int> sleepers_{0};
-  std::mutex mutex_;
-  std::condition_variable woken_;
 };
 
 // How long a waiter spins before sleeping (COMM_SPIN_US, default 100).
