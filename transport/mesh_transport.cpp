@@ -41,9 +41,11 @@ MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
                              std::vector<std::unique_ptr<ByteStream>> streams)
     : rank_(rank), size_(static_cast<int>(streams.size())), peer_names_(std::move(peer_names)), peers_(streams.size()) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  idle_epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_event wake{EPOLLIN, {.u64 = static_cast<std::uint64_t>(size_)}};
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
+  ::epoll_ctl(idle_epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
   for (int peer = 0; peer < size_; ++peer) {
     if (!streams[peer]) continue;
     mediums_.insert(streams[peer]->medium());
@@ -62,6 +64,7 @@ MeshTransport::~MeshTransport() {
   if (progress_thread_.joinable()) progress_thread_.join();
   abort("the process group was destroyed");
   ::close(epoll_fd_);
+  ::close(idle_epoll_fd_);
   ::close(wake_fd_);
 }
 
@@ -490,8 +493,11 @@ void MeshTransport::run_progress_thread() {
       }
     }
     if (!may_sleep) continue;
-    // Unarmed while a waiter spins: then only sleep briefly, to re-arm once it stops.
-    int ready = ::epoll_wait(epoll_fd_, events, 64, spinners_.load() > 0 ? 1 : 1000);
+    // While a waiter spins it reads every peer itself: sleep deaf to the peers (a socket that
+    // woke this thread for each arriving segment would take the waiter's core from it), for at
+    // most 1 ms, or until a waiter that gives up spinning pokes wake_fd_.
+    bool spinning = spinners_.load() > 0;
+    int ready = ::epoll_wait(spinning ? idle_epoll_fd_ : epoll_fd_, events, 64, spinning ? 1 : 1000);
     std::lock_guard lock(mutex_);
     woke_up();
     for (int i = 0; i < ready; ++i) {

@@ -109,7 +109,8 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   int servicing_peer_ = -1;  // the peer whose receive() is on the stack
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
-  int epoll_fd_ = -1;
+  int epoll_fd_ = -1;       // every peer's descriptor and wake_fd_
+  int idle_epoll_fd_ = -1;  // wake_fd_ only: where the progress thread sleeps while a waiter spins
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<int> spinners_{0};
