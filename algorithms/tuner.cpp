@@ -113,7 +113,7 @@ Algorithm choose(const TunerQuery& query) {
 std::size_t ring_chunk_bytes() {
   static const std::size_t value = [] {
     auto bytes = environment::get_integer("COMM_RING_CHUNK");
-    return bytes && *bytes > 0 ? static_cast<std::size_t>(*bytes) : std::size_t{512} * 1024;
+    return bytes && *bytes > 0 ? static_cast<std::size_t>(*bytes) : std::size_t{2} << 20;
   }();
   return value;
 }
