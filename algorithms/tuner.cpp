@@ -13,8 +13,8 @@
 namespace comm::algorithms {
 namespace {
 
-constexpr Algorithm kAlgorithms[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct,
-                                     Algorithm::Dissemination};
+constexpr Algorithm kAlgorithms[] = {Algorithm::Ring,   Algorithm::Tree,          Algorithm::RecursiveDoubling,
+                                     Algorithm::Direct, Algorithm::Dissemination, Algorithm::SharedMemory};
 
 // COMM_ALGO, read once.
 Algorithm environment_algorithm() {
@@ -28,12 +28,19 @@ Algorithm environment_algorithm() {
 // Crossovers measured with the *_perf benches on the 2-core development VM (see
 // docs/results/collectives.md): below them the log(n)-round algorithms win on latency.
 constexpr std::size_t kAllReduceRingFrom = 1024 * 1024;
+// Two ranks sharing a host: the shared-memory all_reduce up to here, the ring above (where the
+// ring's pipelining pays). From three ranks on the shared-memory one wins at every size: its
+// work per rank does not grow with the number of ranks.
+constexpr std::size_t kSharedMemoryTwoRanksUpTo = 4 * 1024 * 1024;
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
 
 Algorithm by_default(const TunerQuery& query) {
   switch (query.collective) {
     case Collective::AllReduce:
+      if (query.shared_memory && query.size > 1 && (query.size > 2 || query.bytes <= kSharedMemoryTwoRanksUpTo)) {
+        return Algorithm::SharedMemory;
+      }
       return query.bytes < kAllReduceRingFrom ? Algorithm::RecursiveDoubling : Algorithm::Ring;
     case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
@@ -42,7 +49,8 @@ Algorithm by_default(const TunerQuery& query) {
     case Collective::Gather:
     case Collective::Scatter:
     case Collective::AllToAll: return Algorithm::Direct;
-    case Collective::Barrier: return Algorithm::Dissemination;
+    case Collective::Barrier:
+      return query.shared_memory && query.size > 1 ? Algorithm::SharedMemory : Algorithm::Dissemination;
   }
   return Algorithm::Ring;
 }
@@ -71,15 +79,18 @@ Algorithm parse_algorithm(std::string_view name, const char* source) {
     if (name == to_string(algorithm)) return algorithm;
   }
   if (name == "rd") return Algorithm::RecursiveDoubling;
+  if (name == "shm") return Algorithm::SharedMemory;
   throw InvalidArgumentError(std::string(source) + " is '" + std::string(name) +
-                                 "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination",
+                                 "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination, "
+                                 "shared_memory (shm)",
                              ErrorContext{.op = "tuner"});
 }
 
 bool has_algorithm(Collective collective, Algorithm algorithm) {
   switch (collective) {
     case Collective::AllReduce:
-      return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree || algorithm == Algorithm::RecursiveDoubling;
+      return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree || algorithm == Algorithm::RecursiveDoubling ||
+             algorithm == Algorithm::SharedMemory;
     case Collective::Broadcast:
     case Collective::Reduce: return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree;
     case Collective::AllGather:
@@ -87,7 +98,7 @@ bool has_algorithm(Collective collective, Algorithm algorithm) {
     case Collective::Gather:
     case Collective::Scatter:
     case Collective::AllToAll: return algorithm == Algorithm::Direct;
-    case Collective::Barrier: return algorithm == Algorithm::Dissemination;
+    case Collective::Barrier: return algorithm == Algorithm::Dissemination || algorithm == Algorithm::SharedMemory;
   }
   return false;
 }
@@ -98,10 +109,15 @@ Algorithm choose(const TunerQuery& query) {
                (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
                std::string(to_string(query.collective)) + " has no " + to_string(query.requested) +
                    " algorithm; pass Algorithm::Auto or one the collective has (docs/collectives.md lists them)");
+    COMM_CHECK(query.requested != Algorithm::SharedMemory || query.shared_memory, InvalidArgumentError,
+               (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
+               std::string(to_string(query.collective)) + " with shared_memory needs every rank of the group on one "
+                   "host over shared memory; pass Algorithm::Auto or another algorithm");
     return query.requested;
   }
   Algorithm forced = environment_algorithm();
-  if (forced != Algorithm::Auto && has_algorithm(query.collective, forced)) {
+  if (forced != Algorithm::Auto && has_algorithm(query.collective, forced) &&
+      (forced != Algorithm::SharedMemory || query.shared_memory)) {
     log_once(query, forced, "COMM_ALGO");
     return forced;
   }

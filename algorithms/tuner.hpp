@@ -27,6 +27,7 @@ struct TunerQuery {
   int size;
   Algorithm requested = Algorithm::Auto;
   int rank = -1;  // for errors
+  bool shared_memory = false;  // every rank of the group on this host, over shm: SharedMemory is usable
 };
 
 // The algorithm to run. A requested algorithm the collective lacks is an InvalidArgumentError.

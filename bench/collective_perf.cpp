@@ -217,7 +217,8 @@ int main(int argc, char** argv) {
                             ? static_cast<std::size_t>(n) : 1;
     std::size_t count = context.count / split * split;  // whole blocks only
     std::size_t per_rank_bytes = count * comm::element_size(options.dtype) / split;
-    Algorithm used = comm::algorithms::choose({collective, per_rank_bytes, n, requested, group.rank()});
+    Algorithm used = comm::algorithms::choose(
+        {collective, per_rank_bytes, n, requested, group.rank(), group.shared_memory_usable()});
     std::vector<comm::bench::Measurement> rows;
     for (bool in_place : {false, true}) {
       if ((in_place && !has_in_place) || (!in_place && !has_out_of_place)) continue;

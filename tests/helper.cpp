@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -100,27 +101,49 @@ int run_p2p_exchange() {
 
 // Rank 1 streams 16 MiB messages to rank 0 until killed; rank 0 receives until that fails and
 // reports how long after its last good message the failure came.
+// Runs step() until it throws; says "receiving" after the fourth success, then the failure and
+// how long after the last success it came (exit status 10).
+int until_failure(const std::function<void()>& step) {
+  auto last = std::chrono::steady_clock::now();
+  try {
+    for (int done = 0;; ++done) {
+      step();
+      last = std::chrono::steady_clock::now();
+      if (done == 3) std::cout << "receiving" << std::endl;
+    }
+  } catch (const comm::Error& error) {
+    auto after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - last);
+    std::cout << "FAILED " << comm::to_string(error.code()) << " after " << after.count() << " ms: " << error.what()
+              << std::endl;
+    return 10;
+  }
+}
+
 int run_p2p_stream() {
   try {
     auto group = comm::init_process_group();
     std::vector<std::uint8_t> data(16 << 20);
+    comm::Buffer buffer(data.data(), data.size(), comm::DType::UInt8);
     if (group->rank() == 1) {
       std::cout << "streaming" << std::endl;
-      while (true) group->send(comm::Buffer(data.data(), data.size(), comm::DType::UInt8), 0);
+      while (true) group->send(buffer, 0);
     }
-    auto last = std::chrono::steady_clock::now();
-    try {
-      for (int received = 0;; ++received) {
-        group->recv(comm::Buffer(data.data(), data.size(), comm::DType::UInt8), 1);
-        last = std::chrono::steady_clock::now();
-        if (received == 3) std::cout << "receiving" << std::endl;
-      }
-    } catch (const comm::Error& error) {
-      auto after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - last);
-      std::cout << "FAILED " << comm::to_string(error.code()) << " after " << after.count() << " ms: " << error.what()
-                << std::endl;
-      return 10;
-    }
+    return until_failure([&] { group->recv(buffer, 1); });
+  } catch (const comm::Error& error) {
+    std::cout << "ERROR " << error.what() << std::endl;
+    return 11;
+  }
+}
+
+// Both ranks all_reduce through shared memory until one fails (the test kills rank 1).
+int run_arena_stream() {
+  try {
+    auto group = comm::init_process_group();
+    std::vector<float> data(1 << 20, 1.0f);
+    return until_failure([&] {
+      group->all_reduce(comm::Buffer(data.data(), data.size(), comm::DType::Float32), comm::ReduceOp::Max,
+                        comm::Algorithm::SharedMemory);
+    });
   } catch (const comm::Error& error) {
     std::cout << "ERROR " << error.what() << std::endl;
     return 11;
@@ -143,6 +166,7 @@ int main(int argc, char** argv) {
   if (mode == "file-add" && argc == 5) return run_file_add(argv);
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
+  if (mode == "arena-stream") return run_arena_stream();
   if (mode == "env") {
     cpu_set_t cpus;
     ::sched_getaffinity(0, sizeof cpus, &cpus);

@@ -19,7 +19,13 @@ using namespace comm::testing;
 
 namespace {
 
-constexpr Algorithm kAllReduceAlgorithms[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling};
+constexpr Algorithm kAllReduceAlgorithms[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,
+                                              Algorithm::SharedMemory};
+
+// Shared memory needs every rank on one host over shm (or a group of one).
+bool usable(Algorithm algorithm, const comm::ProcessGroup& group) {
+  return algorithm != Algorithm::SharedMemory || group.size() == 1 || std::string(group.transport_name()) == "shm";
+}
 
 struct Case {
   DType dtype;
@@ -41,6 +47,7 @@ void check_all_reduce(int ranks, const std::string& transport, const std::vector
   std::map<std::tuple<int, std::size_t, int>, std::vector<std::uint8_t>> results;  // (algorithm, case, rank)
   run_ranks(ranks, [&](comm::ProcessGroup& group) {
     for (Algorithm algorithm : kAllReduceAlgorithms) {
+      if (!usable(algorithm, group)) continue;
       for (std::size_t c = 0; c < cases.size(); ++c) {
         auto [dtype, op, count] = cases[c];
         std::vector<std::uint8_t> data = inputs[c][static_cast<std::size_t>(group.rank())];
@@ -90,7 +97,10 @@ TEST_CASE("all_reduce: large counts, pipelined in many chunks", "[collectives][a
   std::vector<Case> cases{{DType::Float32, ReduceOp::Sum, 1000003},
                           {DType::BFloat16, ReduceOp::Avg, 1000003},
                           {DType::Int64, ReduceOp::Max, 1000003},
-                          {DType::Float32, ReduceOp::Sum, std::size_t{4} << 20}};  // 16 MiB
+                          {DType::Float32, ReduceOp::Sum, std::size_t{4} << 20},  // 16 MiB
+                          // A whole shared-memory piece and a small remainder (reduced whole).
+                          {DType::Float32, ReduceOp::Sum, 65536 + 100},
+                          {DType::Float64, ReduceOp::Min, 32768 + 3}};
   check_all_reduce(ranks, "shm", cases);
 }
 

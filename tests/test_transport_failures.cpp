@@ -64,13 +64,16 @@ TEST_CASE("ranks as processes exchange all pairs, a ring and any-source messages
 }
 
 TEST_CASE("a peer killed with SIGKILL mid-transfer fails the survivor's wait within 2 s, naming it", "[transport][process]") {
+  // p2p-stream: a stream of 16 MiB messages; arena-stream: all_reduce through shared memory.
+  std::string mode = GENERATE("p2p-stream", "arena-stream");
+  INFO(mode);
   std::string port = std::to_string(comm::testing::free_port());
   auto environment = [&](int rank) {
     return std::map<std::string, std::string>{{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"},
                                               {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
   };
-  ChildProcess survivor({helper(), "p2p-stream"}, environment(0));
-  ChildProcess victim({helper(), "p2p-stream"}, environment(1));
+  ChildProcess survivor({helper(), mode}, environment(0));
+  ChildProcess victim({helper(), mode}, environment(1));
   REQUIRE(wait_for_output(survivor, "receiving", 30s));
   victim.signal(SIGKILL);
   auto killed_at = Clock::now();

@@ -169,14 +169,32 @@ std::shared_ptr<detail::Completion> MeshTransport::irecv(int peer, void* data, s
   return completion;
 }
 
-// Fails a receive whose call differs from the one a message of its slot came from.
-void MeshTransport::fail_mismatch(const PostedReceive& receive, int source, std::uint64_t message_fingerprint) {
-  receive.completion->fail(error_of<MismatchError>(
-      "collective mismatch: this rank called " + detail::describe_fingerprint(receive.fingerprint) + " but " +
-          peer_name(source) + " called " + detail::describe_fingerprint(message_fingerprint) +
+std::exception_ptr MeshTransport::mismatch_error(std::uint64_t mine, int source, std::uint64_t theirs) const {
+  return error_of<MismatchError>(
+      "collective mismatch: this rank called " + detail::describe_fingerprint(mine) + " but " + peer_name(source) +
+          " called " + detail::describe_fingerprint(theirs) +
           " in the same slot; every rank of a group must call the same collectives, in the same order, with matching "
           "arguments",
-      rank_, source, "collective"));
+      rank_, source, "collective");
+}
+
+// Fails a receive whose call differs from the one a message of its slot came from.
+void MeshTransport::fail_mismatch(const PostedReceive& receive, int source, std::uint64_t message_fingerprint) {
+  receive.completion->fail(mismatch_error(receive.fingerprint, source, message_fingerprint));
+}
+
+std::exception_ptr MeshTransport::conflict(int peer, std::uint64_t tag, std::uint64_t fingerprint) {
+  std::lock_guard lock(mutex_);
+  if (peer < 0 || peer >= size_ || peer == rank_) return nullptr;
+  const Peer& state = peers_[peer];
+  if (same_call(state.probe_tag, tag) && conflicting(state.probe_fingerprint, fingerprint)) {
+    return mismatch_error(fingerprint, peer, state.probe_fingerprint);
+  }
+  PostedReceive receive{peer, tag, nullptr, 0, nullptr, fingerprint};
+  if (const UnexpectedMessage* message = matcher_.find_conflicting(receive)) {
+    return mismatch_error(fingerprint, peer, message->fingerprint);
+  }
+  return nullptr;
 }
 
 // Fails the posted receives of the same call as a message that disagrees with them.
@@ -386,6 +404,12 @@ void MeshTransport::watch_output(int peer, bool on) {
   std::uint32_t interest = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
   epoll_event event{interest, {.u64 = static_cast<std::uint64_t>(peer)}};
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, peers_[peer].connection->fd(), &event);
+}
+
+std::exception_ptr MeshTransport::failure(int peer) {
+  std::lock_guard lock(mutex_);
+  if (aborted_) return aborted_;
+  return peer >= 0 && peer < size_ && peer != rank_ ? peers_[peer].error : nullptr;
 }
 
 bool MeshTransport::all_peers_lost() const {

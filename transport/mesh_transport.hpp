@@ -44,6 +44,8 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   bool progress(int peer_hint, const detail::Completion* awaited = nullptr) override;
   void spinning(bool on) override;
   void waiter_sleeps() override;
+  std::exception_ptr failure(int peer) override;
+  std::exception_ptr conflict(int peer, std::uint64_t tag, std::uint64_t fingerprint) override;
   std::string peer_name(int peer) const override { return peer_names_.at(peer); }
   // "tcp", "shm", "shm+tcp" (or "self" for a group of one).
   const char* medium() const override { return medium_.c_str(); }
@@ -84,6 +86,7 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
   void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
   void fail_mismatch(const PostedReceive& receive, int source, std::uint64_t message_fingerprint);
+  std::exception_ptr mismatch_error(std::uint64_t mine, int source, std::uint64_t theirs) const;
   void fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint);
   void service(int peer);
   void lose_peer(int peer, std::exception_ptr error);

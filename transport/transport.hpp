@@ -47,6 +47,15 @@ class Transport : public detail::Progressor {
   // peer may be kAnySource; the completion's source() says who sent the message.
   virtual std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
                                                     std::uint64_t fingerprint = 0) = 0;
+  // Why nothing more can be exchanged with `peer` (it was lost, or this transport aborted), or
+  // null. For waits outside the transport (shared-memory flags) to notice a dead peer.
+  virtual std::exception_ptr failure(int /*peer*/) { return nullptr; }
+  // A MismatchError when a message or probe from `peer` of the same collective call as `tag`
+  // carries another fingerprint than `fingerprint`, else null. For calls that do not exchange
+  // messages (shared-memory collectives) to still name what a peer stuck elsewhere called.
+  virtual std::exception_ptr conflict(int /*peer*/, std::uint64_t /*tag*/, std::uint64_t /*fingerprint*/) {
+    return nullptr;
+  }
   // "rank 3 (host:pid)", for messages.
   virtual std::string peer_name(int peer) const = 0;
   virtual const char* medium() const = 0;

@@ -51,6 +51,7 @@ const char* to_string(Algorithm algorithm) {
     case Algorithm::RecursiveDoubling: return "recursive_doubling";
     case Algorithm::Direct: return "direct";
     case Algorithm::Dissemination: return "dissemination";
+    case Algorithm::SharedMemory: return "shared_memory";
   }
   return "unknown algorithm";
 }

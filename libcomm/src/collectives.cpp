@@ -16,6 +16,7 @@
 #include "fingerprint.hpp"
 #include "reduce.hpp"
 #include "ring.hpp"
+#include "shared_memory.hpp"
 #include "small_message.hpp"
 #include "transport.hpp"
 #include "tree.hpp"
@@ -85,7 +86,7 @@ struct CollectiveCalls {
   }
 
   static Algorithm pick(const ProcessGroup& group, Collective collective, std::size_t bytes, Algorithm requested) {
-    return algorithms::choose({collective, bytes, group.size(), requested, group.rank()});
+    return algorithms::choose({collective, bytes, group.size(), requested, group.rank(), group.shared_memory_usable()});
   }
 
   static std::shared_ptr<Work> broadcast(ProcessGroup& group, Buffer buffer, int root, Algorithm requested, bool async) {
@@ -126,11 +127,15 @@ struct CollectiveCalls {
     }
     Algorithm algorithm = pick(group, Collective::AllReduce, buffer.bytes(), requested);
     return group.start_collective(Collective::AllReduce, buffer.bytes(),
-        signature(Collective::AllReduce, algorithm, &buffer, static_cast<int>(op_), -1, buffer.count), [=](const CollectiveContext& context) {
+        signature(Collective::AllReduce, algorithm, &buffer, static_cast<int>(op_), -1, buffer.count), [=, &group](const CollectiveContext& context) {
       switch (algorithm) {
         case Algorithm::Tree: return algorithms::tree_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op_);
         case Algorithm::RecursiveDoubling:
           return algorithms::recursive_doubling_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op_);
+        case Algorithm::SharedMemory:
+          if (group.size() == 1) return;  // nothing to combine (an average divides by one)
+          return algorithms::shared_memory_all_reduce(context, *group.arena_, buffer.data, buffer.count, buffer.dtype,
+                                                      op_);
         default:
           return algorithms::ring_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op_,
                                              algorithms::ring_chunk_bytes());
@@ -391,8 +396,10 @@ struct CollectiveCalls {
 
   static std::shared_ptr<Work> barrier(ProcessGroup& group, bool async) {
     group.check_member("barrier");
-    return group.start_collective(Collective::Barrier, 0,
-        signature(Collective::Barrier, Algorithm::Dissemination, nullptr, -1, -1, 0), [](const CollectiveContext& context) {
+    Algorithm algorithm = pick(group, Collective::Barrier, 0, Algorithm::Auto);
+    return group.start_collective(Collective::Barrier, 0, signature(Collective::Barrier, algorithm, nullptr, -1, -1, 0),
+        [&group, algorithm](const CollectiveContext& context) {
+      if (algorithm == Algorithm::SharedMemory) return algorithms::shared_memory_barrier(context, *group.arena_);
       algorithms::dissemination_barrier(context);
     }, async);
   }

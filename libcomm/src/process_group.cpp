@@ -1,4 +1,5 @@
 #include "comm/process_group.hpp"
+#include "shared_arena.hpp"
 
 #include <algorithm>
 #include <string>
@@ -17,13 +18,21 @@ ProcessGroup::ProcessGroup(Identity identity, std::shared_ptr<Store> store,
                            Layout layout)
     : identity_(std::move(identity)), store_(std::move(store)), transport_(std::move(transport)), timeout_(timeout),
       layout_(std::move(layout)), scratch_(std::make_unique<algorithms::ScratchPool>()),
-      queue_(std::make_unique<detail::CollectiveQueue>()) {}
+      queue_(std::make_unique<detail::CollectiveQueue>()) {
+  // Every member constructs the group at the same point (init_process_group, new_group), so the
+  // segment of the shared-memory collectives is made here, collectively.
+  if (rank() >= 0 && size() > 1 && std::string_view(transport_->medium()) == "shm") {
+    arena_ = transport::SharedArena::create(*store_, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
+  }
+}
 
 ProcessGroup::~ProcessGroup() = default;
 
 const char* ProcessGroup::transport_name() const { return transport_->medium(); }
 
 void ProcessGroup::abort() { transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank())); }
+
+bool ProcessGroup::shared_memory_usable() const { return size() == 1 || arena_ != nullptr; }
 
 int ProcessGroup::transport_rank(int rank) const {
   return layout_.members.empty() ? rank : layout_.members[static_cast<std::size_t>(rank)];

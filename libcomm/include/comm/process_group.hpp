@@ -23,6 +23,7 @@ namespace comm {
 
 namespace transport {
 class Transport;
+class SharedArena;
 }
 namespace algorithms {
 struct CollectiveContext;
@@ -81,6 +82,9 @@ class ProcessGroup {
   Store& store() const { return *store_; }
   // "tcp" or "shm": the medium this group's messages travel over.
   const char* transport_name() const;
+  // Whether the shared-memory collectives can run: every rank of the group shares this host
+  // over shm and the group's segment was made (Algorithm::SharedMemory).
+  bool shared_memory_usable() const;
 
   // Point to point. Messages from one rank to another with one tag arrive in the order they
   // were sent; a recv from kAnySource reports the sender through Work::source_rank() (the
@@ -182,6 +186,7 @@ class ProcessGroup {
   std::atomic<std::uint64_t> collective_sequence_{0};
   std::uint32_t groups_created_ = 0;
   std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
+  std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none
   std::unique_ptr<algorithms::IpcState> ipc_;         // GPU collectives' state, made on first use
   std::unique_ptr<algorithms::IpcPointToPoint> ipc_point_to_point_;  // GPU send/recv state, likewise
   void* cuda_stream_ = nullptr;

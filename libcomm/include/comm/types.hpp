@@ -18,7 +18,9 @@ enum class ReduceOp { Sum, Product, Min, Max, Avg, BAnd, BOr, BXor };
 
 // How a collective moves its data. Auto lets the tuner pick from the collective, the message
 // size, the group size and the transport (COMM_ALGO overrides Auto for every call).
-enum class Algorithm { Auto, Ring, Tree, RecursiveDoubling, Direct, Dissemination };
+// SharedMemory: all_reduce and barrier through one segment every rank maps, for groups whose
+// ranks all share one host over shm (algorithms/shared_memory.hpp).
+enum class Algorithm { Auto, Ring, Tree, RecursiveDoubling, Direct, Dissemination, SharedMemory };
 
 struct Device {
   enum class Kind { Cpu, Cuda } kind = Kind::Cpu;

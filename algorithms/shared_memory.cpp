@@ -1,0 +1,213 @@
+#include "shared_memory.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "comm/error.hpp"
+#include "fingerprint.hpp"
+#include "reduce.hpp"
+#include "store_format.hpp"
+
+namespace comm::algorithms {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using transport::SharedArena;
+
+// Up to this many bytes a piece is reduced whole by every rank: one synchronisation instead of
+// two, and the extra arithmetic is cheaper than a cache-line round trip.
+constexpr std::size_t kReduceLocallyBytes = 16 * 1024;
+constexpr std::chrono::milliseconds kProbeAfter{500};
+
+enum class Flag { Arrived, Reduced, Done };
+
+std::atomic<std::uint64_t>& flag(SharedArena::Control& control, Flag which) {
+  switch (which) {
+    case Flag::Arrived: return control.arrived;
+    case Flag::Reduced: return control.reduced;
+    case Flag::Done: break;
+  }
+  return control.done;
+}
+
+const char* describe(Flag which) {
+  switch (which) {
+    case Flag::Arrived: return "to arrive";
+    case Flag::Reduced: return "to reduce its part";
+    case Flag::Done: break;
+  }
+  return "to finish the previous piece";
+}
+
+ErrorContext error_context(const CollectiveContext& context, int peer) {
+  return ErrorContext{.rank = context.rank, .peer = peer, .op = context.op,
+                      .sequence = static_cast<std::int64_t>(context.sequence)};
+}
+
+void rethrow_with_context(const CollectiveContext& context, int peer, const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (Error& cause) {
+    cause.add_context(error_context(context, peer));
+    throw;
+  }
+}
+
+// The slow path of a wait on one peer's flag: spin (yielding now and then, for ranks that
+// share a core), then nap; a dead peer or an aborted group ends it with the reason, a peer
+// that stays away past the timeout with a TimeoutError. A long wait sends the peer a probe, as
+// CollectiveContext::wait does, so ranks stuck in different calls learn what the other called.
+void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int peer, Flag which, std::uint64_t epoch) {
+  auto& word = flag(arena.control(peer), which);
+  auto start = Clock::now();
+  auto last_check = start;
+  bool probed = false;
+  for (unsigned round = 1; word.load(std::memory_order_acquire) < epoch; ++round) {
+    if ((round & 63) != 0) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    auto now = Clock::now();
+    if (now - start < std::chrono::milliseconds(1)) {
+      ::sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (now - last_check < std::chrono::milliseconds(1)) continue;
+    last_check = now;
+    int transport_peer = context.transport_rank(peer);
+    if (auto error = context.transport.failure(transport_peer)) rethrow_with_context(context, peer, error);
+    // A peer stuck in another call may have sent us a message (or a probe) of this slot.
+    if (auto error = context.transport.conflict(transport_peer, context.tag(0), context.fingerprint)) {
+      rethrow_with_context(context, peer, error);
+    }
+    if (!probed && now - start > kProbeAfter && context.fingerprint != 0) {
+      probed = true;
+      std::uint64_t probe = (context.tag(0) & ~std::uint64_t{0xFFFF}) | transport::kProbeStep;
+      context.transport.isend(transport_peer, nullptr, 0, probe, context.fingerprint);  // fire and forget
+    }
+    if (now - start > context.timeout) {
+      throw TimeoutError(std::string("waited ") + store_format::seconds(context.timeout) + " for rank " +
+                             std::to_string(peer) + " " + describe(which) + " in shared memory; every rank of the "
+                             "group must call the same collectives in the same order (is one of them stuck, or doing "
+                             "something else?)",
+                         error_context(context, peer));
+    }
+  }
+}
+
+void wait_all(const CollectiveContext& context, SharedArena& arena, Flag which, std::uint64_t epoch) {
+  for (int peer = 0; peer < context.size; ++peer) {
+    if (peer == context.rank) continue;
+    if (flag(arena.control(peer), which).load(std::memory_order_acquire) < epoch) {
+      wait_for_peer(context, arena, peer, which, epoch);
+    }
+  }
+}
+
+// Every rank publishes the call it is in (number and fingerprint) with its input. A peer in
+// another call is a mismatch, reported on both sides; when it is at another call number, it did
+// something other than a shared-memory collective in this slot, and the message it sent us for
+// it (read in now) names what.
+void check_calls(const CollectiveContext& context, SharedArena& arena, int buffer) {
+  for (int peer = 0; peer < context.size; ++peer) {
+    if (peer == context.rank) continue;
+    const SharedArena::Control& control = arena.control(peer);
+    std::uint64_t theirs = control.fingerprint[buffer].load(std::memory_order_relaxed);
+    std::uint64_t sequence = control.sequence[buffer].load(std::memory_order_relaxed);
+    if (theirs == context.fingerprint && sequence == context.sequence) continue;
+    int transport_peer = context.transport_rank(peer);
+    auto deadline = Clock::now() + std::chrono::seconds(2);
+    if (sequence > context.sequence) {
+      // The peer did this slot's call elsewhere; the message it sent us then says what.
+      do {
+        context.transport.progress(transport_peer);
+        if (auto error = context.transport.conflict(transport_peer, context.tag(0), context.fingerprint)) {
+          rethrow_with_context(context, peer, error);
+        }
+      } while (Clock::now() < deadline);
+    } else if (sequence < context.sequence) {
+      // The peer is in a call this rank made elsewhere: it finds our message of that slot and
+      // aborts, saying what both sides called; wait for its word.
+      do {
+        if (auto error = context.transport.failure(transport_peer)) rethrow_with_context(context, peer, error);
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      } while (Clock::now() < deadline);
+    }
+    throw MismatchError("collective mismatch: this rank called " + detail::describe_fingerprint(context.fingerprint) +
+                            " as call " + std::to_string(context.sequence) + " of its group but rank " +
+                            std::to_string(peer) + " called " + detail::describe_fingerprint(theirs) + " as call " +
+                            std::to_string(sequence) + "; every rank of a group must call the same collectives, in "
+                            "the same order, with matching arguments",
+                        error_context(context, peer));
+  }
+}
+
+// Claims the next epoch, waits until its buffer is free (everyone done with the piece two
+// epochs back), and publishes `bytes` of input in this rank's slot.
+std::uint64_t arrive(const CollectiveContext& context, SharedArena& arena, const void* input, std::size_t bytes) {
+  std::uint64_t epoch = arena.next_epoch();
+  int buffer = static_cast<int>(epoch & 1);
+  if (epoch > 2) wait_all(context, arena, Flag::Done, epoch - 2);
+  if (bytes > 0) std::memcpy(arena.slot(buffer, context.rank), input, bytes);
+  SharedArena::Control& mine = arena.control(context.rank);
+  mine.fingerprint[buffer].store(context.fingerprint, std::memory_order_relaxed);
+  mine.sequence[buffer].store(context.sequence, std::memory_order_relaxed);
+  mine.arrived.store(epoch, std::memory_order_release);
+  wait_all(context, arena, Flag::Arrived, epoch);
+  check_calls(context, arena, buffer);
+  return epoch;
+}
+
+}  // namespace
+
+void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& arena, void* data, std::size_t count,
+                              DType dtype, ReduceOp op) {
+  int n = context.size;
+  std::size_t element = element_size(dtype);
+  std::size_t piece_count = SharedArena::kSlotBytes / element;
+  auto* bytes = static_cast<std::uint8_t*>(data);
+  SharedArena::Control& mine = arena.control(context.rank);
+  for (std::size_t first = 0; first < count || (count == 0 && first == 0); first += piece_count) {
+    std::size_t elements = std::min(piece_count, count - first);
+    std::uint8_t* piece = bytes + first * element;
+    std::uint64_t epoch = arrive(context, arena, piece, elements * element);
+    int buffer = static_cast<int>(epoch & 1);
+    if (elements * element <= kReduceLocallyBytes) {
+      // Every rank reduces the whole piece, in rank order: the same bytes everywhere.
+      if (elements > 0) {
+        std::memcpy(piece, arena.slot(buffer, 0), elements * element);
+        for (int peer = 1; peer < n; ++peer) reduce(piece, arena.slot(buffer, peer), elements, dtype, op);
+        if (op == ReduceOp::Avg) divide(piece, elements, dtype, static_cast<std::size_t>(n));
+      }
+      mine.done.store(epoch, std::memory_order_release);
+    } else {
+      // This rank reduces its segment of the piece into the shared result; then all copy it out.
+      std::size_t begin = elements * static_cast<std::size_t>(context.rank) / static_cast<std::size_t>(n);
+      std::size_t end = elements * static_cast<std::size_t>(context.rank + 1) / static_cast<std::size_t>(n);
+      std::size_t offset = begin * element;
+      if (end > begin) {
+        std::uint8_t* target = arena.result(buffer) + offset;
+        std::memcpy(target, arena.slot(buffer, 0) + offset, (end - begin) * element);
+        for (int peer = 1; peer < n; ++peer) reduce(target, arena.slot(buffer, peer) + offset, end - begin, dtype, op);
+        if (op == ReduceOp::Avg) divide(target, end - begin, dtype, static_cast<std::size_t>(n));
+      }
+      mine.reduced.store(epoch, std::memory_order_release);
+      wait_all(context, arena, Flag::Reduced, epoch);
+      std::memcpy(piece, arena.result(buffer), elements * element);
+      mine.done.store(epoch, std::memory_order_release);
+    }
+    if (count == 0) break;
+  }
+}
+
+void shared_memory_barrier(const CollectiveContext& context, SharedArena& arena) {
+  std::uint64_t epoch = arrive(context, arena, nullptr, 0);
+  arena.control(context.rank).done.store(epoch, std::memory_order_release);
+}
+
+}  // namespace comm::algorithms

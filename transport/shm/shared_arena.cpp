@@ -1,0 +1,105 @@
+#include "shared_arena.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <random>
+#include <vector>
+
+#include "comm/error.hpp"
+#include "log.hpp"
+
+namespace comm::transport {
+namespace {
+
+std::size_t segment_bytes(int size) {
+  return static_cast<std::size_t>(size) * sizeof(SharedArena::Control) +
+         2 * static_cast<std::size_t>(size + 1) * SharedArena::kSlotBytes;
+}
+
+[[noreturn]] void fail(const std::string& what, const std::string& name, int rank) {
+  throw IoError(what + " shared memory '" + name + "': " + std::strerror(errno) +
+                    "; is /dev/shm mounted and large enough? COMM_ALGO=ring (or COMM_TRANSPORT=tcp) avoids it",
+                ErrorContext{.rank = rank, .op = "shared_arena"});
+}
+
+void* map(int fd, std::size_t bytes, const std::string& name, int rank) {
+  // Populated at once, like the pair rings: faulting pages in lazily costs microseconds per page.
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (base == MAP_FAILED) fail("cannot map", name, rank);
+  return base;
+}
+
+}  // namespace
+
+SharedArena::SharedArena(void* base, std::size_t bytes, int size)
+    : base_(base),
+      bytes_(bytes),
+      size_(size),
+      controls_(static_cast<Control*>(base)),
+      data_(static_cast<std::uint8_t*>(base) + static_cast<std::size_t>(size) * sizeof(Control)) {}
+
+SharedArena::~SharedArena() { ::munmap(base_, bytes_); }
+
+std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string& key, int rank, int size,
+                                                 std::chrono::milliseconds timeout) {
+  // Every rank ends with an arena, or every rank with none (one rank could not make or map the
+  // segment: /dev/shm full, say); the group then runs its other algorithms, having said why.
+  std::size_t bytes = segment_bytes(size);
+  std::unique_ptr<SharedArena> arena;
+  std::string problem;
+  if (rank == 0) {
+    std::random_device random;
+    std::string name = "/comm-arena-" + std::to_string(::getpid()) + "-" + std::to_string(random());
+    struct Unlink {
+      std::string name;
+      ~Unlink() { ::shm_unlink(name.c_str()); }  // whatever happens below: nothing stays linked
+    } unlink{name};
+    try {
+      int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+      if (fd < 0) fail("cannot create", name, rank);
+      if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+        ::close(fd);
+        fail("cannot size", name, rank);
+      }
+      void* base = map(fd, bytes, name, rank);
+      // A fresh segment is zero-filled: every flag starts at epoch 0. The Control objects are
+      // constructed in place (their atomics are lock-free and zero is their initial value).
+      for (int r = 0; r < size; ++r) new (static_cast<Control*>(base) + r) Control();
+      arena = std::make_unique<SharedArena>(base, bytes, size);
+    } catch (const Error& error) {
+      problem = error.what();
+    }
+    store.set(key + "/name", problem.empty() ? name : "");
+    bool everyone = problem.empty();
+    for (int r = 1; r < size; ++r) {
+      std::string mapped = key + "/mapped/" + std::to_string(r);
+      store.wait({mapped}, timeout);
+      everyone = everyone && store.get_string(mapped) == "1";
+    }
+    store.set(key + "/usable", everyone ? "1" : "0");
+  } else {
+    std::string name = store.get_string(key + "/name");
+    try {
+      if (name.empty()) throw IoError("rank 0 could not make it", ErrorContext{.rank = rank});
+      int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+      if (fd < 0) fail("cannot open", name, rank);
+      arena = std::make_unique<SharedArena>(map(fd, bytes, name, rank), bytes, size);
+    } catch (const Error& error) {
+      problem = error.what();
+    }
+    store.set(key + "/mapped/" + std::to_string(rank), problem.empty() ? "1" : "0");
+  }
+  bool usable = store.get_string(key + "/usable") == "1";
+  if (!problem.empty()) {
+    log::get(log::Subsystem::Transport).warn("no shared-memory collectives for this group: {}", problem);
+  }
+  return usable ? std::move(arena) : nullptr;
+}
+
+}  // namespace comm::transport
