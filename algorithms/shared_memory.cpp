@@ -23,25 +23,13 @@ using transport::SharedArena;
 constexpr std::size_t kReduceLocallyBytes = 16 * 1024;
 constexpr std::chrono::milliseconds kProbeAfter{500};
 
-enum class Flag { Arrived, Reduced, Done };
+enum class Flag { Arrived, Reduced };
 
 std::atomic<std::uint64_t>& flag(SharedArena::Control& control, Flag which) {
-  switch (which) {
-    case Flag::Arrived: return control.arrived;
-    case Flag::Reduced: return control.reduced;
-    case Flag::Done: break;
-  }
-  return control.done;
+  return which == Flag::Arrived ? control.arrived : control.reduced;
 }
 
-const char* describe(Flag which) {
-  switch (which) {
-    case Flag::Arrived: return "to arrive";
-    case Flag::Reduced: return "to reduce its part";
-    case Flag::Done: break;
-  }
-  return "to finish the previous piece";
-}
+const char* describe(Flag which) { return which == Flag::Arrived ? "to arrive" : "to reduce its part"; }
 
 ErrorContext error_context(const CollectiveContext& context, int peer) {
   return ErrorContext{.rank = context.rank, .peer = peer, .op = context.op,
@@ -147,12 +135,13 @@ void check_calls(const CollectiveContext& context, SharedArena& arena, int buffe
   }
 }
 
-// Claims the next epoch, waits until its buffer is free (everyone done with the piece two
-// epochs back), and publishes `bytes` of input in this rank's slot.
+// Claims the next epoch and publishes `bytes` of input in this rank's slot, then waits for
+// everyone's. The epoch's buffer is free without a wait: it was last used two epochs back, and
+// every rank finished that piece before it arrived at the previous epoch, which this rank
+// waited for.
 std::uint64_t arrive(const CollectiveContext& context, SharedArena& arena, const void* input, std::size_t bytes) {
   std::uint64_t epoch = arena.next_epoch();
   int buffer = static_cast<int>(epoch & 1);
-  if (epoch > 2) wait_all(context, arena, Flag::Done, epoch - 2);
   if (bytes > 0) std::memcpy(arena.slot(buffer, context.rank), input, bytes);
   SharedArena::Control& mine = arena.control(context.rank);
   mine.fingerprint[buffer].store(context.fingerprint, std::memory_order_relaxed);
@@ -184,7 +173,6 @@ void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& are
         for (int peer = 1; peer < n; ++peer) reduce(piece, arena.slot(buffer, peer), elements, dtype, op);
         if (op == ReduceOp::Avg) divide(piece, elements, dtype, static_cast<std::size_t>(n));
       }
-      mine.done.store(epoch, std::memory_order_release);
     } else {
       // This rank reduces its segment of the piece into the shared result; then all copy it out.
       std::size_t begin = elements * static_cast<std::size_t>(context.rank) / static_cast<std::size_t>(n);
@@ -199,15 +187,11 @@ void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& are
       mine.reduced.store(epoch, std::memory_order_release);
       wait_all(context, arena, Flag::Reduced, epoch);
       std::memcpy(piece, arena.result(buffer), elements * element);
-      mine.done.store(epoch, std::memory_order_release);
     }
     if (count == 0) break;
   }
 }
 
-void shared_memory_barrier(const CollectiveContext& context, SharedArena& arena) {
-  std::uint64_t epoch = arrive(context, arena, nullptr, 0);
-  arena.control(context.rank).done.store(epoch, std::memory_order_release);
-}
+void shared_memory_barrier(const CollectiveContext& context, SharedArena& arena) { arrive(context, arena, nullptr, 0); }
 
 }  // namespace comm::algorithms

@@ -24,8 +24,7 @@ class SharedArena {
   // The flags one rank publishes; epochs only grow (0: nothing yet).
   struct alignas(64) Control {
     std::atomic<std::uint64_t> arrived{0};  // its input for this epoch is in its slot
-    std::atomic<std::uint64_t> reduced{0};  // it finished reading slots / writing its part of the result
-    std::atomic<std::uint64_t> done{0};     // it finished reading the result: both may be reused
+    std::atomic<std::uint64_t> reduced{0};  // its part of the shared result is written
     // The call it is in (detail::fingerprint), per buffer, set before arriving: a peer may be one
     // piece ahead, on the other buffer, but never two.
     std::atomic<std::uint64_t> fingerprint[2]{};
