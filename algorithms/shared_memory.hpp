@@ -15,9 +15,9 @@
 
 namespace comm::algorithms {
 
-// In place. Pieces of up to kSlotBytes go through the arena's two buffers in turn. Up to
-// kReduceLocallyBytes a piece is reduced whole by every rank (one synchronisation); larger ones
-// are reduced by segment, each rank owning one, then copied out by all (two synchronisations).
+// In place. Pieces of up to kSlotBytes go through the arena's two buffers in turn. Up to 16 KiB
+// (and always on two ranks) a piece is reduced whole by every rank (one synchronisation); larger
+// ones are reduced by segment, each rank owning one, then copied out by all (two synchronisations).
 // Either way the result is bitwise identical on every rank (one order of operations).
 void shared_memory_all_reduce(const CollectiveContext& context, transport::SharedArena& arena, void* data,
                               std::size_t count, DType dtype, ReduceOp op);

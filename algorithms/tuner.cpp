@@ -28,19 +28,16 @@ Algorithm environment_algorithm() {
 // Crossovers measured with the *_perf benches on the 2-core development VM (see
 // docs/results/collectives.md): below them the log(n)-round algorithms win on latency.
 constexpr std::size_t kAllReduceRingFrom = 1024 * 1024;
-// Two ranks sharing a host: the shared-memory all_reduce up to here, the ring above (where the
-// ring's pipelining pays). From three ranks on the shared-memory one wins at every size: its
-// work per rank does not grow with the number of ranks.
-constexpr std::size_t kSharedMemoryTwoRanksUpTo = 4 * 1024 * 1024;
+// Ranks sharing a host run the shared-memory all_reduce at every size: 2 ranks 5.0-5.3 GB/s
+// busbw at 16 and 256 MiB against the ring's 3.1-4.1; 4 ranks on 2 cores 3.1-3.4 against 1.1-1.4
+// (its work per rank does not grow with the number of ranks).
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
 
 Algorithm by_default(const TunerQuery& query) {
   switch (query.collective) {
     case Collective::AllReduce:
-      if (query.shared_memory && query.size > 1 && (query.size > 2 || query.bytes <= kSharedMemoryTwoRanksUpTo)) {
-        return Algorithm::SharedMemory;
-      }
+      if (query.shared_memory && query.size > 1) return Algorithm::SharedMemory;
       return query.bytes < kAllReduceRingFrom ? Algorithm::RecursiveDoubling : Algorithm::Ring;
     case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
