@@ -44,7 +44,19 @@ ImportedMemory::ImportedMemory(const IpcMemoryHandle& handle, int device) : devi
   DeviceGuard guard(device, "cuda.ipc_import");
   cudaIpcMemHandle_t native;
   std::memcpy(&native, handle.bytes.data(), sizeof(native));
-  check(cudaIpcOpenMemHandle(&data_, native, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle", "cuda.ipc_import");
+  cudaError_t status = cudaIpcOpenMemHandle(&data_, native, cudaIpcMemLazyEnablePeerAccess);
+  if (status == cudaErrorAlreadyMapped) {
+    cudaGetLastError();  // not sticky; clear it for the retry
+    data_ = nullptr;
+    throw AlreadyMapped("cudaIpcOpenMemHandle: memory of this handle is still mapped under an older one",
+                        ErrorContext{.op = "cuda.ipc_import"});
+  }
+  check(status, "cudaIpcOpenMemHandle", "cuda.ipc_import");
+}
+
+void ImportedMemory::quiesce(int device) {
+  DeviceGuard guard(device, "cuda.ipc_import");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", "cuda.ipc_import");
 }
 
 ImportedMemory::~ImportedMemory() {

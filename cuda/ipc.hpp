@@ -7,6 +7,10 @@
 
 #include <array>
 #include <cstddef>
+#include <map>
+#include <memory>
+
+#include "comm/error.hpp"
 
 namespace comm::cuda {
 
@@ -32,7 +36,14 @@ AllocationRange allocation_range(const void* pointer, int device);
 // A peer's allocation mapped into this process; unmapped on destruction.
 class ImportedMemory {
  public:
+  // Opening failed because memory the handle covers is still mapped here under an older handle
+  // (the peer freed an allocation and made a new one over the same memory).
+  struct AlreadyMapped : CudaError {
+    using CudaError::CudaError;
+  };
   ImportedMemory(const IpcMemoryHandle& handle, int device);
+  // Waits until the device has run everything queued (before closing imports in use by it).
+  static void quiesce(int device);
   ~ImportedMemory();
   ImportedMemory(const ImportedMemory&) = delete;
   ImportedMemory& operator=(const ImportedMemory&) = delete;
@@ -41,6 +52,30 @@ class ImportedMemory {
  private:
   void* data_ = nullptr;
   int device_ = 0;
+};
+
+// One peer's allocations this process has opened, by handle: opening costs a driver call, so
+// they stay open between calls. A handle whose memory is still mapped under an older handle
+// makes the cache close everything it holds (once the device has finished the work that may
+// still read them) and open again.
+class ImportCache {
+ public:
+  void* open(const IpcMemoryHandle& handle, int device) {
+    auto found = opened_.find(handle.bytes);
+    if (found != opened_.end()) return found->second->data();
+    std::unique_ptr<ImportedMemory> memory;
+    try {
+      memory = std::make_unique<ImportedMemory>(handle, device);
+    } catch (const ImportedMemory::AlreadyMapped&) {
+      ImportedMemory::quiesce(device);
+      opened_.clear();
+      memory = std::make_unique<ImportedMemory>(handle, device);
+    }
+    return opened_.emplace(handle.bytes, std::move(memory)).first->second->data();
+  }
+
+ private:
+  std::map<std::array<unsigned char, 64>, std::unique_ptr<ImportedMemory>> opened_;
 };
 
 // An event other processes can wait on (interprocess, no timing). The exporter records it; an

@@ -16,6 +16,7 @@ IpcMemoryHandle export_memory(void*, int) { built_without_cuda(); }
 AllocationRange allocation_range(const void*, int) { built_without_cuda(); }
 ImportedMemory::ImportedMemory(const IpcMemoryHandle&, int) { built_without_cuda(); }
 ImportedMemory::~ImportedMemory() = default;
+void ImportedMemory::quiesce(int) { built_without_cuda(); }
 InterprocessEvent::InterprocessEvent(int) { built_without_cuda(); }
 InterprocessEvent::InterprocessEvent(const IpcEventHandle&, int) { built_without_cuda(); }
 InterprocessEvent::~InterprocessEvent() = default;

@@ -59,10 +59,7 @@ class IpcCall {
           state.peers_[p].push_back(std::make_unique<cuda::InterprocessEvent>(announcement.events[phase], device));
         }
       }
-      std::vector<unsigned char> key(announcement.allocation.bytes.begin(), announcement.allocation.bytes.end());
-      auto& opened = state.opened_[p][key];
-      if (!opened) opened = std::make_unique<cuda::ImportedMemory>(announcement.allocation, device);
-      peers_[p] = static_cast<std::uint8_t*>(opened->data()) + announcement.offset;
+      peers_[p] = static_cast<std::uint8_t*>(state.opened_[p].open(announcement.allocation, device)) + announcement.offset;
       state.peers_[p][0]->wait(stream);
     }
   }

@@ -45,7 +45,7 @@ class IpcState {
   int device_;
   std::vector<std::unique_ptr<cuda::InterprocessEvent>> own_;                  // [phase]
   std::vector<std::vector<std::unique_ptr<cuda::InterprocessEvent>>> peers_;   // [peer][phase]
-  std::vector<std::map<std::vector<unsigned char>, std::unique_ptr<cuda::ImportedMemory>>> opened_;  // [peer]
+  std::vector<cuda::ImportCache> opened_;  // [peer]
 };
 
 // `stream` is a cudaStream_t; every pointer is device memory of state.device().

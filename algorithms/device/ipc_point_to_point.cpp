@@ -77,11 +77,9 @@ std::size_t IpcPointToPoint::recv(transport::Transport& transport, int peer, voi
   answer.capacity = capacity;
   bool fits = announcement.bytes <= capacity;
   if (fits && announcement.bytes > 0) {
-    auto& opened = opened_[peer][key_of(announcement.allocation)];
-    if (!opened) opened = std::make_unique<cuda::ImportedMemory>(announcement.allocation, device_);
+    auto* source = static_cast<std::uint8_t*>(opened_[peer].open(announcement.allocation, device_));
     imported(peer, announcement.ready).wait(stream);
-    cuda::copy_async(data, static_cast<std::uint8_t*>(opened->data()) + announcement.offset, announcement.bytes,
-                     device_, stream);
+    cuda::copy_async(data, source + announcement.offset, announcement.bytes, device_, stream);
   }
   done_.record(stream);
   wait(transport.isend(peer, &answer, sizeof answer, tag | kGpuDoneTagBit), timeout, peer, "recv");

@@ -44,7 +44,7 @@ class IpcPointToPoint {
   cuda::InterprocessEvent ready_, done_;
   using Key = std::vector<unsigned char>;  // a handle's bytes
   std::map<int, std::map<Key, std::unique_ptr<cuda::InterprocessEvent>>> events_;  // [peer]
-  std::map<int, std::map<Key, std::unique_ptr<cuda::ImportedMemory>>> opened_;     // [peer]
+  std::map<int, cuda::ImportCache> opened_;  // [peer]
 };
 
 }  // namespace comm::algorithms
