@@ -216,6 +216,22 @@ int main() {
     ++checked;
   }
 
+  // Buffers freed and allocated anew between calls, growing, so new allocations cover memory
+  // peers have mapped under older handles (cudaErrorAlreadyMapped unless imports are reopened).
+  for (int round = 0; round < 8; ++round) {
+    const std::size_t count = (std::size_t{1} << (12 + round)) + 7;
+    std::vector<float> values(count, static_cast<float>(rank + 1));
+    cuda::DeviceMemory data(count * 4, device);
+    cuda::copy(data.data(), values.data(), count * 4, device);
+    group->all_reduce(comm::Buffer(data.data(), count, DType::Float32, {comm::Device::Kind::Cuda, device}));
+    cuda::copy(values.data(), data.data(), count * 4, device);
+    float want = static_cast<float>(size * (size + 1) / 2);
+    std::size_t wrong = 0;
+    for (float value : values) wrong += value != want;
+    if (wrong != 0) fail("all_reduce into a reallocated buffer, round " + std::to_string(round));
+    ++checked;
+  }
+
   // Stream ordering: ones + rank written by a kernel just before, read by a kernel just after.
   {
     const std::size_t count = 1 << 20;
