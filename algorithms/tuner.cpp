@@ -28,16 +28,25 @@ Algorithm environment_algorithm() {
 // Crossovers measured with the *_perf benches on the 2-core development VM (see
 // docs/results/collectives.md): below them the log(n)-round algorithms win on latency.
 constexpr std::size_t kAllReduceRingFrom = 1024 * 1024;
-// Ranks sharing a host run the shared-memory all_reduce at every size: 2 ranks 5.0-5.3 GB/s
-// busbw at 16 and 256 MiB against the ring's 3.1-4.1; 4 ranks on 2 cores 3.1-3.4 against 1.1-1.4
-// (its work per rank does not grow with the number of ranks).
+// Ranks sharing a host: from 3 ranks the shared-memory all_reduce at every size (its work per
+// rank does not grow with the number of ranks: 4 ranks on 2 cores reach 3.1-3.4 GB/s busbw at
+// 8-128 MiB, the ring 0.8-1.3). On 2 ranks it wins small messages (8 bytes 0.2 us, recursive
+// doubling 0.45; up to 8 KiB) and large ones (4 MiB and up: 4.4-5.3 GB/s, the ring 1.9-3.5),
+// while the ring, where each rank reduces half, wins in between (1 MiB 8.6-9.1 GB/s, shared
+// memory 4.8).
+constexpr std::size_t kSharedMemoryTwoRanksUpTo = 8 * 1024;
+constexpr std::size_t kSharedMemoryTwoRanksFrom = 4 * 1024 * 1024;
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
 
 Algorithm by_default(const TunerQuery& query) {
   switch (query.collective) {
     case Collective::AllReduce:
-      if (query.shared_memory && query.size > 1) return Algorithm::SharedMemory;
+      if (query.shared_memory && query.size > 1) {
+        bool two_ranks_ring = query.size == 2 && query.bytes > kSharedMemoryTwoRanksUpTo &&
+                              query.bytes < kSharedMemoryTwoRanksFrom;
+        return two_ranks_ring ? Algorithm::Ring : Algorithm::SharedMemory;
+      }
       return query.bytes < kAllReduceRingFrom ? Algorithm::RecursiveDoubling : Algorithm::Ring;
     case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
