@@ -26,6 +26,16 @@ using transport::SharedArena;
 constexpr std::size_t kReduceLocallyBytes = 16 * 1024;
 constexpr std::chrono::milliseconds kProbeAfter{500};
 
+// Tells the core this is a spin loop (x86 `pause`: cheaper for the sibling hyperthread, and no
+// memory-order mis-speculation when the flag changes).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 enum class Flag { Arrived, Reduced };
 
 std::atomic<std::uint64_t>& flag(SharedArena::Control& control, Flag which) {
@@ -59,7 +69,7 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
   bool probed = false;
   for (unsigned round = 1; word.load(std::memory_order_acquire) < epoch; ++round) {
     if ((round & 63) != 0) {
-      __builtin_ia32_pause();
+      cpu_relax();
       continue;
     }
     auto now = Clock::now();
