@@ -81,7 +81,12 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
     if (now - last_check < std::chrono::milliseconds(1)) continue;
     last_check = now;
     int transport_peer = context.transport_rank(peer);
-    if (auto error = context.transport.failure(transport_peer)) rethrow_with_context(context, peer, error);
+    if (auto error = context.transport.failure(transport_peer)) {
+      // A peer may arrive and then leave (its last call done) between our look at its flag and
+      // this check: only a peer that is gone without having arrived is an error.
+      if (word.load(std::memory_order_acquire) >= epoch) break;
+      rethrow_with_context(context, peer, error);
+    }
     // A peer stuck in another call may have sent us a message (or a probe) of this slot.
     if (auto error = context.transport.conflict(transport_peer, context.tag(0), context.fingerprint)) {
       rethrow_with_context(context, peer, error);

@@ -17,6 +17,14 @@ std::optional<PostedReceive> Matcher::take_receive(int source, std::uint64_t tag
   return std::nullopt;
 }
 
+bool Matcher::withdraw(const detail::Completion* completion) {
+  auto found = std::find_if(posted_.begin(), posted_.end(),
+                            [&](const PostedReceive& receive) { return receive.completion.get() == completion; });
+  if (found == posted_.end()) return false;
+  posted_.erase(found);
+  return true;
+}
+
 UnexpectedMessage* Matcher::find_unexpected(const PostedReceive& receive) {
   for (auto& message : unexpected_) {
     if (message.claimed_by) continue;

@@ -51,6 +51,8 @@ class Matcher {
   UnexpectedMessage& add_unexpected(UnexpectedMessage message);
   void remove_unexpected(const UnexpectedMessage* message);
   void post(PostedReceive receive) { posted_.push_back(std::move(receive)); }
+  // Removes the posted receive completing `completion`; false when none is posted.
+  bool withdraw(const detail::Completion* completion);
 
   // Posted receives from `source` (or any source) of the same call as `tag` whose fingerprint
   // conflicts with `fingerprint`, removed and returned.

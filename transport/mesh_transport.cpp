@@ -115,42 +115,53 @@ bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std:
 std::shared_ptr<detail::Completion> MeshTransport::irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
                                                          std::uint64_t fingerprint) {
   auto completion = new_completion(peer);
+  irecv_into(completion, peer, data, capacity, tag, fingerprint);
+  return completion;
+}
+
+bool MeshTransport::cancel(const detail::Completion* completion) {
+  std::lock_guard lock(mutex_);
+  return completion->done() || matcher_.withdraw(completion);
+}
+
+void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, int peer, void* data,
+                               std::size_t capacity, std::uint64_t tag, std::uint64_t fingerprint) {
   std::lock_guard lock(mutex_);
   if (aborted_) {
     completion->fail(aborted_);
-    return completion;
+    return;
   }
-  PostedReceive receive{peer, tag, data, capacity, completion, fingerprint};
+  PostedReceive receive{peer, tag, data, capacity, std::move(completion), fingerprint};
   UnexpectedMessage* message = matcher_.find_unexpected(receive);
   if (message != nullptr && conflicting(message->fingerprint, fingerprint)) {
     fail_mismatch(receive, message->source, message->fingerprint);  // the message stays unclaimed
-    return completion;
+    return;
   }
   if (message == nullptr) {
     if (const UnexpectedMessage* other = matcher_.find_conflicting(receive)) {
       fail_mismatch(receive, other->source, other->fingerprint);
-      return completion;
+      return;
     }
     for (int source = 0; source < size_; ++source) {
       const Peer& state = peers_[source];
       if ((peer == kAnySource || peer == source) && same_call(state.probe_tag, tag) &&
           conflicting(state.probe_fingerprint, fingerprint)) {
         fail_mismatch(receive, source, state.probe_fingerprint);
-        return completion;
+        return;
       }
     }
     // Messages that arrived before a peer left are still delivered (above); nothing more will.
     if (peer != kAnySource && peer != rank_ && peers_[peer].error) {
-      completion->fail(peers_[peer].error);
-      return completion;
+      receive.completion->fail(peers_[peer].error);
+      return;
     }
     if (peer == kAnySource && all_peers_lost()) {
-      completion->fail(error_of<PeerClosedError>("every peer is gone; nobody is left to send to a receive from any source",
+      receive.completion->fail(error_of<PeerClosedError>("every peer is gone; nobody is left to send to a receive from any source",
                                                  rank_, -1, "recv"));
-      return completion;
+      return;
     }
     matcher_.post(std::move(receive));
-    return completion;
+    return;
   }
   if (!fits(receive, message->source, tag, message->bytes, message->rendezvous ? message->id : 0)) {
     matcher_.remove_unexpected(message);
@@ -161,12 +172,11 @@ std::shared_ptr<detail::Completion> MeshTransport::irecv(int peer, void* data, s
     clear_to_send(source, id, std::move(receive));
   } else if (message->arrived) {
     if (message->bytes > 0) std::memcpy(data, message->payload.data(), message->bytes);
-    completion->complete(message->bytes, message->source);
+    receive.completion->complete(message->bytes, message->source);
     matcher_.remove_unexpected(message);
   } else {
     message->claimed_by = std::move(receive);  // completed when its payload has arrived
   }
-  return completion;
 }
 
 std::exception_ptr MeshTransport::mismatch_error(std::uint64_t mine, int source, std::uint64_t theirs) const {

@@ -39,6 +39,9 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
                                             std::uint64_t fingerprint = 0) override;
   bool send_now(int peer, const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint = 0) override;
+  void irecv_into(std::shared_ptr<detail::Completion> completion, int peer, void* data, std::size_t capacity,
+                  std::uint64_t tag, std::uint64_t fingerprint = 0) override;
+  bool cancel(const detail::Completion* completion) override;
   std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
                                             std::uint64_t fingerprint = 0) override;
   bool progress(int peer_hint, const detail::Completion* awaited = nullptr) override;

@@ -56,6 +56,13 @@ class Transport : public detail::Progressor {
   virtual std::exception_ptr conflict(int /*peer*/, std::uint64_t /*tag*/, std::uint64_t /*fingerprint*/) {
     return nullptr;
   }
+  // irecv into a completion the caller made (one on its stack, say: the transport never touches
+  // a completion after completing or failing it).
+  virtual void irecv_into(std::shared_ptr<detail::Completion> completion, int peer, void* data, std::size_t capacity,
+                          std::uint64_t tag, std::uint64_t fingerprint = 0) = 0;
+  // Withdraws a posted receive that no message has matched yet: true when it was withdrawn
+  // (or is done already); false when a message is on its way into it (it will complete or fail).
+  virtual bool cancel(const detail::Completion* /*completion*/) { return false; }
   // "rank 3 (host:pid)", for messages.
   virtual std::string peer_name(int peer) const = 0;
   virtual const char* medium() const = 0;

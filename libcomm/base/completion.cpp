@@ -72,7 +72,7 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
   }
   if (timeout.count() <= 0) {
     // A test (is_completed): one poll, so a caller that only ever tests still moves things.
-    if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_, this);
+    if (auto progressor = driver()) progressor->progress(peer_hint_, this);
     if (!done()) return false;
     rethrow_if_failed();
     return true;
@@ -88,7 +88,7 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
   };
   // Spin: drive progress ourselves while the answer is likely to be a few microseconds away.
   if (spin_budget().count() > 0) {
-    auto progressor = progressor_.lock();
+    auto progressor = driver();
     if (progressor) progressor->spinning(true);
     bool moved = false;
     for (unsigned round = 0; !done(); ++round) {
@@ -115,7 +115,7 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
     while (!done() && Clock::now() < deadline) {
       sleep_until(std::min<Clock::time_point>(deadline, Clock::now() + std::chrono::milliseconds(50)));
       if (!done()) {
-        if (auto progressor = progressor_.lock()) progressor->progress(peer_hint_, this);
+        if (auto progressor = driver()) progressor->progress(peer_hint_, this);
       }
     }
   }

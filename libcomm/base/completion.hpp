@@ -35,6 +35,9 @@ class Completion {
   Completion() = default;
   Completion(std::weak_ptr<Progressor> progressor, int peer_hint)
       : progressor_(std::move(progressor)), peer_hint_(peer_hint) {}
+  // For a completion on the waiter's stack: the caller keeps `progressor` alive while waiting,
+  // and destroys the completion only once it is done (or withdrawn from the transport).
+  Completion(Progressor* progressor, int peer_hint) : borrowed_(progressor), peer_hint_(peer_hint) {}
   Completion(const Completion&) = delete;
   Completion& operator=(const Completion&) = delete;
 
@@ -66,7 +69,12 @@ class Completion {
   std::size_t bytes_ = 0;
   int source_ = -1;
   std::exception_ptr error_;
+  // The progressor, shared (a Work may outlive its group) or borrowed.
+  std::shared_ptr<Progressor> driver() const {
+    return borrowed_ != nullptr ? std::shared_ptr<Progressor>(std::shared_ptr<void>(), borrowed_) : progressor_.lock();
+  }
   std::weak_ptr<Progressor> progressor_;
+  Progressor* borrowed_ = nullptr;
   int peer_hint_ = -1;
 };
 

@@ -1,5 +1,6 @@
 // send, recv, isend, irecv: argument checks, then one transport call each.
 #include "check.hpp"
+#include "completion.hpp"
 #include "comm/process_group.hpp"
 #include "cuda/memory.hpp"
 #include "ipc_collectives.hpp"
@@ -99,11 +100,24 @@ void ProcessGroup::send(Buffer buffer, int dst, int tag) {
   start_send(buffer, dst, tag).wait();
 }
 
+// The blocking receive waits on a Completion on its own stack: no allocation, no reference
+// counting on the path from the message's arrival to the caller. The transport never touches a
+// completion after finishing it; one that times out is withdrawn first (or, if its message is
+// already on its way in, waited for), so nothing refers to it once this returns.
 int ProcessGroup::recv(Buffer buffer, int src, int tag) {
   if (buffer.device.kind == Device::Kind::Cuda) return gpu_recv(buffer, src, tag);
   check_recv(buffer, src, tag);
-  Work work = start_recv(buffer, src, tag);
-  work.wait();
+  int source = src == kAnySource ? src : transport_rank(src);
+  detail::Completion completion(transport_.get(), source);
+  std::shared_ptr<detail::Completion> borrowed(std::shared_ptr<void>(), &completion);  // not owned
+  transport_->irecv_into(borrowed, source, buffer.data, buffer.bytes(), point_to_point_tag(tag));
+  Work work(borrowed, timeout_, detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
+  try {
+    work.wait();
+  } catch (const TimeoutError&) {
+    if (!transport_->cancel(&completion)) completion.wait_for(std::chrono::hours(24 * 366));
+    throw;
+  }
   return work.source_rank();
 }
 
