@@ -116,3 +116,16 @@ TEST_CASE("all_reduce rejects bad input on the calling rank", "[collectives][all
   });
   REQUIRE_RANK_CHECKS(checks);
 }
+
+TEST_CASE("shared_memory needs every rank on one host over shm", "[collectives][all_reduce][bad-input]") {
+  RankChecks checks;
+  run_ranks(2, [&](comm::ProcessGroup& group) {
+    RANK_CHECK(checks, !group.shared_memory_usable());
+    std::vector<float> data(4, 1.0f);
+    RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::Sum, Algorithm::SharedMemory), "shared_memory needs",
+                      "one host");
+    group.all_reduce(data);  // the tuner picks another algorithm, and the group still works
+    RANK_CHECK(checks, data[0] == 2.0f);
+  }, std::chrono::seconds(60), "tcp");
+  REQUIRE_RANK_CHECKS(checks);
+}
