@@ -205,6 +205,9 @@ TEST_CASE("all_gather, reduce_scatter and all_to_all: in place and out of place"
 
 TEST_CASE("barrier: no rank leaves before every rank arrived", "[collectives][barrier]") {
   int ranks = GENERATE(1, 2, 3, 5, 8);
+  // shm: the shared-memory barrier; tcp: dissemination.
+  std::string transport = GENERATE("shm", "tcp");
+  INFO(ranks << " ranks over " << transport);
   std::atomic<int> arrived{0};
   RankChecks checks;
   run_ranks(ranks, [&](comm::ProcessGroup& group) {
@@ -216,7 +219,7 @@ TEST_CASE("barrier: no rank leaves before every rank arrived", "[collectives][ba
                    "round " + std::to_string(round) + " rank " + std::to_string(group.rank()));
       group.barrier();  // nobody starts the next round's count before everyone checked
     }
-  });
+  }, std::chrono::seconds(60), transport);
   REQUIRE_RANK_CHECKS(checks);
 }
 
