@@ -96,6 +96,15 @@ std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string
     store.set(key + "/mapped/" + std::to_string(rank), problem.empty() ? "1" : "0");
   }
   bool usable = store.get_string(key + "/usable") == "1";
+  // The store may live in rank 0's process: it returns only once every rank is done with it
+  // here, so a job whose rank 0 exits right after making the group cannot strand the others.
+  if (rank == 0) {
+    std::vector<std::string> read;
+    for (int r = 1; r < size; ++r) read.push_back(key + "/read/" + std::to_string(r));
+    store.wait(read, timeout);
+  } else {
+    store.set(key + "/read/" + std::to_string(rank), "1");
+  }
   if (!problem.empty()) {
     log::get(log::Subsystem::Transport).warn("no shared-memory collectives for this group: {}", problem);
   }
