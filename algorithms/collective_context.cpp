@@ -5,12 +5,6 @@
 
 namespace comm::algorithms {
 
-namespace {
-
-constexpr std::chrono::milliseconds kProbeAfter{500};
-
-}  // namespace
-
 void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t step) const {
   if (!transfer) return;  // a send the transport took at once
   // Built only on failure: a string per wait would cost as much as a small message.
@@ -22,8 +16,7 @@ void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t s
       if (transfer->wait_for(timeout)) return;
     } else {
       if (transfer->wait_for(kProbeAfter)) return;
-      std::uint64_t probe = (tag(0) & ~std::uint64_t{0xFFFF}) | transport::kProbeStep;
-      transport.isend(transport_rank(peer), nullptr, 0, probe, fingerprint);  // fire and forget
+      probe(peer);
       if (transfer->wait_for(timeout - kProbeAfter)) return;
     }
   } catch (Error& error) {

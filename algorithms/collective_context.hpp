@@ -21,6 +21,8 @@ namespace comm::algorithms {
 constexpr std::uint64_t kCollectiveTagBit = std::uint64_t{1} << 63;
 constexpr int kGroupIdShift = 48;
 constexpr std::uint64_t kStepsPerCall = std::uint64_t{1} << 16;
+// How long a collective waits on a peer before sending it a probe (see transport::is_probe).
+constexpr std::chrono::milliseconds kProbeAfter{500};
 
 // A transfer in flight; null for a send the transport took at once (nothing to wait for).
 using Transfer = std::shared_ptr<detail::Completion>;
@@ -57,6 +59,12 @@ struct CollectiveContext {
   // wait that lasts (kProbeAfter) sends the peer a probe, so that two ranks waiting on each
   // other in different calls find out (see transport::is_probe).
   void wait(const Transfer& transfer, int peer, std::uint64_t step) const;
+  // Tells `peer` what this rank is calling in this slot (fire and forget), so that a peer stuck
+  // in another call finds the mismatch.
+  void probe(int peer) const {
+    transport.isend(transport_rank(peer), nullptr, 0, (tag(0) & ~std::uint64_t{0xFFFF}) | transport::kProbeStep,
+                    fingerprint);
+  }
   void send_wait(int peer, const void* data, std::size_t bytes, std::uint64_t step) const {
     wait(send(peer, data, bytes, step), peer, step);
   }
