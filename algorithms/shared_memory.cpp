@@ -168,6 +168,18 @@ std::uint64_t arrive(const CollectiveContext& context, SharedArena& arena, const
   return epoch;
 }
 
+// target = slot 0 op slot 1 op ... op slot n-1 (rank order, so every rank that computes an
+// element gets the same bytes), over `elements` from byte `offset` of each slot. `holds_first`:
+// target already holds slot 0's bytes (rank 0's own input), so the first copy is skipped.
+void reduce_slots(std::uint8_t* target, const SharedArena& arena, int buffer, std::size_t offset, std::size_t elements,
+                  DType dtype, ReduceOp op, bool holds_first) {
+  if (elements == 0) return;
+  int n = arena.size();
+  if (!holds_first) std::memcpy(target, arena.slot(buffer, 0) + offset, elements * element_size(dtype));
+  for (int peer = 1; peer < n; ++peer) reduce(target, arena.slot(buffer, peer) + offset, elements, dtype, op);
+  if (op == ReduceOp::Avg) divide(target, elements, dtype, static_cast<std::size_t>(n));
+}
+
 }  // namespace
 
 void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& arena, void* data, std::size_t count,
@@ -176,36 +188,26 @@ void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& are
   std::size_t element = element_size(dtype);
   std::size_t piece_count = SharedArena::kSlotBytes / element;
   auto* bytes = static_cast<std::uint8_t*>(data);
-  SharedArena::Control& mine = arena.control(context.rank);
-  for (std::size_t first = 0; first < count || (count == 0 && first == 0); first += piece_count) {
+  std::size_t first = 0;
+  do {  // at least once: an empty call still meets the others (and compares fingerprints)
     std::size_t elements = std::min(piece_count, count - first);
     std::uint8_t* piece = bytes + first * element;
     std::uint64_t epoch = arrive(context, arena, piece, elements * element);
     int buffer = static_cast<int>(epoch & 1);
     if (elements * element <= kReduceLocallyBytes || n == 2) {
-      // Every rank reduces the whole piece, in rank order: the same bytes everywhere.
-      if (elements > 0) {
-        std::memcpy(piece, arena.slot(buffer, 0), elements * element);
-        for (int peer = 1; peer < n; ++peer) reduce(piece, arena.slot(buffer, peer), elements, dtype, op);
-        if (op == ReduceOp::Avg) divide(piece, elements, dtype, static_cast<std::size_t>(n));
-      }
+      // Every rank reduces the whole piece straight into its buffer.
+      reduce_slots(piece, arena, buffer, 0, elements, dtype, op, context.rank == 0);
     } else {
       // This rank reduces its segment of the piece into the shared result; then all copy it out.
       std::size_t begin = elements * static_cast<std::size_t>(context.rank) / static_cast<std::size_t>(n);
       std::size_t end = elements * static_cast<std::size_t>(context.rank + 1) / static_cast<std::size_t>(n);
-      std::size_t offset = begin * element;
-      if (end > begin) {
-        std::uint8_t* target = arena.result(buffer) + offset;
-        std::memcpy(target, arena.slot(buffer, 0) + offset, (end - begin) * element);
-        for (int peer = 1; peer < n; ++peer) reduce(target, arena.slot(buffer, peer) + offset, end - begin, dtype, op);
-        if (op == ReduceOp::Avg) divide(target, end - begin, dtype, static_cast<std::size_t>(n));
-      }
-      mine.reduced.store(epoch, std::memory_order_release);
+      reduce_slots(arena.result(buffer) + begin * element, arena, buffer, begin * element, end - begin, dtype, op, false);
+      arena.control(context.rank).reduced.store(epoch, std::memory_order_release);
       wait_all(context, arena, Flag::Reduced, epoch);
       std::memcpy(piece, arena.result(buffer), elements * element);
     }
-    if (count == 0) break;
-  }
+    first += elements;
+  } while (first < count);
 }
 
 void shared_memory_barrier(const CollectiveContext& context, SharedArena& arena) { arrive(context, arena, nullptr, 0); }

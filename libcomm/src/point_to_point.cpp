@@ -54,10 +54,12 @@ Work ProcessGroup::start_send(Buffer buffer, int dst, int tag) {
 }
 
 Work ProcessGroup::start_recv(Buffer buffer, int src, int tag) {
-  int source = src == kAnySource ? src : transport_rank(src);
-  return Work(transport_->irecv(source, buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
+  return Work(transport_->irecv(source_rank_of(src), buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
               detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
 }
+
+// kAnySource stays itself; a named group rank becomes its transport rank.
+int ProcessGroup::source_rank_of(int src) const { return src == kAnySource ? src : transport_rank(src); }
 
 void ProcessGroup::check_send(const Buffer& buffer, int dst, int tag) const {
   check_buffer(buffer, "send");
@@ -107,7 +109,7 @@ void ProcessGroup::send(Buffer buffer, int dst, int tag) {
 int ProcessGroup::recv(Buffer buffer, int src, int tag) {
   if (buffer.device.kind == Device::Kind::Cuda) return gpu_recv(buffer, src, tag);
   check_recv(buffer, src, tag);
-  int source = src == kAnySource ? src : transport_rank(src);
+  int source = source_rank_of(src);
   detail::Completion completion(transport_.get(), source);
   std::shared_ptr<detail::Completion> borrowed(std::shared_ptr<void>(), &completion);  // not owned
   transport_->irecv_into(borrowed, source, buffer.data, buffer.bytes(), point_to_point_tag(tag));
@@ -115,7 +117,7 @@ int ProcessGroup::recv(Buffer buffer, int src, int tag) {
   try {
     work.wait();
   } catch (const TimeoutError&) {
-    if (!transport_->cancel(&completion)) completion.wait_for(std::chrono::hours(24 * 366));
+    if (!transport_->cancel(&completion)) completion.wait();  // its message is on its way in
     throw;
   }
   return work.source_rank();

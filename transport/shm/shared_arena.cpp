@@ -53,6 +53,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string
   std::size_t bytes = segment_bytes(size);
   std::unique_ptr<SharedArena> arena;
   std::string problem;
+  bool usable = false;
   if (rank == 0) {
     std::random_device random;
     std::string name = "/comm-arena-" + std::to_string(::getpid()) + "-" + std::to_string(random());
@@ -76,13 +77,11 @@ std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string
       problem = error.what();
     }
     store.set(key + "/name", problem.empty() ? name : "");
-    bool everyone = problem.empty();
+    usable = problem.empty();
     for (int r = 1; r < size; ++r) {
-      std::string mapped = key + "/mapped/" + std::to_string(r);
-      store.wait({mapped}, timeout);
-      everyone = everyone && store.get_string(mapped) == "1";
+      usable = store.get_string(key + "/mapped/" + std::to_string(r)) == "1" && usable;  // waits for it
     }
-    store.set(key + "/usable", everyone ? "1" : "0");
+    store.set(key + "/usable", usable ? "1" : "0");
   } else {
     std::string name = store.get_string(key + "/name");
     try {
@@ -94,8 +93,8 @@ std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string
       problem = error.what();
     }
     store.set(key + "/mapped/" + std::to_string(rank), problem.empty() ? "1" : "0");
+    usable = store.get_string(key + "/usable") == "1";
   }
-  bool usable = store.get_string(key + "/usable") == "1";
   // The store may live in rank 0's process: it returns only once every rank is done with it
   // here, so a job whose rank 0 exits right after making the group cannot strand the others.
   if (rank == 0) {

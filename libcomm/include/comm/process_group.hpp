@@ -176,6 +176,7 @@ class ProcessGroup {
   void check_tag(int tag, const char* op) const;
   void check_root(int root, const char* op) const;
   int transport_rank(int rank) const;
+  int source_rank_of(int src) const;
   std::uint64_t point_to_point_tag(int tag) const;
 
   Identity identity_;
