@@ -50,7 +50,11 @@ struct CollectiveContext {
   // The transfer verbs: peers are group ranks; `step` tells a call's messages apart.
   Transfer send(int peer, const void* data, std::size_t bytes, std::uint64_t step) const {
     if (transport.send_now(transport_rank(peer), data, bytes, tag(step), fingerprint)) return nullptr;
-    return transport.isend(transport_rank(peer), data, bytes, tag(step), fingerprint);
+    Transfer transfer = transport.isend(transport_rank(peer), data, bytes, tag(step), fingerprint);
+    // A send that failed at once (the peer is gone, or an earlier message to it was refused)
+    // fails the call now: waiting first for a receive that depends on it would never end.
+    if (transfer->failed()) wait(transfer, peer, step);
+    return transfer;
   }
   Transfer recv(int peer, void* data, std::size_t bytes, std::uint64_t step) const {
     return transport.irecv(transport_rank(peer), data, bytes, tag(step), fingerprint);

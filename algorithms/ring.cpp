@@ -4,26 +4,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "chunking.hpp"
 #include "reduce.hpp"
 
 namespace comm::algorithms {
 namespace {
-
-// How a run of `count` elements is cut into `chunks` nearly equal chunks.
-struct Chunking {
-  std::size_t count;
-  std::size_t chunks;
-  std::size_t begin(std::size_t chunk) const { return count * chunk / chunks; }
-  std::size_t length(std::size_t chunk) const { return begin(chunk + 1) - begin(chunk); }
-};
-
-// Chunks per run: enough that each is at most chunk_bytes, never more than the tag space of one
-// call allows for `steps` steps.
-std::size_t chunks_for(std::size_t bytes, std::size_t chunk_bytes, std::size_t steps) {
-  std::size_t wanted = std::max<std::size_t>(1, (bytes + chunk_bytes - 1) / std::max<std::size_t>(chunk_bytes, 1));
-  std::size_t limit = std::max<std::size_t>(1, (kStepsPerCall - 1) / std::max<std::size_t>(steps, 1));
-  return std::min(wanted, limit);
-}
 
 // Steps [first, last) of the ring over `data` (size segments, segment p = elements
 // [count*p/size, count*(p+1)/size)). At step s rank r sends segment r-s-1... see ring.hpp.

@@ -69,6 +69,27 @@ void Stream::synchronize_handle(void* stream, int device) {
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize", "cuda.synchronize");
 }
 
+Event::Event(int device) : device_(device) {
+  DeviceGuard guard(device, "cuda.event");
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags", "cuda.event");
+  event_ = event;
+}
+
+Event::~Event() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+void Event::record(void* stream) const {
+  DeviceGuard guard(device_, "cuda.event");
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord",
+        "cuda.event");
+}
+
+void Event::synchronize() const {
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize", "cuda.event");
+}
+
 void copy_async(void* destination, const void* source, std::size_t bytes, int device, void* stream) {
   if (bytes == 0) return;
   DeviceGuard guard(device, "cuda.copy");

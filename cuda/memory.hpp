@@ -63,6 +63,23 @@ class Stream {
   int device_ = 0;
 };
 
+// A plain event (no timing) the host waits on: tells the host when work it enqueued on a stream,
+// e.g. a device-to-host copy whose bytes it is about to send, has run.
+class Event {
+ public:
+  explicit Event(int device);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(void* stream) const;
+  void synchronize() const;
+
+ private:
+  void* event_ = nullptr;
+  int device_ = 0;
+};
+
 // cudaMemcpyAsync with cudaMemcpyDefault (unified addressing tells the direction), on
 // `stream` (nullptr: the legacy default stream) of `device`.
 void copy_async(void* destination, const void* source, std::size_t bytes, int device, void* stream);

@@ -1,11 +1,12 @@
-// Collectives on GPU buffers among the ranks of one host (CUDA IPC), run under commrun on the GPU
-// machine. all_reduce: every dtype x op at several counts against the reference computed from
+// Collectives on GPU buffers, run under commrun on the GPU machine: through CUDA IPC by default,
+// staged through pinned host memory under COMM_CUDA_PATH=staging or COMM_TRANSPORT=tcp. all_reduce: every dtype x op at several counts against the reference computed from
 // every rank's input, bitwise-identical results on every rank, and stream ordering (a kernel
 // writes the input just before the call and another reads the output just after, with no
 // synchronisation between). broadcast, reduce, gather, scatter, all_gather, reduce_scatter and
 // all_to_all: every root, in and out of place, a few dtypes and ops.
 //   commrun -n 3 build/tests/gpu_collectives        exit 0: all correct, 1: wrong, 77: no GPU
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -204,15 +205,59 @@ int main() {
       ++checked;
     }
     // A receive buffer too small for the message: both sides get an error, nothing is copied.
-    cuda::DeviceMemory big(64, device), small(16, device);
+    // (1 MiB: a small staged message leaves as a host message does, before the refusal comes.)
+    const std::size_t big_bytes = std::size_t{1} << 20;
+    cuda::DeviceMemory big(big_bytes, device), small(16, device);
     bool threw = false;
     try {
-      if (rank % 2 == 0) group->send(comm::Buffer(big.data(), 64, DType::UInt8, gpu), partner, 4);
+      if (rank % 2 == 0) group->send(comm::Buffer(big.data(), big_bytes, DType::UInt8, gpu), partner, 4);
       else group->recv(comm::Buffer(small.data(), 16, DType::UInt8, gpu), partner, 4);
     } catch (const comm::Error& error) {
-      threw = std::string(error.what()).find("16 bytes") != std::string::npos;
+      std::string message = error.what();
+      threw = message.find("16 bytes") != std::string::npos || message.find("holds 16") != std::string::npos;
+      if (!threw) std::fprintf(stderr, "[rank %d] the error says: %s\n", rank, message.c_str());
     }
     if (!threw) fail("a too small GPU receive buffer is not an error on both sides");
+    ++checked;
+  }
+
+  // Any-source receives of GPU buffers: staged, rank 0 hears from every other rank in whatever
+  // order they arrive; through IPC, a clear error on the receiving rank.
+  const char* path = std::getenv("COMM_CUDA_PATH");
+  bool staged = size > 1 && ((path != nullptr && std::string(path) == "staging") ||
+                              std::string(group->transport_name()) != "shm");
+  if (size > 1) {
+    const std::size_t bytes = 1000;
+    auto patterns = all_inputs(size, DType::UInt8, bytes, 77);  // not salt: ranks skipped different cases
+    cuda::DeviceMemory memory(bytes, device);
+    comm::Buffer view(memory.data(), bytes, DType::UInt8, gpu);
+    if (!staged) {
+      if (rank == 0) {
+        bool refused = false;
+        try {
+          group->recv(view, comm::kAnySource, 6);
+        } catch (const comm::InvalidArgumentError& error) {
+          refused = std::string(error.what()).find("kAnySource") != std::string::npos;
+        }
+        if (!refused) fail("an any-source GPU receive through IPC is not refused by name");
+      }
+    } else if (rank == 0) {
+      std::vector<bool> heard(n, false);
+      for (int i = 1; i < size; ++i) {
+        int source = group->recv(view, comm::kAnySource, 6);
+        if (source < 1 || source >= size || heard[static_cast<std::size_t>(source)]) {
+          fail("any-source GPU receive reported source " + std::to_string(source));
+          continue;
+        }
+        heard[static_cast<std::size_t>(source)] = true;
+        if (download(memory.data(), bytes) != patterns[static_cast<std::size_t>(source)]) {
+          fail("any-source GPU receive from rank " + std::to_string(source) + ": wrong bytes");
+        }
+      }
+    } else {
+      cuda::copy(memory.data(), patterns[me].data(), bytes, device);
+      group->send(view, 0, 6);
+    }
     ++checked;
   }
 
@@ -255,7 +300,9 @@ int main() {
   std::vector<std::int64_t> total{failures};
   group->all_reduce(total);
   if (rank == 0) {
-    std::printf("gpu_collectives: %d ranks, %lld cases per rank, %lld failures\n", size, static_cast<long long>(checked),
+    std::printf("gpu_collectives: %d ranks, %s, %lld cases per rank, %lld failures\n", size,
+                size == 1 ? "alone" : staged ? "staged through pinned host memory" : "through CUDA IPC",
+                static_cast<long long>(checked),
                 static_cast<long long>(total[0]));
   }
   return total[0] == 0 ? 0 : 1;

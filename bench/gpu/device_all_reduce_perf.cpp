@@ -1,6 +1,8 @@
-// device_all_reduce_perf: all_reduce of float32 GPU buffers among the ranks of one host (CUDA
-// IPC), under commrun on the GPU machine, beside a device-to-device copy measured in the same
-// run, as issue 5 judges it: busbw (algbw x 2(n-1)/n) against the copy's bandwidth.
+// device_all_reduce_perf: all_reduce of float32 GPU buffers, under commrun on the GPU machine,
+// beside the copies issue 5 judges it by, measured in the same run: through CUDA IPC, busbw
+// (algbw x 2(n-1)/n) against a device-to-device copy's bandwidth (read + write); staged through
+// pinned host memory (COMM_CUDA_PATH=staging, or peers over TCP), against a pinned
+// host-to-device copy's.
 //   commrun -n 2 build/bench/device_all_reduce_perf [--max-bytes N] [--iterations N]
 // Exits 77 without a GPU.
 #include <algorithm>
@@ -45,20 +47,30 @@ int main(int argc, char** argv) {
   int n = group->size();
   using Clock = std::chrono::steady_clock;
 
-  // The yardstick: a device-to-device copy of the largest size, alone on the GPU (rank 0).
+  const char* path = std::getenv("COMM_CUDA_PATH");
+  bool staged = (path != nullptr && std::string(path) == "staging") || std::string(group->transport_name()) != "shm";
+  // The yardsticks: copies of the largest size, alone on the GPU (rank 0).
   double copy_bandwidth = 0;
   if (group->rank() == 0) {
     cuda::DeviceMemory a(max_bytes, device), b(max_bytes, device);
-    std::vector<double> seconds;
-    for (int i = 0; i < iterations + 3; ++i) {
-      auto start = Clock::now();
-      cuda::copy_async(b.data(), a.data(), max_bytes, device, stream.handle());
-      stream.synchronize();
-      if (i >= 3) seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    }
-    copy_bandwidth = 2.0 * static_cast<double>(max_bytes) / median(seconds) / 1e9;  // read + write
-    std::printf("# device-to-device copy of %zu bytes: %.1f GB/s (read + write)\n", max_bytes, copy_bandwidth);
-    std::printf("# %d ranks on one GPU through CUDA IPC, float32 sum, median of %d\n", n, iterations);
+    cuda::PinnedMemory host(max_bytes);
+    auto bandwidth = [&](void* to, const void* from) {
+      std::vector<double> seconds;
+      for (int i = 0; i < iterations + 3; ++i) {
+        auto start = Clock::now();
+        cuda::copy_async(to, from, max_bytes, device, stream.handle());
+        stream.synchronize();
+        if (i >= 3) seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      }
+      return static_cast<double>(max_bytes) / median(seconds) / 1e9;
+    };
+    double device_copy = 2.0 * bandwidth(b.data(), a.data());  // read + write
+    double host_to_device = bandwidth(a.data(), host.data());
+    std::printf("# device-to-device copy of %zu bytes: %.1f GB/s (read + write)\n", max_bytes, device_copy);
+    std::printf("# pinned host-to-device copy of %zu bytes: %.1f GB/s\n", max_bytes, host_to_device);
+    copy_bandwidth = staged ? host_to_device : device_copy;
+    std::printf("# %d ranks on one GPU %s, float32 sum, median of %d\n", n,
+                staged ? "staged through pinned host memory" : "through CUDA IPC", iterations);
     std::printf("# %12s %12s %10s %10s %12s\n", "bytes", "time(us)", "algbw", "busbw", "busbw/copy");
   }
   group->barrier();

@@ -7,7 +7,11 @@
 //
 // The values prove the ordering: after N round trips the buffers hold 2N-1 and 2N (mod 256)
 // in every byte, which a step that ran early would break. Prints the round-trip time.
-//   ipc_pingpong [--bytes N] [--rounds N]      exit 0: correct, 1: wrong or failed, 77: no GPU
+// --wait host makes the host wait for the peer's event (cudaEventSynchronize) before enqueuing,
+// instead of the stream: it measures what a hand-off costs when the waiting process has no work
+// queued on the GPU meanwhile.
+//   ipc_pingpong [--bytes N] [--rounds N] [--wait stream|host]
+//   exit 0: correct, 1: wrong or failed, 77: no GPU
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,7 +50,7 @@ void wait_for(const std::atomic<std::uint64_t>& value, std::uint64_t at_least, c
   }
 }
 
-int run_side(Shared& shared, int side, std::size_t bytes, std::uint64_t rounds) {
+int run_side(Shared& shared, int side, std::size_t bytes, std::uint64_t rounds, bool host_waits) {
   const int device = 0;
   int other = 1 - side;
   cuda::Stream stream(device);
@@ -68,7 +72,11 @@ int run_side(Shared& shared, int side, std::size_t bytes, std::uint64_t rounds) 
       std::uint64_t peer_round = side == 0 ? k - 1 : k;
       if (peer_round > 0) {
         wait_for(shared.round[other], peer_round, "the next round");
-        peer_event.wait(stream.handle());
+        if (host_waits) {
+          peer_event.synchronize();
+        } else {
+          peer_event.wait(stream.handle());
+        }
       }
       cuda::reduce(buffer.data(), peer.data(), ones.data(), bytes, comm::DType::UInt8, comm::ReduceOp::Sum, device,
                    stream.handle());
@@ -86,8 +94,9 @@ int run_side(Shared& shared, int side, std::size_t bytes, std::uint64_t rounds) 
   std::size_t wrong = 0;
   for (unsigned char value : result) wrong += value != expected;
   if (side == 0) {
-    std::printf("ipc_pingpong: %llu round trips of %zu bytes, %.2f us per round trip, %zu wrong bytes\n",
-                static_cast<unsigned long long>(rounds), bytes, 1e6 * seconds / static_cast<double>(rounds), wrong);
+    std::printf("ipc_pingpong: %s waits, %llu round trips of %zu bytes, %.2f us per round trip, %zu wrong bytes\n",
+                host_waits ? "host" : "stream", static_cast<unsigned long long>(rounds), bytes,
+                1e6 * seconds / static_cast<double>(rounds), wrong);
   } else if (wrong > 0) {
     std::printf("ipc_pingpong: side 1 holds %zu wrong bytes (expected %u)\n", wrong, expected);
   }
@@ -99,10 +108,12 @@ int run_side(Shared& shared, int side, std::size_t bytes, std::uint64_t rounds) 
 int main(int argc, char** argv) {
   std::size_t bytes = 1 << 20;
   std::uint64_t rounds = 1000;
+  bool host_waits = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--bytes") bytes = std::strtoull(argv[i + 1], nullptr, 10);
     else if (flag == "--rounds") rounds = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--wait") host_waits = std::string(argv[i + 1]) == "host";
   }
   // fork() before any CUDA call: a child may not use a CUDA context made by its parent.
   void* mapping = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -124,7 +135,7 @@ int main(int argc, char** argv) {
       if (side == 0) std::printf("SKIP: no usable CUDA device (%s)\n", status.reason.c_str());
       result = 77;
     } else {
-      result = run_side(*shared, side, bytes, rounds);
+      result = run_side(*shared, side, bytes, rounds, host_waits);
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ipc_pingpong side %d: %s\n", side, error.what());

@@ -17,6 +17,7 @@
 #include "reduce.hpp"
 #include "ring.hpp"
 #include "shared_memory.hpp"
+#include "staged_collectives.hpp"
 #include "small_message.hpp"
 #include "transport.hpp"
 #include "tree.hpp"
@@ -95,10 +96,13 @@ struct CollectiveCalls {
     group.check_buffer(buffer, op, true);
     group.check_root(root, op);
     if (buffer.device.kind == Device::Kind::Cuda) {
-      return on_device(group, Collective::Broadcast, buffer,
-          signature(Collective::Broadcast, Algorithm::Direct, &buffer, -1, root, buffer.count),
+      return on_device(group, {Collective::Broadcast, buffer, &buffer, -1, root},
           [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
             algorithms::ipc_broadcast(context, state, buffer.data, buffer.bytes(), root, stream);
+          },
+          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            algorithms::staged_broadcast(context, state, buffer.data, buffer.bytes(), root, stream,
+                                         algorithms::ring_chunk_bytes());
           }, async);
     }
     Algorithm algorithm = pick(group, Collective::Broadcast, buffer.bytes(), requested);
@@ -119,10 +123,13 @@ struct CollectiveCalls {
     group.check_buffer(buffer, op, true);
     algorithms::check_supported(buffer.dtype, op_, group.rank());
     if (buffer.device.kind == Device::Kind::Cuda) {
-      return on_device(group, Collective::AllReduce, buffer,
-          signature(Collective::AllReduce, Algorithm::Direct, &buffer, static_cast<int>(op_), -1, buffer.count),
+      return on_device(group, {Collective::AllReduce, buffer, &buffer, static_cast<int>(op_)},
           [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
             algorithms::ipc_all_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op_, stream);
+          },
+          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            algorithms::staged_all_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op_, stream,
+                                          algorithms::ring_chunk_bytes());
           }, async);
     }
     Algorithm algorithm = pick(group, Collective::AllReduce, buffer.bytes(), requested);
@@ -143,29 +150,44 @@ struct CollectiveCalls {
     }, async);
   }
 
-  // GPU buffers: CUDA IPC among the ranks of one host (docs/cuda.md). `run` gets the context,
-  // the group's IPC state and its stream; the host waits for the stream at the end, so the call
-  // (or its Work) completes when the stream has run the operation.
-  template <class Run>
-  static std::shared_ptr<Work> on_device(ProcessGroup& group, Collective collective, const Buffer& buffer,
-                                         std::uint64_t fingerprint, Run run, bool async) {
-    const char* op = algorithms::to_string(collective);
-    const char* medium = group.transport_name();
-    COMM_CHECK(group.size() == 1 || std::string(medium) == "shm", InvalidArgumentError,
-               (ErrorContext{.rank = group.rank(), .op = op}),
-               std::string(op) + " of GPU buffers needs every rank on one host (CUDA IPC); this group's peers are "
-                   "reached over " + medium + ", and staging GPU data over TCP is not built yet");
-    if (!group.ipc_) group.ipc_ = std::make_unique<algorithms::IpcState>(buffer.device.index, group.size());
-    COMM_CHECK(group.ipc_->device() == buffer.device.index, InvalidArgumentError,
-               (ErrorContext{.rank = group.rank(), .op = op}),
-               "this group's GPU collectives use cuda:" + std::to_string(group.ipc_->device()) + ", not " +
-                   to_string(buffer.device) + "; use one device per rank and group");
+  // GPU buffers: CUDA IPC among the ranks of one host, else staging through pinned host memory
+  // (docs/cuda.md; ProcessGroup::gpu_path). `ipc` and `staged` get the context, the path's state
+  // and the group's stream; the host waits for the stream at the end, so the call (or its Work)
+  // completes when the stream has run the operation. The fingerprint names the path's algorithm,
+  // so ranks that took different paths get a mismatch error, not a hang.
+  struct DeviceCall {
+    Collective collective;
+    const Buffer& buffer;  // the call's device buffer (any of them: all are on one device)
+    const Buffer* typed;   // the buffer whose dtype and count the fingerprint takes
+    int op = -1, root = -1;
+    Algorithm staged = Algorithm::Ring;  // what the staged path runs (for the fingerprint)
+  };
+  template <class Ipc, class Staged>
+  static std::shared_ptr<Work> on_device(ProcessGroup& group, const DeviceCall& call, Ipc ipc, Staged staged, bool async) {
+    const char* op = algorithms::to_string(call.collective);
+    bool through_ipc = group.gpu_path(op) == ProcessGroup::GpuPath::Ipc;
+    int device = call.buffer.device.index;
+    int in_use = through_ipc ? (group.ipc_ ? group.ipc_->device() : device) : (group.staging_ ? group.staging_->device() : device);
+    COMM_CHECK(in_use == device, InvalidArgumentError, (ErrorContext{.rank = group.rank(), .op = op}),
+               "this group's GPU collectives use cuda:" + std::to_string(in_use) + ", not " + to_string(call.buffer.device) +
+                   "; use one device per rank and group");
+    std::uint64_t fingerprint = signature(call.collective, through_ipc ? Algorithm::Direct : call.staged, call.typed,
+                                          call.op, call.root, call.typed->count);
     void* stream = group.cuda_stream_;
-    algorithms::IpcState* state = group.ipc_.get();
-    int device = buffer.device.index;
-    return group.start_collective(collective, buffer.bytes(), fingerprint,
+    if (through_ipc) {
+      if (!group.ipc_) group.ipc_ = std::make_unique<algorithms::IpcState>(device, group.size());
+      algorithms::IpcState* state = group.ipc_.get();
+      return group.start_collective(call.collective, call.buffer.bytes(), fingerprint,
+          [=](const CollectiveContext& context) {
+            ipc(context, *state, stream);
+            cuda::Stream::synchronize_handle(stream, device);
+          }, async);
+    }
+    if (!group.staging_) group.staging_ = std::make_unique<algorithms::StagingState>(device);
+    algorithms::StagingState* state = group.staging_.get();
+    return group.start_collective(call.collective, call.buffer.bytes(), fingerprint,
         [=](const CollectiveContext& context) {
-          run(context, *state, stream);
+          staged(context, *state, stream);
           cuda::Stream::synchronize_handle(stream, device);
         }, async);
   }
@@ -178,10 +200,12 @@ struct CollectiveCalls {
     group.check_root(root, op);
     algorithms::check_supported(buffer.dtype, op_, group.rank());
     if (buffer.device.kind == Device::Kind::Cuda) {
-      return on_device(group, Collective::Reduce, buffer,
-          signature(Collective::Reduce, Algorithm::Direct, &buffer, static_cast<int>(op_), root, buffer.count),
+      return on_device(group, {Collective::Reduce, buffer, &buffer, static_cast<int>(op_), root, Algorithm::Direct},
           [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
             algorithms::ipc_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op_, root, stream);
+          },
+          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            algorithms::staged_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op_, root, stream);
           }, async);
     }
     Algorithm algorithm = pick(group, Collective::Reduce, buffer.bytes(), requested);
@@ -208,10 +232,13 @@ struct CollectiveCalls {
                     std::to_string(input.count * n));
     std::size_t block = input.bytes();
     if (output.device.kind == Device::Kind::Cuda) {
-      return on_device(group, Collective::AllGather, output,
-          signature(Collective::AllGather, Algorithm::Direct, &input, -1, -1, input.count),
+      return on_device(group, {Collective::AllGather, output, &input},
           [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
             algorithms::ipc_all_gather(context, state, output.data, input.data, block, stream);
+          },
+          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            algorithms::staged_all_gather(context, state, output.data, input.data, block, stream,
+                                          algorithms::ring_chunk_bytes());
           }, async);
     }
     pick(group, Collective::AllGather, input.bytes(), requested);
@@ -271,10 +298,12 @@ struct CollectiveCalls {
       }
     }
     if (input.device.kind == Device::Kind::Cuda) {
-      return on_device(group, Collective::Gather, input,
-          signature(Collective::Gather, Algorithm::Direct, &input, -1, root, input.count),
+      return on_device(group, {Collective::Gather, input, &input, -1, root, Algorithm::Direct},
           [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
             algorithms::ipc_gather(context, state, input.data, input.bytes(), blocks, root, stream);
+          },
+          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            algorithms::staged_gather(context, state, input.data, input.bytes(), blocks, root, stream);
           }, async);
     }
     return group.start_collective(Collective::Gather, input.bytes(),
@@ -304,10 +333,12 @@ struct CollectiveCalls {
       }
     }
     if (output.device.kind == Device::Kind::Cuda) {
-      return on_device(group, Collective::Scatter, output,
-          signature(Collective::Scatter, Algorithm::Direct, &output, -1, root, output.count),
+      return on_device(group, {Collective::Scatter, output, &output, -1, root, Algorithm::Direct},
           [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
             algorithms::ipc_scatter(context, state, output.data, output.bytes(), blocks, root, stream);
+          },
+          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            algorithms::staged_scatter(context, state, output.data, output.bytes(), blocks, root, stream);
           }, async);
     }
     return group.start_collective(Collective::Scatter, output.bytes(),
@@ -329,11 +360,14 @@ struct CollectiveCalls {
                 "the input holds " + std::to_string(input.count) + " elements; it needs size() x output count = " +
                     std::to_string(output.count * n));
     if (output.device.kind == Device::Kind::Cuda) {
-      return on_device(group, Collective::ReduceScatter, output,
-          signature(Collective::ReduceScatter, Algorithm::Direct, &output, static_cast<int>(op_), -1, output.count),
+      return on_device(group, {Collective::ReduceScatter, output, &output, static_cast<int>(op_)},
           [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
             algorithms::ipc_reduce_scatter(context, state, output.data, input.data, output.count, output.dtype, op_,
                                            stream);
+          },
+          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            algorithms::staged_reduce_scatter(context, state, output.data, input.data, output.count, output.dtype, op_,
+                                              stream, algorithms::ring_chunk_bytes());
           }, async);
     }
     pick(group, Collective::ReduceScatter, output.bytes(), requested);
@@ -367,8 +401,7 @@ struct CollectiveCalls {
                 "the output holds " + std::to_string(output.count) + " elements, fewer than the input's " +
                     std::to_string(input.count));
     if (output.device.kind == Device::Kind::Cuda) {
-      return on_device(group, Collective::AllToAll, output,
-          signature(Collective::AllToAll, Algorithm::Direct, &input, -1, -1, input.count),
+      return on_device(group, {Collective::AllToAll, output, &input, -1, -1, Algorithm::Direct},
           [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
             std::size_t block = input.bytes() / static_cast<std::size_t>(context.size);
             if (input.data != output.data) {
@@ -379,6 +412,10 @@ struct CollectiveCalls {
             cuda::copy_async(copy.data(), input.data, input.bytes(), input.device.index, stream);
             algorithms::ipc_all_to_all(context, state, output.data, copy.data(), block, stream);
             cuda::Stream::synchronize_handle(stream, input.device.index);  // before the copy is freed
+          },
+          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            algorithms::staged_all_to_all(context, state, output.data, input.data,
+                                          input.bytes() / static_cast<std::size_t>(context.size), stream);
           }, async);
     }
     return group.start_collective(Collective::AllToAll, input.bytes() / n,

@@ -5,6 +5,7 @@
 #include "cuda/memory.hpp"
 #include "ipc_collectives.hpp"
 #include "ipc_point_to_point.hpp"
+#include "staged_collectives.hpp"
 #include "transport.hpp"
 
 namespace comm {
@@ -123,27 +124,55 @@ int ProcessGroup::recv(Buffer buffer, int src, int tag) {
   return work.source_rank();
 }
 
-// GPU send/recv go through CUDA IPC, so both ranks must share a host; one device per group.
-algorithms::IpcPointToPoint& ProcessGroup::gpu_transfers(const Buffer& buffer, int peer, int tag, const char* op) {
+// GPU send/recv: through CUDA IPC (both ranks on one host) or staged through pinned memory as
+// host messages (which lets a staged receive name kAnySource). One device per group.
+void ProcessGroup::check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op, GpuPath path) const {
   bool receiving = std::string(op) == "recv";
   check_buffer(buffer, op, true);
   check_peer(peer, op, receiving);
   check_tag(tag, op);
-  ErrorContext context{.rank = rank(), .peer = peer, .op = op};
-  COMM_CHECK(peer != kAnySource, InvalidArgumentError, context,
-             "receiving a GPU buffer from kAnySource is not supported; name the source rank");
-  COMM_CHECK(std::string(transport_name()) == "shm" || size() == 1, InvalidArgumentError, context,
-             std::string(op) + " of GPU buffers needs both ranks on one host (CUDA IPC); this group's peers are reached "
-                 "over " + transport_name() + ", and staging GPU data over TCP is not built yet");
-  if (!ipc_point_to_point_) ipc_point_to_point_ = std::make_unique<algorithms::IpcPointToPoint>(buffer.device.index);
-  COMM_CHECK(ipc_point_to_point_->device() == buffer.device.index, InvalidArgumentError, context,
-             "this group's GPU transfers use cuda:" + std::to_string(ipc_point_to_point_->device()) + ", not " +
+  COMM_CHECK(peer != kAnySource || path == GpuPath::Staging, InvalidArgumentError,
+             (ErrorContext{.rank = rank(), .peer = peer, .op = op}),
+             "receiving a GPU buffer from kAnySource needs the staged path (COMM_CUDA_PATH=staging); through CUDA "
+             "IPC, name the source rank");
+  if (receiving) check_recv(Buffer(nullptr, 0, buffer.dtype), peer, tag);  // the any-source rules of host receives
+}
+
+namespace {
+
+// A group's state for GPU transfers of one kind, made on first use for the buffer's device.
+template <class State>
+State& device_state(std::unique_ptr<State>& held, const Buffer& buffer, int rank, const char* op) {
+  if (!held) held = std::make_unique<State>(buffer.device.index);
+  COMM_CHECK(held->device() == buffer.device.index, InvalidArgumentError, (ErrorContext{.rank = rank, .op = op}),
+             "this group's GPU transfers use cuda:" + std::to_string(held->device()) + ", not " +
                  to_string(buffer.device) + "; use one device per rank and group");
-  return *ipc_point_to_point_;
+  return *held;
+}
+
+}  // namespace
+
+algorithms::IpcPointToPoint& ProcessGroup::ipc_transfers(const Buffer& buffer, const char* op) {
+  return device_state(ipc_point_to_point_, buffer, rank(), op);
+}
+
+algorithms::StagingState& ProcessGroup::staged_transfers(const Buffer& buffer, const char* op) {
+  return device_state(staging_point_to_point_, buffer, rank(), op);
 }
 
 void ProcessGroup::gpu_send(Buffer buffer, int dst, int tag) {
-  auto& transfers = gpu_transfers(buffer, dst, tag, "send");
+  GpuPath path = gpu_path("send");
+  check_gpu_transfer(buffer, dst, tag, "send", path);
+  if (path == GpuPath::Staging) {
+    algorithms::StagingState& staging = staged_transfers(buffer, "send");
+    Buffer staged = buffer;
+    staged.data = staging.host(0, buffer.bytes());
+    staged.device = {};
+    cuda::copy(staged.data, buffer.data, buffer.bytes(), buffer.device.index, cuda_stream_);  // after the stream's work
+    if (!send_at_once(staged, dst, tag)) start_send(staged, dst, tag).wait();
+    return;
+  }
+  auto& transfers = ipc_transfers(buffer, "send");
   try {
     transfers.send(*transport_, transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag), cuda_stream_,
                    timeout_);
@@ -154,7 +183,19 @@ void ProcessGroup::gpu_send(Buffer buffer, int dst, int tag) {
 }
 
 int ProcessGroup::gpu_recv(Buffer buffer, int src, int tag) {
-  auto& transfers = gpu_transfers(buffer, src, tag, "recv");
+  GpuPath path = gpu_path("recv");
+  check_gpu_transfer(buffer, src, tag, "recv", path);
+  if (path == GpuPath::Staging) {
+    algorithms::StagingState& staging = staged_transfers(buffer, "recv");
+    Buffer staged = buffer;
+    staged.data = staging.host(0, buffer.bytes());
+    staged.device = {};
+    Work work = start_recv(staged, src, tag);
+    work.wait();
+    cuda::copy(buffer.data, staged.data, work.bytes(), buffer.device.index, cuda_stream_);
+    return work.source_rank();
+  }
+  auto& transfers = ipc_transfers(buffer, "recv");
   try {
     transfers.recv(*transport_, transport_rank(src), buffer.data, buffer.bytes(), point_to_point_tag(tag), cuda_stream_,
                    timeout_);

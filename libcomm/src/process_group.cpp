@@ -8,7 +8,10 @@
 #include "collective_context.hpp"
 #include "collective_queue.hpp"
 #include "ipc_collectives.hpp"
+#include "environment.hpp"
 #include "ipc_point_to_point.hpp"
+#include "log.hpp"
+#include "staged_collectives.hpp"
 #include "transport.hpp"
 
 namespace comm {
@@ -31,6 +34,30 @@ ProcessGroup::~ProcessGroup() = default;
 const char* ProcessGroup::transport_name() const { return transport_->medium(); }
 
 void ProcessGroup::abort() { transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank())); }
+
+// CUDA IPC needs every rank of the group on this host, which a group over shared memory has;
+// anything else stages. COMM_CUDA_PATH overrides (it must be the same on every rank: ranks on
+// different paths get a mismatch error on their first GPU call).
+ProcessGroup::GpuPath ProcessGroup::gpu_path(const char* op) {
+  if (gpu_path_) return *gpu_path_;
+  std::string requested = environment::get("COMM_CUDA_PATH").value_or("auto");
+  bool one_host = size() == 1 || std::string_view(transport_name()) == "shm";
+  ErrorContext context{.rank = rank(), .op = op};
+  COMM_CHECK(requested == "auto" || requested == "ipc" || requested == "staging", InvalidArgumentError, context,
+             "COMM_CUDA_PATH=" + requested + " is not one of auto, ipc, staging");
+  COMM_CHECK(requested != "ipc" || one_host, InvalidArgumentError, context,
+             std::string("COMM_CUDA_PATH=ipc, but this group's peers are reached over ") + transport_name() +
+                 ": CUDA IPC needs every rank on one host; unset it to stage through host memory");
+  GpuPath path = requested == "staging" || !one_host ? GpuPath::Staging : GpuPath::Ipc;
+  std::string why = requested != "auto" ? "COMM_CUDA_PATH=" + requested
+                    : one_host          ? std::string("every rank on this host")
+                                        : std::string("peers reached over ") + transport_name();
+  log::get(log::Subsystem::Cuda)
+      .info("GPU buffers of group {} go {} ({})", layout_.id,
+            path == GpuPath::Ipc ? "through CUDA IPC" : "staged through pinned host memory", why);
+  gpu_path_ = path;
+  return path;
+}
 
 bool ProcessGroup::shared_memory_usable() const { return size() == 1 || arena_ != nullptr; }
 

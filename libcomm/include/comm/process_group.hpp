@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct CollectiveContext;
 class ScratchPool;
 class IpcState;
 class IpcPointToPoint;
+class StagingState;
 enum class Collective;
 }
 namespace detail {
@@ -144,8 +146,9 @@ class ProcessGroup {
   // GPU buffers (Device{Cuda, i}) are ordered against this CUDA stream (a cudaStream_t; the
   // default, nullptr, is the legacy default stream): a call waits for work enqueued on it
   // before, and work enqueued after sees the results. One stream per group. GPU buffers work in
-  // every collective but the list form of all_gather, and in blocking send/recv, among ranks on
-  // one host (CUDA IPC); see docs/cuda.md.
+  // every collective but the list form of all_gather, and in blocking send/recv: through CUDA
+  // IPC among ranks on one host, else staged through pinned host memory (COMM_CUDA_PATH=auto,
+  // ipc or staging chooses); see docs/cuda.md.
   void set_cuda_stream(void* stream) { cuda_stream_ = stream; }
   void* cuda_stream() const { return cuda_stream_; }
 
@@ -163,11 +166,18 @@ class ProcessGroup {
   bool send_at_once(const Buffer& buffer, int dst, int tag);
   void check_send(const Buffer& buffer, int dst, int tag) const;
   void check_recv(const Buffer& buffer, int src, int tag) const;
-  // Blocking send/recv of GPU buffers (CUDA IPC, same host); recv returns the source.
+  // How this group moves GPU buffers, decided on first use from COMM_CUDA_PATH and the
+  // transport (IPC when every rank shares the host), and logged once.
+  enum class GpuPath { Ipc, Staging };
+  GpuPath gpu_path(const char* op);
+  // Blocking send/recv of GPU buffers (either path); recv returns the source.
   void gpu_send(Buffer buffer, int dst, int tag);
   int gpu_recv(Buffer buffer, int src, int tag);
-  // Checks a GPU send/recv's arguments and returns the group's GPU transfer state (made on first use).
-  algorithms::IpcPointToPoint& gpu_transfers(const Buffer& buffer, int peer, int tag, const char* op);
+  // Checks a GPU send/recv's arguments (any-source receives only when staging).
+  void check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op, GpuPath path) const;
+  // The group's GPU transfer state for `buffer`'s device (made on first use).
+  algorithms::IpcPointToPoint& ipc_transfers(const Buffer& buffer, const char* op);
+  algorithms::StagingState& staged_transfers(const Buffer& buffer, const char* op);
   Work start_recv(Buffer buffer, int src, int tag);
   void check_member(const char* op) const;
   // device_allowed: the call has a GPU path (otherwise a GPU buffer is refused by name).
@@ -190,6 +200,10 @@ class ProcessGroup {
   std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none
   std::unique_ptr<algorithms::IpcState> ipc_;         // GPU collectives' state, made on first use
   std::unique_ptr<algorithms::IpcPointToPoint> ipc_point_to_point_;  // GPU send/recv state, likewise
+  std::unique_ptr<algorithms::StagingState> staging_;                // staged GPU collectives' memory
+  std::unique_ptr<algorithms::StagingState> staging_point_to_point_;  // staged GPU send/recv's (own: the
+                                                                      // queue may run a collective meanwhile)
+  std::optional<GpuPath> gpu_path_;
   void* cuda_stream_ = nullptr;
   std::unique_ptr<detail::CollectiveQueue> queue_;    // last: its worker may use the members above
 };
