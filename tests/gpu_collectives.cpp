@@ -221,6 +221,55 @@ int main() {
     ++checked;
   }
 
+  // isend/irecv: partners post a receive and three sends to each other, all before waiting;
+  // the messages (same tag) arrive in the order sent.
+  if (size > 1 && rank < size - size % 2) {
+    int partner = rank ^ 1;
+    const std::size_t bytes = 300007;
+    auto patterns = all_inputs(2 * size * 3, DType::UInt8, bytes, 91);  // [3 x sender + k]
+    auto pattern = [&](int sender, int k) { return patterns[static_cast<std::size_t>(3 * sender + k)]; };
+    std::vector<cuda::DeviceMemory> outgoing, incoming;
+    std::vector<std::shared_ptr<comm::Work>> works;
+    for (int k = 0; k < 3; ++k) {
+      incoming.emplace_back(bytes, device);
+      works.push_back(group->irecv(comm::Buffer(incoming.back().data(), bytes, DType::UInt8, gpu), partner, 8));
+    }
+    for (int k = 0; k < 3; ++k) {
+      outgoing.push_back(upload(pattern(rank, k)));
+      works.push_back(group->isend(comm::Buffer(outgoing.back().data(), bytes, DType::UInt8, gpu), partner, 8));
+    }
+    for (auto& work : works) work->wait();
+    for (int k = 0; k < 3; ++k) {
+      if (download(incoming[static_cast<std::size_t>(k)].data(), bytes) != pattern(partner, k)) {
+        fail("irecv " + std::to_string(k) + " of GPU bytes: wrong or out of order");
+      }
+      if (works[static_cast<std::size_t>(k)]->bytes() != bytes || works[static_cast<std::size_t>(k)]->source_rank() != partner) {
+        fail("irecv of GPU bytes reports " + std::to_string(works[static_cast<std::size_t>(k)]->bytes()) + " bytes from " +
+             std::to_string(works[static_cast<std::size_t>(k)]->source_rank()));
+      }
+    }
+    checked += 3;
+  }
+
+  // The list form of all_gather: block r lands in outputs[r].
+  for (std::size_t count : {std::size_t{0}, std::size_t{5}, std::size_t{70001}}) {
+    auto inputs = all_inputs(size, DType::Float32, count, 93);
+    auto input = upload(inputs[me]);
+    std::vector<cuda::DeviceMemory> outputs;
+    std::vector<comm::Buffer> views;
+    for (int r = 0; r < size; ++r) {
+      outputs.emplace_back(count * 4, device);
+      views.emplace_back(outputs.back().data(), count, DType::Float32, gpu);
+    }
+    group->all_gather(views, comm::Buffer(input.data(), count, DType::Float32, gpu));
+    for (int r = 0; r < size; ++r) {
+      if (download(outputs[static_cast<std::size_t>(r)].data(), count * 4) != inputs[static_cast<std::size_t>(r)]) {
+        fail("all_gather (list) of " + std::to_string(count) + " floats, block " + std::to_string(r));
+      }
+    }
+    ++checked;
+  }
+
   // Any-source receives of GPU buffers: staged, rank 0 hears from every other rank in whatever
   // order they arrive; through IPC, a clear error on the receiving rank.
   const char* path = std::getenv("COMM_CUDA_PATH");

@@ -195,19 +195,40 @@ void staged_broadcast(const CollectiveContext& context, StagingState& state, voi
   if (context.rank != root) cuda::copy_async(data, host, bytes, state.device(), stream);
 }
 
-void staged_all_gather(const CollectiveContext& context, StagingState& state, void* output, const void* input,
-                       std::size_t block_bytes, void* stream, std::size_t chunk_bytes) {
-  int device = state.device();
+namespace {
+
+// Every rank's block gathered into pinned memory (block r at r x block_bytes); null when there
+// is nothing to move between ranks.
+std::uint8_t* gather_on_host(const CollectiveContext& context, StagingState& state, const void* input,
+                             std::size_t block_bytes, void* stream, std::size_t chunk_bytes) {
   auto n = static_cast<std::size_t>(context.size), own = static_cast<std::size_t>(context.rank) * block_bytes;
-  if (block_bytes == 0) return;
-  if (n == 1) {
-    if (output != input) cuda::copy_async(output, input, block_bytes, device, stream);
-    return;
-  }
+  if (n == 1 || block_bytes == 0) return nullptr;
   std::uint8_t* host = state.host(0, block_bytes * n);
   copy_out(state, host + own, input, block_bytes, stream);
   ring_all_gather(context, host, block_bytes, chunk_bytes);
-  cuda::copy_async(output, host, block_bytes * n, device, stream);
+  return host;
+}
+
+}  // namespace
+
+void staged_all_gather(const CollectiveContext& context, StagingState& state, void* output, const void* input,
+                       std::size_t block_bytes, void* stream, std::size_t chunk_bytes) {
+  auto n = static_cast<std::size_t>(context.size);
+  if (std::uint8_t* host = gather_on_host(context, state, input, block_bytes, stream, chunk_bytes)) {
+    cuda::copy_async(output, host, block_bytes * n, state.device(), stream);
+  } else if (block_bytes > 0 && output != input) {
+    cuda::copy_async(output, input, block_bytes, state.device(), stream);
+  }
+}
+
+void staged_all_gather(const CollectiveContext& context, StagingState& state, const std::vector<void*>& outputs,
+                       const void* input, std::size_t block_bytes, void* stream, std::size_t chunk_bytes) {
+  std::uint8_t* host = gather_on_host(context, state, input, block_bytes, stream, chunk_bytes);
+  for (std::size_t r = 0; r < outputs.size() && block_bytes > 0; ++r) {
+    bool own = r == static_cast<std::size_t>(context.rank);
+    if (own && outputs[r] != input) cuda::copy_async(outputs[r], input, block_bytes, state.device(), stream);
+    if (!own) cuda::copy_async(outputs[r], host + r * block_bytes, block_bytes, state.device(), stream);
+  }
 }
 
 void staged_gather(const CollectiveContext& context, StagingState& state, const void* input, std::size_t bytes,

@@ -56,6 +56,9 @@ void staged_broadcast(const CollectiveContext& context, StagingState& state, voi
                       void* stream, std::size_t chunk_bytes);
 void staged_all_gather(const CollectiveContext& context, StagingState& state, void* output, const void* input,
                        std::size_t block_bytes, void* stream, std::size_t chunk_bytes);
+// The list form: block r lands in outputs[r].
+void staged_all_gather(const CollectiveContext& context, StagingState& state, const std::vector<void*>& outputs,
+                       const void* input, std::size_t block_bytes, void* stream, std::size_t chunk_bytes);
 void staged_gather(const CollectiveContext& context, StagingState& state, const void* input, std::size_t bytes,
                    const std::vector<void*>& outputs, int root, void* stream);
 void staged_scatter(const CollectiveContext& context, StagingState& state, void* output, std::size_t bytes,

@@ -12,10 +12,17 @@ CollectiveQueue::~CollectiveQueue() {
 }
 
 std::shared_ptr<Completion> CollectiveQueue::submit(std::function<void()> task, std::size_t bytes) {
+  return submit_transfer([task = std::move(task), bytes] {
+    task();
+    return Moved{bytes, -1};
+  });
+}
+
+std::shared_ptr<Completion> CollectiveQueue::submit_transfer(std::function<Moved()> task) {
   auto completion = std::make_shared<Completion>();
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back({std::move(task), completion, bytes});
+    queue_.push_back({std::move(task), completion});
     if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
   }
   changed_.notify_all();
@@ -49,8 +56,8 @@ void CollectiveQueue::work() {
     running_ = true;
     lock.unlock();
     try {
-      entry.task();
-      entry.completion->complete(entry.bytes, -1);
+      Moved moved = entry.task();
+      entry.completion->complete(moved.bytes, moved.source);
     } catch (...) {
       entry.completion->fail(std::current_exception());
     }

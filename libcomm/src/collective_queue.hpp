@@ -1,6 +1,7 @@
 // Runs a group's collectives one at a time, in issue order. A blocking call with nothing queued
 // runs on the caller's thread (no hand-off on the latency path); otherwise calls go to a worker
 // thread the queue starts on first need, and the caller's Work completes when it has run.
+// GPU send/recv use one queue per peer and direction the same way (point_to_point.cpp).
 #pragma once
 
 #include <condition_variable>
@@ -23,6 +24,12 @@ class CollectiveQueue {
 
   // The task's exception, if any, fails the returned completion.
   std::shared_ptr<Completion> submit(std::function<void()> task, std::size_t bytes);
+  // What a transfer task reports to its completion: bytes moved and the source rank.
+  struct Moved {
+    std::size_t bytes = 0;
+    int source = -1;
+  };
+  std::shared_ptr<Completion> submit_transfer(std::function<Moved()> task);
   // Runs the task before returning, after everything submitted earlier; rethrows its exception.
   // A template, so the common case (nothing queued: run it here) allocates nothing.
   template <class Task>
@@ -41,9 +48,8 @@ class CollectiveQueue {
 
  private:
   struct Entry {
-    std::function<void()> task;
+    std::function<Moved()> task;
     std::shared_ptr<Completion> completion;
-    std::size_t bytes;
   };
   void work();
   bool try_enter();  // claims the queue for an inline task if nothing is queued or running

@@ -93,7 +93,7 @@ struct CollectiveCalls {
   static std::shared_ptr<Work> broadcast(ProcessGroup& group, Buffer buffer, int root, Algorithm requested, bool async) {
     const char* op = "broadcast";
     group.check_member(op);
-    group.check_buffer(buffer, op, true);
+    group.check_buffer(buffer, op);
     group.check_root(root, op);
     if (buffer.device.kind == Device::Kind::Cuda) {
       return on_device(group, {Collective::Broadcast, buffer, &buffer, -1, root},
@@ -120,7 +120,7 @@ struct CollectiveCalls {
                                           bool async) {
     const char* op = "all_reduce";
     group.check_member(op);
-    group.check_buffer(buffer, op, true);
+    group.check_buffer(buffer, op);
     algorithms::check_supported(buffer.dtype, op_, group.rank());
     if (buffer.device.kind == Device::Kind::Cuda) {
       return on_device(group, {Collective::AllReduce, buffer, &buffer, static_cast<int>(op_)},
@@ -196,7 +196,7 @@ struct CollectiveCalls {
                                       bool async) {
     const char* op = "reduce";
     group.check_member(op);
-    group.check_buffer(buffer, op, true);
+    group.check_buffer(buffer, op);
     group.check_root(root, op);
     algorithms::check_supported(buffer.dtype, op_, group.rank());
     if (buffer.device.kind == Device::Kind::Cuda) {
@@ -224,8 +224,8 @@ struct CollectiveCalls {
     const char* op = "all_gather";
     group.check_member(op);
     check_pair(group, output, input, op);
-    group.check_buffer(output, op, true);
-    group.check_buffer(input, op, true);
+    group.check_buffer(output, op);
+    group.check_buffer(input, op);
     auto n = static_cast<std::size_t>(group.size());
     check_count(group, output.count >= input.count * n, op,
                 "the output holds " + std::to_string(output.count) + " elements; it needs size() x input count = " +
@@ -266,6 +266,24 @@ struct CollectiveCalls {
     }
     std::vector<Buffer> targets(outputs.begin(), outputs.end());
     std::size_t block = input.bytes();
+    if (input.device.kind == Device::Kind::Cuda) {
+      std::vector<void*> blocks;
+      for (const Buffer& target : targets) blocks.push_back(target.data);
+      int device = input.device.index;
+      return on_device(group, {Collective::AllGather, input, &input},
+          [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
+            // Peers push into one allocation, gathered flat, then copied out.
+            cuda::DeviceMemory flat(block * blocks.size(), device);
+            auto* at = static_cast<std::uint8_t*>(flat.data());
+            algorithms::ipc_all_gather(context, state, at, input.data, block, stream);
+            for (std::size_t r = 0; r < blocks.size(); ++r) cuda::copy_async(blocks[r], at + r * block, block, device, stream);
+            cuda::Stream::synchronize_handle(stream, device);  // before the flat buffer is freed
+          },
+          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            algorithms::staged_all_gather(context, state, blocks, input.data, block, stream,
+                                          algorithms::ring_chunk_bytes());
+          }, async);
+    }
     return group.start_collective(Collective::AllGather, block,
         signature(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count), [=](const CollectiveContext& context) {
       // Gathered flat, then copied out: the ring wants one buffer.
@@ -281,7 +299,7 @@ struct CollectiveCalls {
   static std::shared_ptr<Work> gather(ProcessGroup& group, Buffer input, std::span<Buffer> outputs, int root, bool async) {
     const char* op = "gather";
     group.check_member(op);
-    group.check_buffer(input, op, true);
+    group.check_buffer(input, op);
     group.check_root(root, op);
     std::vector<void*> blocks;
     if (group.rank() == root) {
@@ -290,7 +308,7 @@ struct CollectiveCalls {
                       std::to_string(group.size()) + ")");
       for (const Buffer& output : outputs) {
         check_pair(group, output, input, op);
-        group.check_buffer(output, op, true);
+        group.check_buffer(output, op);
         check_count(group, output.count >= input.count, op,
                     "an output buffer holds " + std::to_string(output.count) + " elements, fewer than the input's " +
                         std::to_string(input.count));
@@ -316,7 +334,7 @@ struct CollectiveCalls {
                                        bool async) {
     const char* op = "scatter";
     group.check_member(op);
-    group.check_buffer(output, op, true);
+    group.check_buffer(output, op);
     group.check_root(root, op);
     std::vector<const void*> blocks;
     if (group.rank() == root) {
@@ -325,7 +343,7 @@ struct CollectiveCalls {
                       std::to_string(group.size()) + ")");
       for (const Buffer& input : inputs) {
         check_pair(group, output, input, op);
-        group.check_buffer(input, op, true);
+        group.check_buffer(input, op);
         check_count(group, input.count == output.count, op,
                     "an input buffer holds " + std::to_string(input.count) + " elements and the output " +
                         std::to_string(output.count) + "; they must be equal");
@@ -352,8 +370,8 @@ struct CollectiveCalls {
     const char* op = "reduce_scatter";
     group.check_member(op);
     check_pair(group, output, input, op);
-    group.check_buffer(output, op, true);
-    group.check_buffer(input, op, true);
+    group.check_buffer(output, op);
+    group.check_buffer(input, op);
     algorithms::check_supported(input.dtype, op_, group.rank());
     auto n = static_cast<std::size_t>(group.size());
     check_count(group, input.count >= output.count * n, op,
@@ -391,8 +409,8 @@ struct CollectiveCalls {
     const char* op = "all_to_all";
     group.check_member(op);
     check_pair(group, output, input, op);
-    group.check_buffer(output, op, true);
-    group.check_buffer(input, op, true);
+    group.check_buffer(output, op);
+    group.check_buffer(input, op);
     auto n = static_cast<std::size_t>(group.size());
     check_count(group, input.count % n == 0, op,
                 "the input holds " + std::to_string(input.count) + " elements, not a multiple of the group size " +

@@ -4,13 +4,12 @@
 #include "comm/process_group.hpp"
 #include "cuda/memory.hpp"
 #include "ipc_collectives.hpp"
-#include "ipc_point_to_point.hpp"
-#include "staged_collectives.hpp"
+#include "gpu_lane.hpp"
 #include "transport.hpp"
 
 namespace comm {
 
-void ProcessGroup::check_buffer(const Buffer& buffer, const char* op, bool device_allowed) const {
+void ProcessGroup::check_buffer(const Buffer& buffer, const char* op) const {
   check_member(op);
   COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
              "the buffer is a null pointer with a count of " + std::to_string(buffer.count));
@@ -24,9 +23,6 @@ void ProcessGroup::check_buffer(const Buffer& buffer, const char* op, bool devic
                "the buffer is tagged " + to_string(buffer.device) + " but its memory is " +
                    (actual < 0 ? std::string("host memory (or unknown to CUDA)") : "on cuda:" + std::to_string(actual)) +
                    "; tag a buffer with the device its memory is on");
-    COMM_CHECK(device_allowed, InvalidArgumentError, context,
-               std::string(op) + " does not take GPU buffers yet (send, recv and the collectives but the list form of "
-               "all_gather do); copy the data to host memory first");
   } else if (buffer.count > 0 && cuda::devices_present()) {
     // Reading device memory from the host would crash: say what is wrong instead.
     int actual = cuda::device_of(buffer.data);
@@ -84,6 +80,7 @@ bool ProcessGroup::send_at_once(const Buffer& buffer, int dst, int tag) {
 }
 
 std::shared_ptr<Work> ProcessGroup::isend(Buffer buffer, int dst, int tag) {
+  if (buffer.device.kind == Device::Kind::Cuda) return gpu_transfer(buffer, dst, tag, false, true);
   check_send(buffer, dst, tag);
   detail::WorkLabel label{"send", rank(), dst, tag, buffer.bytes()};
   if (send_at_once(buffer, dst, tag)) return std::make_shared<Work>(nullptr, timeout_, label);
@@ -91,13 +88,17 @@ std::shared_ptr<Work> ProcessGroup::isend(Buffer buffer, int dst, int tag) {
 }
 
 std::shared_ptr<Work> ProcessGroup::irecv(Buffer buffer, int src, int tag) {
+  if (buffer.device.kind == Device::Kind::Cuda) return gpu_transfer(buffer, src, tag, true, true);
   check_recv(buffer, src, tag);
   return std::make_shared<Work>(start_recv(buffer, src, tag));
 }
 
 // The blocking forms keep their Work on the stack: one allocation fewer per message.
 void ProcessGroup::send(Buffer buffer, int dst, int tag) {
-  if (buffer.device.kind == Device::Kind::Cuda) return gpu_send(buffer, dst, tag);
+  if (buffer.device.kind == Device::Kind::Cuda) {
+    gpu_transfer(buffer, dst, tag, false, false);
+    return;
+  }
   check_send(buffer, dst, tag);
   if (send_at_once(buffer, dst, tag)) return;
   start_send(buffer, dst, tag).wait();
@@ -108,7 +109,11 @@ void ProcessGroup::send(Buffer buffer, int dst, int tag) {
 // completion after finishing it; one that times out is withdrawn first (or, if its message is
 // already on its way in, waited for), so nothing refers to it once this returns.
 int ProcessGroup::recv(Buffer buffer, int src, int tag) {
-  if (buffer.device.kind == Device::Kind::Cuda) return gpu_recv(buffer, src, tag);
+  if (buffer.device.kind == Device::Kind::Cuda) {
+    int source = src;
+    gpu_transfer(buffer, src, tag, true, false, &source);
+    return source;
+  }
   check_recv(buffer, src, tag);
   int source = source_rank_of(src);
   detail::Completion completion(transport_.get(), source);
@@ -128,7 +133,7 @@ int ProcessGroup::recv(Buffer buffer, int src, int tag) {
 // host messages (which lets a staged receive name kAnySource). One device per group.
 void ProcessGroup::check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op, GpuPath path) const {
   bool receiving = std::string(op) == "recv";
-  check_buffer(buffer, op, true);
+  check_buffer(buffer, op);
   check_peer(peer, op, receiving);
   check_tag(tag, op);
   COMM_CHECK(peer != kAnySource || path == GpuPath::Staging, InvalidArgumentError,
@@ -138,72 +143,72 @@ void ProcessGroup::check_gpu_transfer(const Buffer& buffer, int peer, int tag, c
   if (receiving) check_recv(Buffer(nullptr, 0, buffer.dtype), peer, tag);  // the any-source rules of host receives
 }
 
-namespace {
-
-// A group's state for GPU transfers of one kind, made on first use for the buffer's device.
-template <class State>
-State& device_state(std::unique_ptr<State>& held, const Buffer& buffer, int rank, const char* op) {
-  if (!held) held = std::make_unique<State>(buffer.device.index);
-  COMM_CHECK(held->device() == buffer.device.index, InvalidArgumentError, (ErrorContext{.rank = rank, .op = op}),
-             "this group's GPU transfers use cuda:" + std::to_string(held->device()) + ", not " +
-                 to_string(buffer.device) + "; use one device per rank and group");
-  return *held;
+detail::GpuLane& ProcessGroup::gpu_lane(const Buffer& buffer, int peer, bool receiving, const char* op) {
+  std::lock_guard lock(gpu_lanes_mutex_);
+  auto& lane = gpu_lanes_[{receiving, peer}];
+  if (!lane) lane = std::make_unique<detail::GpuLane>(buffer.device.index);
+  COMM_CHECK(lane->device == buffer.device.index, InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
+             "this group's GPU transfers with rank " + std::to_string(peer) + " use cuda:" +
+                 std::to_string(lane->device) + ", not " + to_string(buffer.device) +
+                 "; use one device per rank and group");
+  return *lane;
 }
 
-}  // namespace
-
-algorithms::IpcPointToPoint& ProcessGroup::ipc_transfers(const Buffer& buffer, const char* op) {
-  return device_state(ipc_point_to_point_, buffer, rank(), op);
+std::shared_ptr<Work> ProcessGroup::gpu_transfer(Buffer buffer, int peer, int tag, bool receiving, bool async,
+                                                 int* source) {
+  const char* op = receiving ? "recv" : "send";
+  GpuPath path = gpu_path(op);
+  check_gpu_transfer(buffer, peer, tag, op, path);
+  detail::GpuLane& lane = gpu_lane(buffer, peer, receiving, op);
+  auto task = [this, &lane, buffer, peer, tag, receiving, path, op] {
+    try {
+      auto [bytes, source] = path == GpuPath::Staging ? staged_transfer(lane, buffer, peer, tag, receiving)
+                                                      : ipc_transfer(lane, buffer, peer, tag, receiving);
+      return detail::CollectiveQueue::Moved{bytes, source};
+    } catch (Error& error) {
+      error.add_context(ErrorContext{.rank = rank(), .peer = peer, .op = op});
+      throw;
+    }
+  };
+  if (!async) {
+    detail::CollectiveQueue::Moved moved;
+    lane.queue.run([&] { moved = task(); });
+    if (source != nullptr) *source = moved.source;
+    return nullptr;
+  }
+  return std::make_shared<Work>(lane.queue.submit_transfer(task), timeout_,
+                                detail::WorkLabel{op, rank(), peer, tag, buffer.bytes()});
 }
 
-algorithms::StagingState& ProcessGroup::staged_transfers(const Buffer& buffer, const char* op) {
-  return device_state(staging_point_to_point_, buffer, rank(), op);
+// Staged: the bytes travel as a host message from and into the lane's pinned buffer.
+std::pair<std::size_t, int> ProcessGroup::staged_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer,
+                                                         int tag, bool receiving) {
+  if (!lane.staging) lane.staging = std::make_unique<algorithms::StagingState>(lane.device);
+  Buffer staged = buffer;
+  staged.data = lane.staging->host(0, buffer.bytes());
+  staged.device = {};
+  if (!receiving) {
+    cuda::copy(staged.data, buffer.data, buffer.bytes(), lane.device, cuda_stream_);  // after the stream's work
+    if (!send_at_once(staged, peer, tag)) start_send(staged, peer, tag).wait();
+    return {buffer.bytes(), rank()};
+  }
+  Work work = start_recv(staged, peer, tag);
+  work.wait();
+  cuda::copy(buffer.data, staged.data, work.bytes(), lane.device, cuda_stream_);
+  return {work.bytes(), work.source_rank()};
 }
 
-void ProcessGroup::gpu_send(Buffer buffer, int dst, int tag) {
-  GpuPath path = gpu_path("send");
-  check_gpu_transfer(buffer, dst, tag, "send", path);
-  if (path == GpuPath::Staging) {
-    algorithms::StagingState& staging = staged_transfers(buffer, "send");
-    Buffer staged = buffer;
-    staged.data = staging.host(0, buffer.bytes());
-    staged.device = {};
-    cuda::copy(staged.data, buffer.data, buffer.bytes(), buffer.device.index, cuda_stream_);  // after the stream's work
-    if (!send_at_once(staged, dst, tag)) start_send(staged, dst, tag).wait();
-    return;
+std::pair<std::size_t, int> ProcessGroup::ipc_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer,
+                                                      int tag, bool receiving) {
+  if (!lane.ipc) lane.ipc = std::make_unique<algorithms::IpcPointToPoint>(lane.device);
+  if (!receiving) {
+    lane.ipc->send(*transport_, transport_rank(peer), buffer.data, buffer.bytes(), point_to_point_tag(tag),
+                   cuda_stream_, timeout_);
+    return {buffer.bytes(), rank()};
   }
-  auto& transfers = ipc_transfers(buffer, "send");
-  try {
-    transfers.send(*transport_, transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag), cuda_stream_,
-                   timeout_);
-  } catch (Error& error) {
-    error.add_context(ErrorContext{.rank = rank(), .peer = dst, .op = "send"});
-    throw;
-  }
-}
-
-int ProcessGroup::gpu_recv(Buffer buffer, int src, int tag) {
-  GpuPath path = gpu_path("recv");
-  check_gpu_transfer(buffer, src, tag, "recv", path);
-  if (path == GpuPath::Staging) {
-    algorithms::StagingState& staging = staged_transfers(buffer, "recv");
-    Buffer staged = buffer;
-    staged.data = staging.host(0, buffer.bytes());
-    staged.device = {};
-    Work work = start_recv(staged, src, tag);
-    work.wait();
-    cuda::copy(buffer.data, staged.data, work.bytes(), buffer.device.index, cuda_stream_);
-    return work.source_rank();
-  }
-  auto& transfers = ipc_transfers(buffer, "recv");
-  try {
-    transfers.recv(*transport_, transport_rank(src), buffer.data, buffer.bytes(), point_to_point_tag(tag), cuda_stream_,
-                   timeout_);
-  } catch (Error& error) {
-    error.add_context(ErrorContext{.rank = rank(), .peer = src, .op = "recv"});
-    throw;
-  }
-  return src;
+  std::size_t bytes = lane.ipc->recv(*transport_, transport_rank(peer), buffer.data, buffer.bytes(),
+                                     point_to_point_tag(tag), cuda_stream_, timeout_);
+  return {bytes, peer};
 }
 
 }  // namespace comm

@@ -9,7 +9,7 @@
 #include "collective_queue.hpp"
 #include "ipc_collectives.hpp"
 #include "environment.hpp"
-#include "ipc_point_to_point.hpp"
+#include "gpu_lane.hpp"
 #include "log.hpp"
 #include "staged_collectives.hpp"
 #include "transport.hpp"

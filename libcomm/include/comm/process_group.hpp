@@ -10,10 +10,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/store.hpp"
@@ -30,12 +33,12 @@ namespace algorithms {
 struct CollectiveContext;
 class ScratchPool;
 class IpcState;
-class IpcPointToPoint;
 class StagingState;
 enum class Collective;
 }
 namespace detail {
 class CollectiveQueue;
+struct GpuLane;
 }
 
 constexpr int kAnySource = -1;
@@ -146,9 +149,8 @@ class ProcessGroup {
   // GPU buffers (Device{Cuda, i}) are ordered against this CUDA stream (a cudaStream_t; the
   // default, nullptr, is the legacy default stream): a call waits for work enqueued on it
   // before, and work enqueued after sees the results. One stream per group. GPU buffers work in
-  // every collective but the list form of all_gather, and in blocking send/recv: through CUDA
-  // IPC among ranks on one host, else staged through pinned host memory (COMM_CUDA_PATH=auto,
-  // ipc or staging chooses); see docs/cuda.md.
+  // every call that takes buffers: through CUDA IPC among ranks on one host, else staged
+  // through pinned host memory (COMM_CUDA_PATH=auto, ipc or staging chooses); see docs/cuda.md.
   void set_cuda_stream(void* stream) { cuda_stream_ = stream; }
   void* cuda_stream() const { return cuda_stream_; }
 
@@ -170,18 +172,21 @@ class ProcessGroup {
   // transport (IPC when every rank shares the host), and logged once.
   enum class GpuPath { Ipc, Staging };
   GpuPath gpu_path(const char* op);
-  // Blocking send/recv of GPU buffers (either path); recv returns the source.
-  void gpu_send(Buffer buffer, int dst, int tag);
-  int gpu_recv(Buffer buffer, int src, int tag);
+  // send/recv/isend/irecv of GPU buffers (either path), in issue order per peer and direction:
+  // async gives a Work; otherwise it returns null once done, with the source in *source.
+  std::shared_ptr<Work> gpu_transfer(Buffer buffer, int peer, int tag, bool receiving, bool async,
+                                     int* source = nullptr);
   // Checks a GPU send/recv's arguments (any-source receives only when staging).
   void check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op, GpuPath path) const;
-  // The group's GPU transfer state for `buffer`'s device (made on first use).
-  algorithms::IpcPointToPoint& ipc_transfers(const Buffer& buffer, const char* op);
-  algorithms::StagingState& staged_transfers(const Buffer& buffer, const char* op);
+  detail::GpuLane& gpu_lane(const Buffer& buffer, int peer, bool receiving, const char* op);
+  // The transfer on one path: (bytes moved, source rank).
+  std::pair<std::size_t, int> staged_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer, int tag,
+                                              bool receiving);
+  std::pair<std::size_t, int> ipc_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer, int tag,
+                                           bool receiving);
   Work start_recv(Buffer buffer, int src, int tag);
   void check_member(const char* op) const;
-  // device_allowed: the call has a GPU path (otherwise a GPU buffer is refused by name).
-  void check_buffer(const Buffer& buffer, const char* op, bool device_allowed = false) const;
+  void check_buffer(const Buffer& buffer, const char* op) const;
   void check_peer(int peer, const char* op, bool any_source_allowed) const;
   void check_tag(int tag, const char* op) const;
   void check_root(int root, const char* op) const;
@@ -199,11 +204,10 @@ class ProcessGroup {
   std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
   std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none
   std::unique_ptr<algorithms::IpcState> ipc_;         // GPU collectives' state, made on first use
-  std::unique_ptr<algorithms::IpcPointToPoint> ipc_point_to_point_;  // GPU send/recv state, likewise
   std::unique_ptr<algorithms::StagingState> staging_;                // staged GPU collectives' memory
-  std::unique_ptr<algorithms::StagingState> staging_point_to_point_;  // staged GPU send/recv's (own: the
-                                                                      // queue may run a collective meanwhile)
   std::optional<GpuPath> gpu_path_;
+  std::mutex gpu_lanes_mutex_;
+  std::map<std::pair<bool, int>, std::unique_ptr<detail::GpuLane>> gpu_lanes_;  // GPU send/recv, by (receiving, peer)
   void* cuda_stream_ = nullptr;
   std::unique_ptr<detail::CollectiveQueue> queue_;    // last: its worker may use the members above
 };
