@@ -11,7 +11,8 @@ ninja -C "$builddir" >/dev/null
 rm -rf "$pack"
 mkdir -p "$pack/bin" "$pack/lib"
 programs=(tests/test_cuda_device tests/test_cuda_reduce tests/test_cuda_buffers tests/gpu_collectives
-          bench/reduce_kernel_perf bench/ipc_pingpong bench/device_all_reduce_perf rendezvous/programs/commrun)
+          bench/reduce_kernel_perf bench/ipc_pingpong bench/device_all_reduce_perf bench/all_reduce_perf
+          rendezvous/programs/commrun)
 for program in "${programs[@]}"; do
   cp "$builddir/$program" "$pack/bin/"
   strip "$pack/bin/$(basename "$program")"

@@ -44,4 +44,7 @@ for ranks in 2 4; do
   run device_all_reduce_perf_staged_$ranks env COMM_CUDA_PATH=staging "$pack/bin/commrun" -n $ranks "$pack/bin/device_all_reduce_perf"
 done
 run device_all_reduce_perf_tcp_2 env COMM_TRANSPORT=tcp "$pack/bin/commrun" -n 2 "$pack/bin/device_all_reduce_perf"
+# The same all_reduce of host buffers on this machine: what the staged path adds to the transport.
+run host_all_reduce_perf_2 "$pack/bin/commrun" -n 2 "$pack/bin/all_reduce_perf" -b 1M -e 256M -f 4
+run host_all_reduce_perf_tcp_2 env COMM_TRANSPORT=tcp "$pack/bin/commrun" -n 2 "$pack/bin/all_reduce_perf" -b 1M -e 256M -f 4
 exit $failed
