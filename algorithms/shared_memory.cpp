@@ -35,8 +35,6 @@ inline void cpu_relax() {
 #endif
 }
 
-enum class Flag { Arrived, Reduced };
-
 std::atomic<std::uint64_t>& flag(SharedArena::Control& control, Flag which) {
   return which == Flag::Arrived ? control.arrived : control.reduced;
 }
@@ -104,6 +102,8 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
   }
 }
 
+}  // namespace
+
 void wait_all(const CollectiveContext& context, SharedArena& arena, Flag which, std::uint64_t epoch) {
   for (int peer = 0; peer < context.size; ++peer) {
     if (peer == context.rank) continue;
@@ -112,6 +112,8 @@ void wait_all(const CollectiveContext& context, SharedArena& arena, Flag which, 
     }
   }
 }
+
+namespace {
 
 // Every rank publishes the call it is in (number and fingerprint) with its input. A peer in
 // another call is a mismatch, reported on both sides; when it is at another call number, it did
@@ -151,20 +153,33 @@ void check_calls(const CollectiveContext& context, SharedArena& arena, int buffe
   }
 }
 
+}  // namespace
+
+void publish_and_wait(const CollectiveContext& context, SharedArena& arena, Flag which, std::uint64_t epoch) {
+  SharedArena::Control& mine = arena.control(context.rank);
+  if (which == Flag::Reduced) {
+    mine.reduced.store(epoch, std::memory_order_release);
+    wait_all(context, arena, Flag::Reduced, epoch);
+    return;
+  }
+  int buffer = static_cast<int>(epoch & 1);
+  mine.fingerprint[buffer].store(context.fingerprint, std::memory_order_relaxed);
+  mine.sequence[buffer].store(context.sequence, std::memory_order_relaxed);
+  mine.arrived.store(epoch, std::memory_order_release);
+  wait_all(context, arena, Flag::Arrived, epoch);
+  check_calls(context, arena, buffer);
+}
+
+namespace {
+
 // Claims the next epoch and publishes `bytes` of input in this rank's slot, then waits for
 // everyone's. The epoch's buffer is free without a wait: it was last used two epochs back, and
 // every rank finished that piece before it arrived at the previous epoch, which this rank
 // waited for.
 std::uint64_t arrive(const CollectiveContext& context, SharedArena& arena, const void* input, std::size_t bytes) {
   std::uint64_t epoch = arena.next_epoch();
-  int buffer = static_cast<int>(epoch & 1);
-  if (bytes > 0) std::memcpy(arena.slot(buffer, context.rank), input, bytes);
-  SharedArena::Control& mine = arena.control(context.rank);
-  mine.fingerprint[buffer].store(context.fingerprint, std::memory_order_relaxed);
-  mine.sequence[buffer].store(context.sequence, std::memory_order_relaxed);
-  mine.arrived.store(epoch, std::memory_order_release);
-  wait_all(context, arena, Flag::Arrived, epoch);
-  check_calls(context, arena, buffer);
+  if (bytes > 0) std::memcpy(arena.slot(static_cast<int>(epoch & 1), context.rank), input, bytes);
+  publish_and_wait(context, arena, Flag::Arrived, epoch);
   return epoch;
 }
 
@@ -186,7 +201,7 @@ void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& are
                               DType dtype, ReduceOp op) {
   int n = context.size;
   std::size_t element = element_size(dtype);
-  std::size_t piece_count = SharedArena::kSlotBytes / element;
+  std::size_t piece_count = arena.slot_bytes() / element;
   auto* bytes = static_cast<std::uint8_t*>(data);
   std::size_t first = 0;
   do {  // at least once: an empty call still meets the others (and compares fingerprints)
@@ -202,8 +217,7 @@ void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& are
       std::size_t begin = elements * static_cast<std::size_t>(context.rank) / static_cast<std::size_t>(n);
       std::size_t end = elements * static_cast<std::size_t>(context.rank + 1) / static_cast<std::size_t>(n);
       reduce_slots(arena.result(buffer) + begin * element, arena, buffer, begin * element, end - begin, dtype, op, false);
-      arena.control(context.rank).reduced.store(epoch, std::memory_order_release);
-      wait_all(context, arena, Flag::Reduced, epoch);
+      publish_and_wait(context, arena, Flag::Reduced, epoch);
       std::memcpy(piece, arena.result(buffer), elements * element);
     }
     first += elements;

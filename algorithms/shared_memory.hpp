@@ -25,4 +25,15 @@ void shared_memory_all_reduce(const CollectiveContext& context, transport::Share
 // Waits at the arena until every rank of the group arrived (a barrier).
 void shared_memory_barrier(const CollectiveContext& context, transport::SharedArena& arena);
 
+// The synchronisation these are built of, for other users of an arena (the GPU staging of
+// algorithms/device/staged_collectives.cpp). A rank publishes a flag at an epoch (claimed with
+// arena.next_epoch(), the same sequence on every rank) and waits until every rank has: Arrived
+// (its slot of the epoch's buffer is filled; also checks that every rank is in the same call)
+// or Reduced (its part of the result area is written). Dead peers, aborted groups, peers in
+// another call and timeouts end the wait with an error.
+enum class Flag { Arrived, Reduced };
+void publish_and_wait(const CollectiveContext& context, transport::SharedArena& arena, Flag which,
+                      std::uint64_t epoch);
+void wait_all(const CollectiveContext& context, transport::SharedArena& arena, Flag which, std::uint64_t epoch);
+
 }  // namespace comm::algorithms

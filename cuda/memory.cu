@@ -49,6 +49,15 @@ PinnedMemory& PinnedMemory::operator=(PinnedMemory&& other) noexcept {
   return *this;
 }
 
+HostRegistration::HostRegistration(void* data, std::size_t bytes) {
+  check(cudaHostRegister(data, bytes, cudaHostRegisterPortable), "cudaHostRegister", "cuda.host_register");
+  data_ = data;
+}
+
+HostRegistration::~HostRegistration() {
+  if (data_ != nullptr) cudaHostUnregister(data_);
+}
+
 Stream::Stream(int device) : device_(device) {
   DeviceGuard guard(device, "cuda.stream");
   cudaStream_t stream = nullptr;

@@ -43,6 +43,20 @@ class PinnedMemory {
   std::size_t bytes_ = 0;
 };
 
+// Host memory allocated elsewhere (e.g. a shared mapping) page-locked for DMA while this object
+// lives (cudaHostRegister), so copies to and from it run asynchronously at full speed.
+class HostRegistration {
+ public:
+  HostRegistration() = default;
+  HostRegistration(void* data, std::size_t bytes);
+  ~HostRegistration();
+  HostRegistration(const HostRegistration&) = delete;
+  HostRegistration& operator=(const HostRegistration&) = delete;
+
+ private:
+  void* data_ = nullptr;
+};
+
 // A non-blocking stream of one device (cudaStreamNonBlocking: it does not wait for the
 // legacy default stream), destroyed with the object. handle() is the cudaStream_t.
 class Stream {

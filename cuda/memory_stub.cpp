@@ -20,6 +20,8 @@ PinnedMemory::PinnedMemory(std::size_t) { built_without_cuda("cuda.malloc_host")
 PinnedMemory::~PinnedMemory() = default;
 PinnedMemory::PinnedMemory(PinnedMemory&&) noexcept = default;
 PinnedMemory& PinnedMemory::operator=(PinnedMemory&&) noexcept = default;
+HostRegistration::HostRegistration(void*, std::size_t) { built_without_cuda("cuda.host_register"); }
+HostRegistration::~HostRegistration() = default;
 Stream::Stream(int) { built_without_cuda("cuda.stream"); }
 Stream::~Stream() = default;
 void Stream::synchronize() const { built_without_cuda("cuda.synchronize"); }

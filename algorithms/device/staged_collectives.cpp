@@ -5,7 +5,10 @@
 #include "chunking.hpp"
 #include "cuda/reduce.hpp"
 #include "direct.hpp"
+#include "environment.hpp"
+#include "log.hpp"
 #include "ring.hpp"
+#include "shared_memory.hpp"
 
 namespace comm::algorithms {
 
@@ -30,6 +33,34 @@ std::uint8_t* StagingState::device_scratch(int slot, std::size_t bytes) {
 const cuda::Event& StagingState::event(std::size_t index) {
   while (events_.size() <= index) events_.push_back(std::make_unique<cuda::Event>(device_));
   return *events_[index];
+}
+
+// Bytes per slot of the shared staging segment (COMM_CUDA_STAGING_SLOT, default 16 MiB; the
+// segment holds 2 x (ranks + 1) slots). Each piece costs two synchronisations, and ranks sharing
+// a GPU switch contexts for every copy: 2 ranks on an H100, 256 MiB, reached 2.9 / 8.6 / 13.4 /
+// 15.7 GB/s with 1 / 4 / 16 / 32 MiB slots (docs/results/cuda.md).
+std::size_t shared_slot_bytes() {
+  static const std::size_t value = [] {
+    auto bytes = environment::get_integer("COMM_CUDA_STAGING_SLOT");
+    return bytes && *bytes >= 4096 ? static_cast<std::size_t>(*bytes) : std::size_t{16} << 20;
+  }();
+  return value;
+}
+
+transport::SharedArena* StagingState::shared_arena(const CollectiveContext& context, Store& store) {
+  if (shared_tried_) return shared_.get();
+  shared_tried_ = true;
+  std::string key = "gpu-arena/" + std::to_string(context.group_id) + "/" + std::to_string(context.sequence);
+  shared_ = transport::SharedArena::create(store, key, context.rank, context.size, context.timeout, shared_slot_bytes());
+  if (shared_) {
+    try {
+      shared_pinned_ = std::make_unique<cuda::HostRegistration>(shared_->base(), shared_->bytes());
+    } catch (const CudaError& error) {
+      // Copies from pageable memory still work (slower, and not asynchronous): nothing to agree on.
+      log::get(log::Subsystem::Cuda).warn("staging segment not page-locked, copies will be slower: {}", error.what());
+    }
+  }
+  return shared_.get();
 }
 
 namespace {
@@ -128,6 +159,50 @@ void staged_all_reduce(const CollectiveContext& context, StagingState& state, vo
                        DType dtype, ReduceOp op, void* stream, std::size_t chunk_bytes) {
   staged_ring(context, state, static_cast<std::uint8_t*>(data), count, dtype, op, 2 * context.size - 2, stream,
               chunk_bytes);
+}
+
+// Pieces of up to a slot, alternating between the arena's two buffers (see shared_memory.cpp for
+// why a buffer is free again two pieces later; here "finished with it" includes the copies a
+// rank queued, which its event wait before the next arrival covers). Per piece: copy out what
+// peers need (all but this rank's segment), arrive; reduce this rank's segment from the peers'
+// slots on the GPU and copy it to the result area, publish Reduced; copy the other segments in.
+void shared_staged_all_reduce(const CollectiveContext& context, transport::SharedArena& arena, StagingState& state,
+                              void* data, std::size_t count, DType dtype, ReduceOp op, void* stream) {
+  int n = context.size, r = context.rank, device = state.device();
+  if (n == 1 || count == 0) return;
+  std::size_t element = element_size(dtype), piece_count = arena.slot_bytes() / element;
+  std::uint8_t* scratch = state.device_scratch(0, arena.slot_bytes());
+  auto* all = static_cast<std::uint8_t*>(data);
+  const cuda::Event& copied = state.event(0);
+  for (std::size_t first = 0; first < count; first += piece_count) {
+    std::size_t elements = std::min(piece_count, count - first);
+    std::uint8_t* piece = all + first * element;
+    std::uint64_t epoch = arena.next_epoch();
+    int buffer = static_cast<int>(epoch & 1);
+    auto begin_of = [&](int rank) { return elements * static_cast<std::size_t>(rank) / static_cast<std::size_t>(n) * element; };
+    std::size_t begin = begin_of(r), end = begin_of(r + 1), total = elements * element;
+    // Every byte but this rank's segment, which only it reads.
+    cuda::copy_async(arena.slot(buffer, r), piece, begin, device, stream);
+    cuda::copy_async(arena.slot(buffer, r) + end, piece + end, total - end, device, stream);
+    copied.record(stream);
+    copied.synchronize();
+    publish_and_wait(context, arena, Flag::Arrived, epoch);
+    if (end > begin) {
+      std::size_t segment = (end - begin) / element;
+      for (int peer = 0; peer < n; ++peer) {
+        if (peer == r) continue;
+        cuda::copy_async(scratch, arena.slot(buffer, peer) + begin, end - begin, device, stream);
+        cuda::reduce(piece + begin, piece + begin, scratch, segment, dtype, op, device, stream);
+      }
+      if (op == ReduceOp::Avg) cuda::divide(piece + begin, segment, dtype, static_cast<std::size_t>(n), device, stream);
+      cuda::copy_async(arena.result(buffer) + begin, piece + begin, end - begin, device, stream);
+    }
+    copied.record(stream);
+    copied.synchronize();
+    publish_and_wait(context, arena, Flag::Reduced, epoch);
+    cuda::copy_async(piece, arena.result(buffer), begin, device, stream);
+    cuda::copy_async(piece + end, arena.result(buffer) + end, total - end, device, stream);
+  }
 }
 
 void staged_reduce_scatter(const CollectiveContext& context, StagingState& state, void* output, const void* input,

@@ -10,6 +10,10 @@
 // GPU produced. The other collectives only move bytes: they copy the device buffers to pinned
 // memory once, run the host algorithm and copy the result back.
 //
+// Ranks that share a host (forced staging) stage all_reduce through one shared segment instead:
+// each copies its piece from the GPU straight into its slot there, and peers copy what they need
+// straight to their GPUs, so no CPU ever copies the bytes (the transport would, twice).
+//
 // Every function enqueues on `stream` and may return before the stream has run the last copies
 // to the device; the caller waits for the stream (as the IPC path's caller does).
 #pragma once
@@ -20,8 +24,10 @@
 #include <vector>
 
 #include "collective_context.hpp"
+#include "comm/store.hpp"
 #include "comm/types.hpp"
 #include "cuda/memory.hpp"
+#include "shared_arena.hpp"
 
 namespace comm::algorithms {
 
@@ -35,17 +41,27 @@ class StagingState {
   std::uint8_t* host(int slot, std::size_t bytes);
   std::uint8_t* device_scratch(int slot, std::size_t bytes);
   const cuda::Event& event(std::size_t index);
+  // The segment for staging among ranks of one host, made on the first call that asks (every
+  // rank of the group asks in the same call: it is made collectively through `store`); null on
+  // every rank when it could not be made, and then never asked for again.
+  transport::SharedArena* shared_arena(const CollectiveContext& context, Store& store);
 
  private:
   int device_;
   std::array<cuda::PinnedMemory, kHostSlots> host_{};
   std::array<cuda::DeviceMemory, kDeviceSlots> device_scratch_{};
   std::vector<std::unique_ptr<cuda::Event>> events_;
+  bool shared_tried_ = false;
+  std::unique_ptr<transport::SharedArena> shared_;
+  std::unique_ptr<cuda::HostRegistration> shared_pinned_;  // after shared_: unregistered before unmapped
 };
 
 // In place on device memory `data` (count elements); every rank ends with the same bytes.
 void staged_all_reduce(const CollectiveContext& context, StagingState& state, void* data, std::size_t count,
                        DType dtype, ReduceOp op, void* stream, std::size_t chunk_bytes);
+// The same, through a shared segment of ranks on one host (StagingState::shared_arena).
+void shared_staged_all_reduce(const CollectiveContext& context, transport::SharedArena& arena, StagingState& state,
+                              void* data, std::size_t count, DType dtype, ReduceOp op, void* stream);
 // input holds size x block_count elements; output (block_count) gets the reduction of block rank.
 void staged_reduce_scatter(const CollectiveContext& context, StagingState& state, void* output, const void* input,
                            std::size_t block_count, DType dtype, ReduceOp op, void* stream, std::size_t chunk_bytes);

@@ -31,6 +31,11 @@ for ranks in 1 2 3 4; do run gpu_collectives_$ranks "$pack/bin/commrun" -n $rank
 for ranks in 1 2 3 4; do
   run gpu_collectives_staged_$ranks env COMM_CUDA_PATH=staging "$pack/bin/commrun" -n $ranks "$pack/bin/gpu_collectives"
 done
+# Staged through the shared segment in many small pieces (64 KiB slots): piece boundaries.
+for ranks in 2 3 4; do
+  run gpu_collectives_staged_small_slots_$ranks env COMM_CUDA_PATH=staging COMM_CUDA_STAGING_SLOT=65536 \
+    "$pack/bin/commrun" -n $ranks "$pack/bin/gpu_collectives"
+done
 for ranks in 2 3; do
   run gpu_collectives_tcp_$ranks env COMM_TRANSPORT=tcp "$pack/bin/commrun" -n $ranks "$pack/bin/gpu_collectives"
 done

@@ -127,7 +127,13 @@ struct CollectiveCalls {
           [=](const CollectiveContext& context, algorithms::IpcState& state, void* stream) {
             algorithms::ipc_all_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op_, stream);
           },
-          [=](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+          [=, &group](const CollectiveContext& context, algorithms::StagingState& state, void* stream) {
+            // Ranks on one host (the group has a host arena) stage through a shared segment.
+            transport::SharedArena* shared = group.arena_ ? state.shared_arena(context, *group.store_) : nullptr;
+            if (shared != nullptr) {
+              return algorithms::shared_staged_all_reduce(context, *shared, state, buffer.data, buffer.count,
+                                                          buffer.dtype, op_, stream);
+            }
             algorithms::staged_all_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op_, stream,
                                           algorithms::ring_chunk_bytes());
           }, async);

@@ -16,9 +16,8 @@
 namespace comm::transport {
 namespace {
 
-std::size_t segment_bytes(int size) {
-  return static_cast<std::size_t>(size) * sizeof(SharedArena::Control) +
-         2 * static_cast<std::size_t>(size + 1) * SharedArena::kSlotBytes;
+std::size_t segment_bytes(int size, std::size_t slot_bytes) {
+  return static_cast<std::size_t>(size) * sizeof(SharedArena::Control) + 2 * static_cast<std::size_t>(size + 1) * slot_bytes;
 }
 
 [[noreturn]] void fail(const std::string& what, const std::string& name, int rank) {
@@ -37,20 +36,21 @@ void* map(int fd, std::size_t bytes, const std::string& name, int rank) {
 
 }  // namespace
 
-SharedArena::SharedArena(void* base, std::size_t bytes, int size)
+SharedArena::SharedArena(void* base, std::size_t bytes, int size, std::size_t slot_bytes)
     : base_(base),
       bytes_(bytes),
       size_(size),
+      slot_bytes_(slot_bytes),
       controls_(static_cast<Control*>(base)),
       data_(static_cast<std::uint8_t*>(base) + static_cast<std::size_t>(size) * sizeof(Control)) {}
 
 SharedArena::~SharedArena() { ::munmap(base_, bytes_); }
 
 std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string& key, int rank, int size,
-                                                 std::chrono::milliseconds timeout) {
+                                                 std::chrono::milliseconds timeout, std::size_t slot_bytes) {
   // Every rank ends with an arena, or every rank with none (one rank could not make or map the
   // segment: /dev/shm full, say); the group then runs its other algorithms, having said why.
-  std::size_t bytes = segment_bytes(size);
+  std::size_t bytes = segment_bytes(size, slot_bytes);
   std::unique_ptr<SharedArena> arena;
   std::string problem;
   bool usable = false;
@@ -72,7 +72,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string
       // A fresh segment is zero-filled: every flag starts at epoch 0. The Control objects are
       // constructed in place (their atomics are lock-free and zero is their initial value).
       for (int r = 0; r < size; ++r) new (static_cast<Control*>(base) + r) Control();
-      arena = std::make_unique<SharedArena>(base, bytes, size);
+      arena = std::make_unique<SharedArena>(base, bytes, size, slot_bytes);
     } catch (const Error& error) {
       problem = error.what();
     }
@@ -88,7 +88,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string
       if (name.empty()) throw IoError("rank 0 could not make it", ErrorContext{.rank = rank});
       int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
       if (fd < 0) fail("cannot open", name, rank);
-      arena = std::make_unique<SharedArena>(map(fd, bytes, name, rank), bytes, size);
+      arena = std::make_unique<SharedArena>(map(fd, bytes, name, rank), bytes, size, slot_bytes);
     } catch (const Error& error) {
       problem = error.what();
     }

@@ -35,18 +35,25 @@ class SharedArena {
   // the group's arenas apart in the store. Null on every rank when one of them could not make
   // or map the segment (logged).
   static std::unique_ptr<SharedArena> create(Store& store, const std::string& key, int rank, int size,
-                                             std::chrono::milliseconds timeout);
+                                             std::chrono::milliseconds timeout, std::size_t slot_bytes = kSlotBytes);
   // Private in spirit: use create().
-  SharedArena(void* base, std::size_t bytes, int size);
+  SharedArena(void* base, std::size_t bytes, int size, std::size_t slot_bytes);
   ~SharedArena();
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;
 
-  static constexpr std::size_t kSlotBytes = 256 * 1024;  // one piece of a collective
+  static constexpr std::size_t kSlotBytes = 256 * 1024;  // one piece of a host collective
   int size() const { return size_; }
+  std::size_t slot_bytes() const { return slot_bytes_; }
+  // The whole mapping (e.g. to register it with CUDA for DMA).
+  void* base() const { return base_; }
+  std::size_t bytes() const { return bytes_; }
   Control& control(int rank) const { return controls_[rank]; }
   // Rank `rank`'s input slot, and the shared result area, of buffer 0 or 1.
-  std::uint8_t* slot(int buffer, int rank) const { return data_ + (static_cast<std::size_t>(buffer) * (size_ + 1) + rank) * kSlotBytes; }
+  std::uint8_t* slot(int buffer, int rank) const {
+    return data_ + (static_cast<std::size_t>(buffer) * static_cast<std::size_t>(size_ + 1) + static_cast<std::size_t>(rank)) *
+                       slot_bytes_;
+  }
   std::uint8_t* result(int buffer) const { return slot(buffer, size_); }
   // Numbers the pieces every rank goes through, identically everywhere.
   std::uint64_t next_epoch() { return ++epoch_; }
@@ -55,6 +62,7 @@ class SharedArena {
   void* base_;
   std::size_t bytes_;
   int size_;
+  std::size_t slot_bytes_;
   Control* controls_;
   std::uint8_t* data_;
   std::uint64_t epoch_ = 0;
