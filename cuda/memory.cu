@@ -99,6 +99,12 @@ void Event::synchronize() const {
   check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize", "cuda.event");
 }
 
+void Event::wait(void* stream) const {
+  DeviceGuard guard(device_, "cuda.event");
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0),
+        "cudaStreamWaitEvent", "cuda.event");
+}
+
 void copy_async(void* destination, const void* source, std::size_t bytes, int device, void* stream) {
   if (bytes == 0) return;
   DeviceGuard guard(device, "cuda.copy");

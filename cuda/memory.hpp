@@ -88,6 +88,7 @@ class Event {
 
   void record(void* stream) const;
   void synchronize() const;
+  void wait(void* stream) const;  // `stream` waits for the latest recording; the host does not
 
  private:
   void* event_ = nullptr;

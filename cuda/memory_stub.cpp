@@ -30,6 +30,7 @@ Event::Event(int) { built_without_cuda("cuda.event"); }
 Event::~Event() = default;
 void Event::record(void*) const { built_without_cuda("cuda.event"); }
 void Event::synchronize() const { built_without_cuda("cuda.event"); }
+void Event::wait(void*) const { built_without_cuda("cuda.event"); }
 void copy_async(void*, const void*, std::size_t, int, void*) { built_without_cuda("cuda.copy"); }
 void copy(void*, const void*, std::size_t, int, void*) { built_without_cuda("cuda.copy"); }
 void fill(void*, int, std::size_t, int, void*) { built_without_cuda("cuda.fill"); }

@@ -45,12 +45,15 @@ class StagingState {
   // rank of the group asks in the same call: it is made collectively through `store`); null on
   // every rank when it could not be made, and then never asked for again.
   transport::SharedArena* shared_arena(const CollectiveContext& context, Store& store);
+  // A second stream, for copies that overlap the group stream's work (made on first use).
+  void* side_stream();
 
  private:
   int device_;
   std::array<cuda::PinnedMemory, kHostSlots> host_{};
   std::array<cuda::DeviceMemory, kDeviceSlots> device_scratch_{};
   std::vector<std::unique_ptr<cuda::Event>> events_;
+  std::unique_ptr<cuda::Stream> side_stream_;
   bool shared_tried_ = false;
   std::unique_ptr<transport::SharedArena> shared_;
   std::unique_ptr<cuda::HostRegistration> shared_pinned_;  // after shared_: unregistered before unmapped
