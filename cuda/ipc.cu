@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <string>
 
 #include "ipc.hpp"
 #include "runtime.hpp"
@@ -34,7 +35,9 @@ AllocationRange allocation_range(const void* pointer, int device) {
   CUdeviceptr base = 0;
   std::size_t bytes = 0;
   if (get_range(&base, &bytes, reinterpret_cast<CUdeviceptr>(pointer)) != CUDA_SUCCESS) {
-    throw CudaError("cuMemGetAddressRange failed: the pointer is not device memory from cudaMalloc",
+    throw CudaError("cuMemGetAddressRange failed: the pointer is not device memory from cudaMalloc (CUDA IPC "
+                    "exports only that; for memory from cudaMallocAsync pools or cuMemCreate, set "
+                    "COMM_CUDA_PATH=staging on every rank)",
                     ErrorContext{.op = "cuda.ipc_export"});
   }
   return {reinterpret_cast<void*>(base), bytes};
@@ -51,7 +54,13 @@ ImportedMemory::ImportedMemory(const IpcMemoryHandle& handle, int device) : devi
     throw AlreadyMapped("cudaIpcOpenMemHandle: memory of this handle is still mapped under an older one",
                         ErrorContext{.op = "cuda.ipc_import"});
   }
-  check(status, "cudaIpcOpenMemHandle", "cuda.ipc_import");
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw CudaError(std::string("cudaIpcOpenMemHandle failed: ") + cudaGetErrorName(status) + " (" +
+                        cudaGetErrorString(status) + "); CUDA IPC between these processes is not possible here "
+                        "(separate containers or PID namespaces, say): set COMM_CUDA_PATH=staging on every rank",
+                    ErrorContext{.op = "cuda.ipc_import"});
+  }
 }
 
 void ImportedMemory::quiesce(int device) {
