@@ -90,6 +90,22 @@ SocketAddress bound_address(const Socket& socket) {
   return address;
 }
 
+constexpr long long kWithinHostSocketBuffer = 256 * 1024;
+
+// Whether both ends of a connection are addresses of this host (the same address, as over
+// loopback or the host's own interface): its bytes never leave the machine.
+bool within_host(const Socket& socket) {
+  SocketAddress peer;
+  peer.length = sizeof peer.storage;
+  if (::getpeername(socket.fd(), reinterpret_cast<sockaddr*>(&peer.storage), &peer.length) != 0) return false;
+  SocketAddress local = bound_address(socket);
+  auto host_of = [](const SocketAddress& address) {
+    std::string text = address.to_string();
+    return text.substr(0, text.rfind(':'));
+  };
+  return host_of(peer) == host_of(local);
+}
+
 // Connects to a lower rank and sends our hello; its answer is read later, so that every rank
 // first gets on with accepting its higher ranks (no rank waits on one that waits on it).
 Socket connect_to(const SocketAddress& address, int peer, Clock::time_point deadline, const MeshOptions& options) {
@@ -251,13 +267,18 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
     mesh.peer_names[peer] = peer_name_of(answer);
     mesh.sockets[peer] = std::move(lower[peer]);
   }
-  // Kernel autotuning sizes socket buffers unless COMM_SOCKET_BUFFER (bytes) fixes them.
+  // COMM_SOCKET_BUFFER (bytes) fixes socket buffer sizes. Otherwise a connection within this
+  // host gets small ones: what the sender copies in is then still in cache when the receiver
+  // copies it out (64 MiB one way over loopback: median 3.7 GB/s with 256 KiB against 2.0 with
+  // autotuning, 8 alternating runs each; docs/results/transport.md). Between hosts the kernel's
+  // autotuning sizes them for the path's bandwidth-delay product.
   auto buffer_bytes = environment::get_integer("COMM_SOCKET_BUFFER").value_or(0);
   for (auto& socket : mesh.sockets) {
     if (!socket.valid()) continue;
     set_no_delay(socket.fd());
-    if (buffer_bytes > 0) {
-      int bytes = static_cast<int>(std::min<long long>(buffer_bytes, 1 << 30));
+    long long wanted = buffer_bytes > 0 ? buffer_bytes : within_host(socket) ? kWithinHostSocketBuffer : 0;
+    if (wanted > 0) {
+      int bytes = static_cast<int>(std::min<long long>(wanted, 1 << 30));
       ::setsockopt(socket.fd(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
       ::setsockopt(socket.fd(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
     }
