@@ -1,9 +1,11 @@
 // Collectives on GPU buffers, run under commrun on the GPU machine: through CUDA IPC by default,
-// staged through pinned host memory under COMM_CUDA_PATH=staging or COMM_TRANSPORT=tcp. all_reduce: every dtype x op at several counts against the reference computed from
-// every rank's input, bitwise-identical results on every rank, and stream ordering (a kernel
-// writes the input just before the call and another reads the output just after, with no
-// synchronisation between). broadcast, reduce, gather, scatter, all_gather, reduce_scatter and
-// all_to_all: every root, in and out of place, a few dtypes and ops.
+// staged through pinned host memory under COMM_CUDA_PATH=staging or COMM_TRANSPORT=tcp.
+// all_reduce: every dtype x op at several counts against the reference computed from every
+// rank's input, bitwise-identical results on every rank, and stream ordering (a kernel writes
+// the input just before the call and another reads the output just after, with no
+// synchronisation between). reduce and reduce_scatter: every dtype x op too. broadcast, reduce,
+// gather, scatter, all_gather, reduce_scatter and all_to_all: every root, in and out of place,
+// a few dtypes and ops. send/recv, isend/irecv, any-source, the list form of all_gather.
 //   commrun -n 3 build/tests/gpu_collectives        exit 0: all correct, 1: wrong, 77: no GPU
 #include <cstdio>
 #include <cstdlib>
@@ -68,6 +70,43 @@ int main() {
 
   // broadcast, reduce, all_gather, reduce_scatter
   const comm::Device gpu{comm::Device::Kind::Cuda, device};
+
+  // reduce (to the last rank) and reduce_scatter (out of place): every dtype x op, as all_reduce.
+  for (DType dtype : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      if (!comm::algorithms::supports(dtype, op)) continue;
+      std::size_t element = comm::element_size(dtype);
+      for (std::size_t count : {std::size_t{7}, std::size_t{1003}}) {
+        std::string what = std::string(comm::to_string(dtype)) + " " + comm::to_string(op) + " x " + std::to_string(count);
+        int root = size - 1;
+        auto inputs = all_inputs(size, dtype, count, ++salt);
+        std::size_t bytes = count * element;
+        cuda::DeviceMemory data(bytes, device);
+        cuda::copy(data.data(), inputs[static_cast<std::size_t>(rank)].data(), bytes, device);
+        group->reduce(comm::Buffer(data.data(), count, dtype, gpu), root, op);
+        std::vector<std::uint8_t> result(bytes);
+        cuda::copy(result.data(), data.data(), bytes, device);
+        if (rank == root ? count_wrong(result, inputs, dtype, op, count) != 0 : result != inputs[static_cast<std::size_t>(rank)]) {
+          fail("reduce " + what);
+        }
+        auto n_blocks = static_cast<std::size_t>(size);
+        auto wholes = all_inputs(size, dtype, n_blocks * count, ++salt);
+        std::vector<std::vector<std::uint8_t>> mine;
+        auto me_block = static_cast<std::size_t>(rank);
+        for (auto& whole : wholes) {
+          mine.emplace_back(whole.begin() + static_cast<std::ptrdiff_t>(me_block * bytes),
+                            whole.begin() + static_cast<std::ptrdiff_t>((me_block + 1) * bytes));
+        }
+        cuda::DeviceMemory input(n_blocks * bytes, device), output(bytes, device);
+        cuda::copy(input.data(), wholes[me_block].data(), n_blocks * bytes, device);
+        group->reduce_scatter(comm::Buffer(output.data(), count, dtype, gpu),
+                              comm::Buffer(input.data(), n_blocks * count, dtype, gpu), op);
+        cuda::copy(result.data(), output.data(), bytes, device);
+        if (count_wrong(result, mine, dtype, op, count) != 0) fail("reduce_scatter " + what);
+        checked += 2;
+      }
+    }
+  }
   auto upload = [&](const std::vector<std::uint8_t>& host) {
     cuda::DeviceMemory memory(host.size(), device);
     cuda::copy(memory.data(), host.data(), host.size(), device);
