@@ -255,6 +255,49 @@ TEST_CASE("a receive buffer smaller than the message fails both sides", "[p2p][b
   }
 }
 
+TEST_CASE("a refused message fails the next collective on every rank, promptly", "[p2p][bad-input]") {
+  // Rank 0's eager message does not fit rank 1's receive; the refusal then fails whatever rank 0
+  // does next with rank 1. A collective that fails that way must end the group on both ranks,
+  // not leave rank 1 waiting out its timeout for data rank 0 never sends.
+  std::string transport = GENERATE("tcp", "shm");
+  INFO("transport " << transport);
+  std::string errors[2];
+  std::chrono::steady_clock::duration took[2]{};
+  std::atomic<bool> rank1_done{false};
+  run_ranks(2, [&](comm::ProcessGroup& group) {
+    int me = group.rank();
+    std::vector<std::uint8_t> data(100);
+    std::uint8_t flag = 0;
+    if (me == 0) {
+      group.send(comm::Buffer(data.data(), 100, comm::DType::UInt8), 1, 2);
+      group.recv(comm::Buffer(&flag, 1, comm::DType::UInt8), 1, 3);  // the refusal came before it
+    } else {
+      try {
+        group.recv(comm::Buffer(data.data(), 10, comm::DType::UInt8), 0, 2);
+      } catch (const comm::Error&) {
+      }
+      group.send(comm::Buffer(&flag, 1, comm::DType::UInt8), 0, 3);
+    }
+    std::vector<float> values(1000, 1.0f);
+    auto start = std::chrono::steady_clock::now();
+    try {
+      group.all_reduce(comm::Buffer(values.data(), values.size(), comm::DType::Float32), comm::ReduceOp::Sum,
+                       comm::Algorithm::Ring);
+    } catch (const comm::Error& error) {
+      errors[me] = error.what();
+    }
+    took[me] = std::chrono::steady_clock::now() - start;
+    if (me == 1) rank1_done = true;
+    // Rank 0 carries on with its group (as a program that caught the error would): rank 1 must
+    // not need rank 0's exit to learn that the call failed.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (me == 0 && !rank1_done && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  }, std::chrono::seconds(30), transport);
+  CHECK_THAT(errors[0], ContainsSubstring("did not fit"));
+  CHECK_FALSE(errors[1].empty());
+  CHECK(took[1] < std::chrono::seconds(10));
+}
+
 TEST_CASE("a wait that times out names the peer and the tag", "[p2p][bad-input]") {
   RankChecks checks;
   std::atomic<bool> done{false};

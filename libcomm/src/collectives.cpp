@@ -40,9 +40,12 @@ std::shared_ptr<Work> ProcessGroup::start_collective(Collective collective, std:
       body(context);
     } catch (Error& error) {
       error.add_context(ErrorContext{.rank = rank(), .op = op, .sequence = static_cast<std::int64_t>(sequence)});
-      // Transfers of the failed call may still be posted into its buffers: stop the transport
-      // so nothing lands there later (as with NCCL, a group is unusable after a failed call).
-      if (error.code() != ErrorCode::InvalidArgument) transport_->abort(error.what());
+      // Transfers of the failed call may still be posted into its buffers, and peers may be
+      // waiting for data this rank will not send: stop the transport, which tells them, so
+      // nothing lands here later and nobody waits out a timeout (as with NCCL, a group is
+      // unusable after a failed call). Argument checks fail before the call starts, not here:
+      // an InvalidArgumentError here is the transport's (a message that did not fit).
+      transport_->abort(error.what());
       throw;
     }
   };
