@@ -157,6 +157,7 @@ detail::GpuLane& ProcessGroup::gpu_lane(const Buffer& buffer, int peer, bool rec
 std::shared_ptr<Work> ProcessGroup::gpu_transfer(Buffer buffer, int peer, int tag, bool receiving, bool async,
                                                  int* source) {
   const char* op = receiving ? "recv" : "send";
+  check_buffer(buffer, op);  // before choosing a path: a build without CUDA says so first
   GpuPath path = gpu_path(op);
   check_gpu_transfer(buffer, peer, tag, op, path);
   detail::GpuLane& lane = gpu_lane(buffer, peer, receiving, op);
