@@ -120,11 +120,16 @@ void staged_ring(const CollectiveContext& context, StagingState& state, std::uin
   sends.wait_all(context);
 }
 
+// The host waits until `stream` has run what is queued on it (e.g. copies it is about to send).
+void host_waits_for(StagingState& state, void* stream) {
+  state.event(0).record(stream);
+  state.event(0).synchronize();
+}
+
 // Device memory copied to pinned memory, for the host to send from.
 void copy_out(StagingState& state, void* host, const void* device_data, std::size_t bytes, void* stream) {
   cuda::copy_async(host, device_data, bytes, state.device(), stream);
-  state.event(0).record(stream);
-  state.event(0).synchronize();
+  host_waits_for(state, stream);
 }
 
 }  // namespace
@@ -275,8 +280,7 @@ void staged_scatter(const CollectiveContext& context, StagingState& state, void*
     blocks.push_back(host + peer * bytes);
     if (peer != r) cuda::copy_async(host + peer * bytes, inputs[peer], bytes, device, stream);
   }
-  state.event(0).record(stream);
-  state.event(0).synchronize();
+  host_waits_for(state, stream);
   direct_scatter(context, host + r * bytes, bytes, blocks, root);
 }
 

@@ -176,27 +176,31 @@ struct CollectiveCalls {
     const char* op = algorithms::to_string(call.collective);
     bool through_ipc = group.gpu_path(op) == ProcessGroup::GpuPath::Ipc;
     int device = call.buffer.device.index;
-    int in_use = through_ipc ? (group.ipc_ ? group.ipc_->device() : device) : (group.staging_ ? group.staging_->device() : device);
+    algorithms::IpcState* ipc_state = nullptr;  // the path's state, made on first use; one is null
+    algorithms::StagingState* staging_state = nullptr;
+    int in_use = 0;
+    if (through_ipc) {
+      if (!group.ipc_) group.ipc_ = std::make_unique<algorithms::IpcState>(device, group.size());
+      ipc_state = group.ipc_.get();
+      in_use = ipc_state->device();
+    } else {
+      if (!group.staging_) group.staging_ = std::make_unique<algorithms::StagingState>(device);
+      staging_state = group.staging_.get();
+      in_use = staging_state->device();
+    }
     COMM_CHECK(in_use == device, InvalidArgumentError, (ErrorContext{.rank = group.rank(), .op = op}),
                "this group's GPU collectives use cuda:" + std::to_string(in_use) + ", not " + to_string(call.buffer.device) +
                    "; use one device per rank and group");
     std::uint64_t fingerprint = signature(call.collective, through_ipc ? Algorithm::Direct : call.staged, call.typed,
                                           call.op, call.root, call.typed->count);
     void* stream = group.cuda_stream_;
-    if (through_ipc) {
-      if (!group.ipc_) group.ipc_ = std::make_unique<algorithms::IpcState>(device, group.size());
-      algorithms::IpcState* state = group.ipc_.get();
-      return group.start_collective(call.collective, call.buffer.bytes(), fingerprint,
-          [=](const CollectiveContext& context) {
-            ipc(context, *state, stream);
-            cuda::Stream::synchronize_handle(stream, device);
-          }, async);
-    }
-    if (!group.staging_) group.staging_ = std::make_unique<algorithms::StagingState>(device);
-    algorithms::StagingState* state = group.staging_.get();
     return group.start_collective(call.collective, call.buffer.bytes(), fingerprint,
         [=](const CollectiveContext& context) {
-          staged(context, *state, stream);
+          if (ipc_state != nullptr) {
+            ipc(context, *ipc_state, stream);
+          } else {
+            staged(context, *staging_state, stream);
+          }
           cuda::Stream::synchronize_handle(stream, device);
         }, async);
   }

@@ -133,7 +133,6 @@ int ProcessGroup::recv(Buffer buffer, int src, int tag) {
 // host messages (which lets a staged receive name kAnySource). One device per group.
 void ProcessGroup::check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op, GpuPath path) const {
   bool receiving = std::string(op) == "recv";
-  check_buffer(buffer, op);
   check_peer(peer, op, receiving);
   check_tag(tag, op);
   COMM_CHECK(peer != kAnySource || path == GpuPath::Staging, InvalidArgumentError,

@@ -176,7 +176,8 @@ class ProcessGroup {
   // async gives a Work; otherwise it returns null once done, with the source in *source.
   std::shared_ptr<Work> gpu_transfer(Buffer buffer, int peer, int tag, bool receiving, bool async,
                                      int* source = nullptr);
-  // Checks a GPU send/recv's arguments (any-source receives only when staging).
+  // Checks a GPU send/recv's peer and tag (any-source receives only when staging); the buffer is
+  // checked before the path is chosen.
   void check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op, GpuPath path) const;
   detail::GpuLane& gpu_lane(const Buffer& buffer, int peer, bool receiving, const char* op);
   // The transfer on one path: (bytes moved, source rank).
