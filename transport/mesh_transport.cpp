@@ -1,7 +1,6 @@
 #include "mesh_transport.hpp"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -29,44 +28,6 @@ std::exception_ptr error_of(const std::string& message, int rank, int peer, cons
 }
 
 }  // namespace
-
-std::shared_ptr<MeshTransport> MeshTransport::create(int rank, std::vector<std::string> peer_names,
-                                                     std::vector<std::unique_ptr<ByteStream>> streams) {
-  auto transport = std::make_shared<MeshTransport>(rank, std::move(peer_names), std::move(streams));
-  transport->progress_thread_ = std::thread([raw = transport.get()] { raw->run_progress_thread(); });
-  return transport;
-}
-
-MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
-                             std::vector<std::unique_ptr<ByteStream>> streams)
-    : rank_(rank), size_(static_cast<int>(streams.size())), peer_names_(std::move(peer_names)), peers_(streams.size()) {
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  idle_epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  epoll_event wake{EPOLLIN, {.u64 = static_cast<std::uint64_t>(size_)}};
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
-  ::epoll_ctl(idle_epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
-  for (int peer = 0; peer < size_; ++peer) {
-    if (!streams[peer]) continue;
-    mediums_.insert(streams[peer]->medium());
-    peers_[peer].connection = std::make_unique<StreamConnection>(peer, peer_names_[peer], std::move(streams[peer]));
-    epoll_event event{EPOLLIN, {.u64 = static_cast<std::uint64_t>(peer)}};
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_[peer].connection->fd(), &event);
-  }
-  for (const auto& medium : mediums_) medium_ += (medium_.empty() ? "" : "+") + medium;
-  if (medium_.empty()) medium_ = "self";
-}
-
-MeshTransport::~MeshTransport() {
-  stopping_ = true;
-  std::uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
-  if (progress_thread_.joinable()) progress_thread_.join();
-  abort("the process group was destroyed");
-  ::close(epoll_fd_);
-  ::close(idle_epoll_fd_);
-  ::close(wake_fd_);
-}
 
 std::shared_ptr<detail::Completion> MeshTransport::new_completion(int peer) {
   // The progressor is a weak pointer: a Work kept after its group died must not keep the
@@ -375,47 +336,6 @@ bool MeshTransport::on_payload(StreamConnection& connection, const FrameHeader& 
   return completed;
 }
 
-void MeshTransport::service(int peer) {
-  if (peer == rank_) return;
-  Peer& state = peers_[peer];
-  if (!state.connection) return;
-  try {
-    servicing_peer_ = peer;
-    state.connection->receive(*this);
-    servicing_peer_ = -1;
-    if (state.connection && state.connection->has_output() && state.connection->flush()) watch_output(peer, false);
-  } catch (const Error&) {
-    servicing_peer_ = -1;
-    lose_peer(peer, std::current_exception());
-  }
-}
-
-bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
-  std::unique_lock lock(mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return true;  // someone else is making progress right now
-  awaited_ = awaited;
-  auto moved = [&](int peer) -> std::uint64_t {
-    return peers_[peer].connection ? peers_[peer].connection->bytes_moved() : 0;
-  };
-  std::uint64_t before = 0, after = 0;
-  int first = peer_hint >= 0 && peer_hint != rank_ ? peer_hint : 0;
-  int last = peer_hint >= 0 && peer_hint != rank_ ? peer_hint : size_ - 1;
-  for (int peer = first; peer <= last; ++peer) {
-    before += moved(peer);
-    service(peer);
-    after += moved(peer);
-  }
-  awaited_ = nullptr;
-  return after != before;
-}
-
-void MeshTransport::watch_output(int peer, bool on) {
-  if (!peers_[peer].connection->stream().writes_wake_through_fd()) return;  // prepare_to_sleep arms it
-  std::uint32_t interest = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
-  epoll_event event{interest, {.u64 = static_cast<std::uint64_t>(peer)}};
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, peers_[peer].connection->fd(), &event);
-}
-
 std::exception_ptr MeshTransport::failure(int peer) {
   std::lock_guard lock(mutex_);
   if (aborted_) return aborted_;
@@ -484,71 +404,6 @@ void MeshTransport::say_goodbye(const std::string& reason) {
       state.connection->flush();
     } catch (const Error&) {
       // That peer is gone already; nothing to tell it.
-    }
-  }
-}
-
-// While a waiter spins, the progress thread does not re-arm the wake-ups peers would send it
-// (one doorbell per message would cost more than the message); see run_progress_thread.
-void MeshTransport::spinning(bool on) { spinners_.fetch_add(on ? 1 : -1); }
-
-void MeshTransport::waiter_sleeps() {
-  if (spinners_.load() > 0) return;
-  std::uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);  // the progress thread re-arms its wake-ups now
-}
-
-// Arms every stream's wake-up before sleeping; false when one already has work.
-bool MeshTransport::prepare_to_sleep() {
-  if (spinners_.load() > 0) return true;  // sleep unarmed: the spinner handles arrivals
-  for (int peer = 0; peer < size_; ++peer) {
-    auto& connection = peers_[peer].connection;
-    if (connection && !connection->stream().prepare_to_sleep(connection->has_output())) return false;
-  }
-  return true;
-}
-
-void MeshTransport::woke_up() {
-  for (auto& state : peers_) {
-    if (state.connection) state.connection->stream().woke_up();
-  }
-}
-
-void MeshTransport::run_progress_thread() {
-  epoll_event events[64];
-  while (!stopping_) {
-    bool may_sleep;
-    {
-      std::lock_guard lock(mutex_);
-      may_sleep = prepare_to_sleep();
-      if (!may_sleep) {
-        woke_up();
-        for (int peer = 0; peer < size_; ++peer) service(peer);
-      }
-    }
-    if (!may_sleep) continue;
-    // While a waiter spins it reads every peer itself: sleep deaf to the peers (a socket that
-    // woke this thread for each arriving segment would take the waiter's core from it), for at
-    // most 1 ms, or until a waiter that gives up spinning pokes wake_fd_.
-    bool spinning = spinners_.load() > 0;
-    int ready = ::epoll_wait(spinning ? idle_epoll_fd_ : epoll_fd_, events, 64, spinning ? 1 : 1000);
-    std::lock_guard lock(mutex_);
-    woke_up();
-    for (int i = 0; i < ready; ++i) {
-      auto peer = static_cast<int>(events[i].data.u64);
-      if (peer == size_) {
-        std::uint64_t drained;
-        (void)!::read(wake_fd_, &drained, sizeof drained);
-        continue;
-      }
-      if (!peers_[peer].connection) continue;
-      try {
-        peers_[peer].connection->stream().on_wakeup();
-      } catch (const Error&) {
-        lose_peer(peer, std::current_exception());
-        continue;
-      }
-      service(peer);
     }
   }
 }

@@ -81,13 +81,16 @@ def main():
         """(median, best) over the rounds; busbw (column 1) is better higher, times lower."""
         return summarise([run[key][column] for run in runs[name] if key in run], higher_is_better=column == 1)
 
+    def cell(value):
+        return f"{value:.2f}" if value == value else ""  # NaN: not measured for that row
+
     for which, title in ((0, "medians"), (1, "bests")):
         print(f"\n{title} of {args.rounds} alternating rounds, 2 ranks unless said\n")
         print("| library | all_reduce busbw 1 MiB | 16 MiB | 256 MiB (GB/s) | 8 B all_reduce (us) | barrier (us) |")
         print("|---|---|---|---|---|---|")
         for name in runs:
-            cells = [f"{figure(name, ('all_reduce', size), 1)[which]:.2f}" for size in SIZES[1:]]
-            cells += [f"{figure(name, ('all_reduce', 8), 0)[which]:.2f}", f"{figure(name, ('barrier', 0), 0)[which]:.2f}"]
+            cells = [cell(figure(name, ("all_reduce", size), 1)[which]) for size in SIZES[1:]]
+            cells += [cell(figure(name, ("all_reduce", 8), 0)[which]), cell(figure(name, ("barrier", 0), 0)[which])]
             print(f"| {name} | " + " | ".join(cells) + " |")
 
     targets = []
