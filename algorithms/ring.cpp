@@ -17,34 +17,22 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
                    int first, int last, std::size_t chunk_bytes) {
   int n = context.size;
   if (n == 1 || first >= last) return;
-  std::size_t element = element_size(dtype);
-  auto segment_begin = [&](int segment) { return count * static_cast<std::size_t>(segment) / static_cast<std::size_t>(n); };
-  auto segment_length = [&](int segment) { return segment_begin(segment + 1) - segment_begin(segment); };
-  // Segment p is owned by rank p: with this numbering rank r sends p = r - s - 1 at step s.
-  auto send_segment = [&](int step) { return context.wrap(context.rank - step - 1); };
-  auto receive_segment = [&](int step) { return context.wrap(context.rank - step - 2); };
-  std::size_t longest = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
-  std::size_t chunks = chunks_for(longest * element, chunk_bytes, static_cast<std::size_t>(last - first));
+  RingLayout ring(context, count, element_size(dtype), chunk_bytes, static_cast<std::size_t>(last - first));
+  std::size_t chunks = ring.chunks;
   int next = context.wrap(context.rank + 1), previous = context.wrap(context.rank - 1);
   bool reducing = first < n - 1;
-  // One scratch slot per chunk, each as large as the largest chunk of any segment (segments
-  // differ by one element, so their chunk boundaries differ too).
-  std::size_t slot_bytes = ((longest + chunks - 1) / chunks) * element;
-  std::uint8_t* scratch = reducing ? context.scratch->get(0, slot_bytes * chunks) : nullptr;
+  // One scratch slot per chunk.
+  std::uint8_t* scratch = reducing ? context.scratch->get(0, ring.slot_bytes * chunks) : nullptr;
   std::vector<Transfer> receives(chunks);
   TransferSet sends;
 
-  auto tag_step = [&](int step, std::size_t chunk) { return static_cast<std::uint64_t>(step - first) * chunks + chunk; };
-  auto chunk_of = [&](int segment, std::size_t chunk) {
-    Chunking cut{segment_length(segment), chunks};
-    return std::pair{data + (segment_begin(segment) + cut.begin(chunk)) * element, cut.length(chunk) * element};
-  };
+  auto tag_step = [&](int step, std::size_t chunk) { return ring.tag(step - first, chunk); };
   auto post = [&](int step, std::size_t chunk) {
-    auto [receive_at, receive_bytes] = chunk_of(receive_segment(step), chunk);
-    void* into = step < n - 1 ? scratch + chunk * slot_bytes : receive_at;
+    auto [receive_offset, receive_bytes] = ring.chunk_of(ring.receive_segment(step), chunk);
+    void* into = step < n - 1 ? scratch + chunk * ring.slot_bytes : data + receive_offset;
     receives[chunk] = context.recv(previous, into, receive_bytes, tag_step(step, chunk));
-    auto [send_at, send_bytes] = chunk_of(send_segment(step), chunk);
-    sends.add(context.send(next, send_at, send_bytes, tag_step(step, chunk)), next, tag_step(step, chunk));
+    auto [send_offset, send_bytes] = ring.chunk_of(ring.send_segment(step), chunk);
+    sends.add(context.send(next, data + send_offset, send_bytes, tag_step(step, chunk)), next, tag_step(step, chunk));
   };
 
   for (std::size_t chunk = 0; chunk < chunks; ++chunk) post(first, chunk);
@@ -52,12 +40,12 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
     for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
       context.wait(receives[chunk], previous, tag_step(step, chunk));
       if (step < n - 1) {
-        auto [at, bytes] = chunk_of(receive_segment(step), chunk);
-        std::size_t elements = bytes / element;
-        reduce(at, scratch + chunk * slot_bytes, elements, dtype, op);
+        auto [offset, bytes] = ring.chunk_of(ring.receive_segment(step), chunk);
+        std::size_t elements = bytes / ring.element;
+        reduce(data + offset, scratch + chunk * ring.slot_bytes, elements, dtype, op);
         // The last reduction of a segment happens at its owner: finish an average there, once,
         // so that every rank receives the same divided bytes.
-        if (step == n - 2 && op == ReduceOp::Avg) divide(at, elements, dtype, static_cast<std::size_t>(n));
+        if (step == n - 2 && op == ReduceOp::Avg) divide(data + offset, elements, dtype, static_cast<std::size_t>(n));
       }
       // What just arrived is what this rank sends next (send_segment(s+1) == receive_segment(s)).
       if (step + 1 < last) post(step + 1, chunk);

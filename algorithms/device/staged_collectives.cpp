@@ -52,30 +52,21 @@ void staged_ring(const CollectiveContext& context, StagingState& state, std::uin
   int n = context.size, device = state.device();
   if (n == 1 || count == 0) return;
   std::size_t element = element_size(dtype);
-  auto segment_begin = [&](int segment) { return count * static_cast<std::size_t>(segment) / static_cast<std::size_t>(n); };
-  auto send_segment = [&](int step) { return context.wrap(context.rank - step - 1); };
-  auto receive_segment = [&](int step) { return context.wrap(context.rank - step - 2); };
-  std::size_t longest = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
-  std::size_t chunks = chunks_for(longest * element, chunk_bytes, static_cast<std::size_t>(last));
-  std::size_t slot_bytes = ((longest + chunks - 1) / chunks) * element;
+  RingLayout ring(context, count, element, chunk_bytes, static_cast<std::size_t>(last));
+  std::size_t chunks = ring.chunks, slot_bytes = ring.slot_bytes;
   int next = context.wrap(context.rank + 1), previous = context.wrap(context.rank - 1);
   std::uint8_t* mirror = state.host(0, count * element);
   std::uint8_t* incoming = state.host(1, slot_bytes * chunks);
   std::uint8_t* staged = state.device_scratch(0, slot_bytes * chunks);
 
-  auto chunk_of = [&](int segment, std::size_t chunk) {  // (byte offset in data, bytes)
-    Chunking cut{segment_begin(segment + 1) - segment_begin(segment), chunks};
-    return std::pair{(segment_begin(segment) + cut.begin(chunk)) * element, cut.length(chunk) * element};
-  };
-  auto tag_step = [&](int step, std::size_t chunk) { return static_cast<std::uint64_t>(step) * chunks + chunk; };
   std::vector<Transfer> receives(chunks);
   TransferSet sends;
   auto post = [&](int step, std::size_t chunk) {
-    auto [receive_offset, receive_bytes] = chunk_of(receive_segment(step), chunk);
+    auto [receive_offset, receive_bytes] = ring.chunk_of(ring.receive_segment(step), chunk);
     std::uint8_t* into = step < n - 1 ? incoming + chunk * slot_bytes : mirror + receive_offset;
-    receives[chunk] = context.recv(previous, into, receive_bytes, tag_step(step, chunk));
-    auto [send_offset, send_bytes] = chunk_of(send_segment(step), chunk);
-    sends.add(context.send(next, mirror + send_offset, send_bytes, tag_step(step, chunk)), next, tag_step(step, chunk));
+    receives[chunk] = context.recv(previous, into, receive_bytes, ring.tag(step, chunk));
+    auto [send_offset, send_bytes] = ring.chunk_of(ring.send_segment(step), chunk);
+    sends.add(context.send(next, mirror + send_offset, send_bytes, ring.tag(step, chunk)), next, ring.tag(step, chunk));
   };
   // The GPU work of `chunk` queued at `step` has recorded its event: once it has run, the chunk
   // may leave (and its pinned slot be reused).
@@ -85,7 +76,7 @@ void staged_ring(const CollectiveContext& context, StagingState& state, std::uin
   };
 
   for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
-    auto [offset, bytes] = chunk_of(send_segment(0), chunk);
+    auto [offset, bytes] = ring.chunk_of(ring.send_segment(0), chunk);
     cuda::copy_async(mirror + offset, data + offset, bytes, device, stream);
     state.event(chunk).record(stream);
   }
@@ -97,8 +88,8 @@ void staged_ring(const CollectiveContext& context, StagingState& state, std::uin
     bool reducing = step < n - 1;
     std::size_t queued = chunks;  // a chunk whose GPU work is queued and not yet released
     for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
-      context.wait(receives[chunk], previous, tag_step(step, chunk));
-      auto [offset, bytes] = chunk_of(receive_segment(step), chunk);
+      context.wait(receives[chunk], previous, ring.tag(step, chunk));
+      auto [offset, bytes] = ring.chunk_of(ring.receive_segment(step), chunk);
       if (!reducing) {  // all-gather: the owner's bytes go to the GPU and on round the ring
         cuda::copy_async(data + offset, mirror + offset, bytes, device, stream);
         if (step + 1 < last) post(step + 1, chunk);
