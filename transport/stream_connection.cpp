@@ -13,6 +13,10 @@ namespace {
 constexpr std::size_t kInboxBytes = 256 * 1024;
 // Payload left to read beyond this goes straight into its destination, not through the inbox.
 constexpr std::size_t kDirectReadBytes = 32 * 1024;
+// At most this much is read into the inbox at once: enough for a burst of small frames in one
+// system call, little enough that the payload of a large frame that comes in the same read as
+// its header (and so is copied twice, into the inbox and out) is a small part of it.
+constexpr std::size_t kInboxReadBytes = kDirectReadBytes;
 constexpr int kMaxIovecs = 64;
 
 bool has_payload(FrameKind kind) {
@@ -102,7 +106,7 @@ void StreamConnection::receive(Sink& sink) {
       inbox_end_ -= inbox_begin_;
       inbox_begin_ = 0;
     }
-    std::size_t n = stream_->read_some(inbox_.data() + inbox_end_, inbox_.size() - inbox_end_);
+    std::size_t n = stream_->read_some(inbox_.data() + inbox_end_, std::min(inbox_.size() - inbox_end_, kInboxReadBytes));
     if (n == 0) return;
     bytes_moved_ += n;
     inbox_end_ += n;
