@@ -113,6 +113,43 @@ TEST_CASE("1000 messages in flight keep their order per tag, eager and large mix
   CHECK(errors == 0);
 }
 
+TEST_CASE("large messages announced before their receive is posted arrive intact, from any source too", "[p2p]") {
+  // Each announcement waits, unexpected, for its receive; the payload follows once matched.
+  std::string transport = GENERATE("tcp", "shm");
+  INFO("transport " << transport);
+  const std::vector<std::size_t> sizes{64 * 1024 + 1, 200'000, (1 << 20) + 5};
+  std::atomic<int> errors{0};
+  RankChecks checks;
+  run_ranks(2, [&](comm::ProcessGroup& group) {
+    std::uint8_t go = 0;
+    if (group.rank() == 0) {
+      std::vector<std::vector<std::uint8_t>> data;
+      std::vector<std::shared_ptr<comm::Work>> works;
+      for (std::size_t m = 0; m < sizes.size(); ++m) {
+        data.push_back(filled(0, static_cast<int>(m), sizes[m]));
+        works.push_back(group.isend(comm::Buffer(data[m].data(), sizes[m], comm::DType::UInt8), 1, 5));
+      }
+      group.send(comm::Buffer(&go, 1, comm::DType::UInt8), 1, 6);  // after the announcements, on the same stream
+      for (auto& work : works) work->wait();
+    } else {
+      group.recv(comm::Buffer(&go, 1, comm::DType::UInt8), 0, 6);
+      std::this_thread::sleep_for(20ms);  // the heads are all in by now
+      for (std::size_t m = 0; m < sizes.size(); ++m) {
+        std::vector<std::uint8_t> in(sizes[m] + 8, 0xEE);
+        auto work = group.irecv(comm::Buffer(in.data(), in.size(), comm::DType::UInt8),
+                                m == 1 ? comm::kAnySource : 0, 5);
+        work->wait();
+        RANK_CHECK(checks, work->bytes() == sizes[m]);
+        RANK_CHECK(checks, work->source_rank() == 0);
+        RANK_CHECK(checks, in[sizes[m]] == 0xEE);
+        if (first_wrong(in, 0, static_cast<int>(m), sizes[m]) != -1) ++errors;
+      }
+    }
+  }, std::chrono::seconds(60), transport);
+  REQUIRE_RANK_CHECKS(checks);
+  CHECK(errors == 0);
+}
+
 TEST_CASE("small sends that outrun the receiver fill the stream, reuse their buffer at once and arrive intact",
           "[p2p]") {
   std::string transport = GENERATE("tcp", "shm");
@@ -226,6 +263,27 @@ TEST_CASE("a receive buffer smaller than the message fails both sides", "[p2p][b
     }, std::chrono::seconds(60), transport);
     CHECK_THAT(sender_error, ContainsSubstring("1048576 bytes") && ContainsSubstring("1000"));
     CHECK_THAT(receiver_error, ContainsSubstring("1048576 bytes") && ContainsSubstring("holds 1000"));
+  }
+  SECTION("a large message announced before the receive is posted: both Works fail") {
+    std::string sender_error, receiver_error;
+    run_ranks(2, [&](comm::ProcessGroup& group) {
+      std::vector<std::uint8_t> data(300'000);
+      std::uint8_t go = 0;
+      try {
+        if (group.rank() == 0) {
+          auto work = group.isend(comm::Buffer(data.data(), data.size(), comm::DType::UInt8), 1, 2);
+          group.send(comm::Buffer(&go, 1, comm::DType::UInt8), 1, 4);
+          work->wait();
+        } else {
+          group.recv(comm::Buffer(&go, 1, comm::DType::UInt8), 0, 4);
+          group.recv(comm::Buffer(data.data(), 100'000, comm::DType::UInt8), 0, 2);
+        }
+      } catch (const comm::Error& error) {
+        (group.rank() == 0 ? sender_error : receiver_error) = error.what();
+      }
+    }, std::chrono::seconds(60), transport);
+    CHECK_THAT(sender_error, ContainsSubstring("300000 bytes") && ContainsSubstring("100000"));
+    CHECK_THAT(receiver_error, ContainsSubstring("300000 bytes") && ContainsSubstring("holds 100000"));
   }
   SECTION("an eager message: the receive fails, and so does the sender's next call to that peer") {
     std::string receiver_error, sender_error;

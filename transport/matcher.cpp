@@ -27,7 +27,7 @@ bool Matcher::withdraw(const detail::Completion* completion) {
 
 UnexpectedMessage* Matcher::find_unexpected(const PostedReceive& receive) {
   for (auto& message : unexpected_) {
-    if (message.claimed_by) continue;
+    if (message.claimed_by || message.dropped) continue;
     if (message.tag == receive.tag && (receive.source == kAnySource || message.source == receive.source)) {
       return &message;
     }

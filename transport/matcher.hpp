@@ -34,6 +34,7 @@ struct UnexpectedMessage {
   std::vector<std::uint8_t> payload;
   std::optional<PostedReceive> claimed_by;  // a receive matched while the payload was arriving
   std::uint64_t fingerprint = 0;
+  bool dropped = false;  // refused by the receive it matched while still arriving: discarded on arrival
 };
 
 // Whether two fingerprints belong to different calls (0 is "unknown" and agrees with anything).

@@ -92,17 +92,33 @@ void MeshTransport::watch_output(int peer, bool on) {
 
 // While a waiter spins, the progress thread does not re-arm the wake-ups peers would send it
 // (one doorbell per message would cost more than the message); see run_progress_thread.
-void MeshTransport::spinning(bool on) { spinners_.fetch_add(on ? 1 : -1); }
+void MeshTransport::spinning(bool on) {
+  if (!on) spin_episodes_.fetch_add(1);
+  spinners_.fetch_add(on ? 1 : -1);
+}
 
 void MeshTransport::waiter_sleeps() {
   if (spinners_.load() > 0) return;
+  waiter_asleep_.store(true);
   std::uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);  // the progress thread re-arms its wake-ups now
 }
 
+// Whether the progress thread may sleep deaf to the peers: a waiter spins, or one finished
+// spinning since the thread last looked and none has gone to sleep since (a caller between two
+// waits of a collective: it will be back spinning before the thread could help, and a thread
+// woken for each arrival would take its core). Progress thread only, under mutex_.
+bool MeshTransport::waiters_active() {
+  std::uint32_t episodes = spin_episodes_.load();
+  bool recent = episodes != seen_episodes_;
+  seen_episodes_ = episodes;
+  if (waiter_asleep_.exchange(false)) recent = false;
+  return spinners_.load() > 0 || recent;
+}
+
 // Arms every stream's wake-up before sleeping; false when one already has work.
-bool MeshTransport::prepare_to_sleep() {
-  if (spinners_.load() > 0) return true;  // sleep unarmed: the spinner handles arrivals
+bool MeshTransport::prepare_to_sleep(bool deaf) {
+  if (deaf) return true;  // sleep unarmed: the spinner handles arrivals
   for (int peer = 0; peer < size_; ++peer) {
     auto& connection = peers_[peer].connection;
     if (connection && !connection->stream().prepare_to_sleep(connection->has_output())) return false;
@@ -119,10 +135,11 @@ void MeshTransport::woke_up() {
 void MeshTransport::run_progress_thread() {
   epoll_event events[64];
   while (!stopping_) {
-    bool may_sleep;
+    bool may_sleep, deaf;
     {
       std::lock_guard lock(mutex_);
-      may_sleep = prepare_to_sleep();
+      deaf = waiters_active();
+      may_sleep = prepare_to_sleep(deaf);
       if (!may_sleep) {
         woke_up();
         for (int peer = 0; peer < size_; ++peer) service(peer);
@@ -132,8 +149,7 @@ void MeshTransport::run_progress_thread() {
     // While a waiter spins it reads every peer itself: sleep deaf to the peers (a socket that
     // woke this thread for each arriving segment would take the waiter's core from it), for at
     // most 1 ms, or until a waiter that gives up spinning pokes wake_fd_.
-    bool spinning = spinners_.load() > 0;
-    int ready = ::epoll_wait(spinning ? idle_epoll_fd_ : epoll_fd_, events, 64, spinning ? 1 : 1000);
+    int ready = ::epoll_wait(deaf ? idle_epoll_fd_ : epoll_fd_, events, 64, deaf ? 1 : 1000);
     std::lock_guard lock(mutex_);
     woke_up();
     for (int i = 0; i < ready; ++i) {

@@ -125,7 +125,12 @@ void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, i
     return;
   }
   if (!fits(receive, message->source, tag, message->bytes, message->rendezvous ? message->id : 0)) {
-    matcher_.remove_unexpected(message);
+    // One still arriving stays until its payload is in: the stream is writing into it.
+    if (message->rendezvous || message->arrived) {
+      matcher_.remove_unexpected(message);
+    } else {
+      message->dropped = true;
+    }
   } else if (message->rendezvous) {
     int source = message->source;
     std::uint64_t id = message->id;
@@ -322,7 +327,9 @@ bool MeshTransport::on_payload(StreamConnection& connection, const FrameHeader& 
     completed = state.arrival.receive->completion.get() == awaited_;
   } else if (UnexpectedMessage* message = state.arrival.unexpected) {
     message->arrived = true;
-    if (message->claimed_by) {
+    if (message->dropped) {
+      matcher_.remove_unexpected(message);
+    } else if (message->claimed_by) {
       PostedReceive receive = std::move(*message->claimed_by);
       if (fits(receive, message->source, message->tag, message->bytes, 0)) {
         if (message->bytes > 0) std::memcpy(receive.data, message->payload.data(), message->bytes);

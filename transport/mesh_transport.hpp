@@ -97,7 +97,8 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   std::shared_ptr<detail::Completion> new_completion(int peer);
 
   void say_goodbye(const std::string& reason);
-  bool prepare_to_sleep();
+  bool waiters_active();
+  bool prepare_to_sleep(bool deaf);
   void woke_up();
   void run_progress_thread();
   void watch_output(int peer, bool on);
@@ -120,6 +121,9 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<int> spinners_{0};
+  std::atomic<std::uint32_t> spin_episodes_{0};  // waits that stopped spinning, so far
+  std::atomic<bool> waiter_asleep_{false};       // a waiter went to sleep since the thread looked
+  std::uint32_t seen_episodes_ = 0;              // progress thread only
   std::thread progress_thread_;
 };
 
