@@ -107,7 +107,7 @@ void MeshTransport::waiter_sleeps() {
 // Whether the progress thread may sleep deaf to the peers: a waiter spins, or one finished
 // spinning since the thread last looked and none has gone to sleep since (a caller between two
 // waits of a collective: it will be back spinning before the thread could help, and a thread
-// woken for each arrival would take its core). Progress thread only, under mutex_.
+// woken for each arrival would take its core). Progress thread only; needs no lock.
 bool MeshTransport::waiters_active() {
   std::uint32_t episodes = spin_episodes_.load();
   bool recent = episodes != seen_episodes_;
@@ -117,8 +117,7 @@ bool MeshTransport::waiters_active() {
 }
 
 // Arms every stream's wake-up before sleeping; false when one already has work.
-bool MeshTransport::prepare_to_sleep(bool deaf) {
-  if (deaf) return true;  // sleep unarmed: the spinner handles arrivals
+bool MeshTransport::prepare_to_sleep() {
   for (int peer = 0; peer < size_; ++peer) {
     auto& connection = peers_[peer].connection;
     if (connection && !connection->stream().prepare_to_sleep(connection->has_output())) return false;
@@ -135,21 +134,27 @@ void MeshTransport::woke_up() {
 void MeshTransport::run_progress_thread() {
   epoll_event events[64];
   while (!stopping_) {
-    bool may_sleep, deaf;
+    if (waiters_active()) {
+      // Sleep deaf to the peers, unarmed and without the lock (a waiter that finds it taken
+      // would sleep on it), for at most 1 ms, or until a waiter that gives up spinning pokes
+      // wake_fd_. Every armed sleep below was followed by woke_up(): nothing is left armed.
+      if (::epoll_wait(idle_epoll_fd_, events, 64, 1) > 0) {
+        std::uint64_t drained;
+        (void)!::read(wake_fd_, &drained, sizeof drained);
+      }
+      continue;
+    }
+    bool may_sleep;
     {
       std::lock_guard lock(mutex_);
-      deaf = waiters_active();
-      may_sleep = prepare_to_sleep(deaf);
+      may_sleep = prepare_to_sleep();
       if (!may_sleep) {
         woke_up();
         for (int peer = 0; peer < size_; ++peer) service(peer);
       }
     }
     if (!may_sleep) continue;
-    // While a waiter spins it reads every peer itself: sleep deaf to the peers (a socket that
-    // woke this thread for each arriving segment would take the waiter's core from it), for at
-    // most 1 ms, or until a waiter that gives up spinning pokes wake_fd_.
-    int ready = ::epoll_wait(deaf ? idle_epoll_fd_ : epoll_fd_, events, 64, deaf ? 1 : 1000);
+    int ready = ::epoll_wait(epoll_fd_, events, 64, 1000);
     std::lock_guard lock(mutex_);
     woke_up();
     for (int i = 0; i < ready; ++i) {

@@ -98,7 +98,7 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
 
   void say_goodbye(const std::string& reason);
   bool waiters_active();
-  bool prepare_to_sleep(bool deaf);
+  bool prepare_to_sleep();
   void woke_up();
   void run_progress_thread();
   void watch_output(int peer, bool on);
