@@ -1,6 +1,6 @@
 // CPU reduction loops. Each is a plain loop over restrict-qualified arrays that the compiler
-// vectorizes at -O2 (see docs/design/reduce.md for how to check); half types convert to float
-// per element.
+// vectorizes at -O2 (see docs/design/reduce.md for how to check), one variant per way the
+// output may alias an operand; half types convert to float per element.
 #include <cstdint>
 #include <type_traits>
 
@@ -65,30 +65,61 @@ struct BitXor {
   bool operator()(bool a, bool b) const { return a != b; }
 };
 
+// out = out op b: two arrays.
 template <class T, class Op>
-void apply(void* dst_bytes, const void* src_bytes, std::size_t count) {
+void apply_into_first(void* out_bytes, const void* b_bytes, std::size_t count) {
   using A = Arithmetic<T>;
-  T* __restrict dst = static_cast<T*>(dst_bytes);
-  const T* __restrict src = static_cast<const T*>(src_bytes);
+  T* __restrict out = static_cast<T*>(out_bytes);
+  const T* __restrict b = static_cast<const T*>(b_bytes);
   Op op;
-  for (std::size_t i = 0; i < count; ++i) dst[i] = A::store(op(A::load(dst[i]), A::load(src[i])));
+  for (std::size_t i = 0; i < count; ++i) out[i] = A::store(op(A::load(out[i]), A::load(b[i])));
 }
 
-// In-place (dst == src) is allowed, so this variant has no restrict.
+// out = a op out: two arrays, the operands in the same order as everywhere else (Min and Max
+// of -0.0 and +0.0, or of a NaN, depend on it, and every rank must get the same bits).
 template <class T, class Op>
-void apply_aliased(void* dst_bytes, const void* src_bytes, std::size_t count) {
+void apply_into_second(void* out_bytes, const void* a_bytes, std::size_t count) {
   using A = Arithmetic<T>;
-  T* dst = static_cast<T*>(dst_bytes);
-  const T* src = static_cast<const T*>(src_bytes);
+  T* __restrict out = static_cast<T*>(out_bytes);
+  const T* __restrict a = static_cast<const T*>(a_bytes);
   Op op;
-  for (std::size_t i = 0; i < count; ++i) dst[i] = A::store(op(A::load(dst[i]), A::load(src[i])));
+  for (std::size_t i = 0; i < count; ++i) out[i] = A::store(op(A::load(a[i]), A::load(out[i])));
+}
+
+// out = a op b: three arrays.
+template <class T, class Op>
+void apply_apart(void* out_bytes, const void* a_bytes, const void* b_bytes, std::size_t count) {
+  using A = Arithmetic<T>;
+  T* __restrict out = static_cast<T*>(out_bytes);
+  const T* __restrict a = static_cast<const T*>(a_bytes);
+  const T* __restrict b = static_cast<const T*>(b_bytes);
+  Op op;
+  for (std::size_t i = 0; i < count; ++i) out[i] = A::store(op(A::load(a[i]), A::load(b[i])));
+}
+
+// a == b (out anywhere among them), so this variant has no restrict.
+template <class T, class Op>
+void apply_aliased(void* out_bytes, const void* a_bytes, const void* b_bytes, std::size_t count) {
+  using A = Arithmetic<T>;
+  T* out = static_cast<T*>(out_bytes);
+  const T* a = static_cast<const T*>(a_bytes);
+  const T* b = static_cast<const T*>(b_bytes);
+  Op op;
+  for (std::size_t i = 0; i < count; ++i) out[i] = A::store(op(A::load(a[i]), A::load(b[i])));
 }
 
 template <class T>
-void reduce_typed(void* dst, const void* src, std::size_t count, ReduceOp op) {
-  bool aliased = dst == src;
+void reduce_typed(void* out, const void* a, const void* b, std::size_t count, ReduceOp op) {
   auto run = [&]<class Op>(Op) {
-    aliased ? apply_aliased<T, Op>(dst, src, count) : apply<T, Op>(dst, src, count);
+    if (a == b) {
+      apply_aliased<T, Op>(out, a, b, count);
+    } else if (out == a) {
+      apply_into_first<T, Op>(out, b, count);
+    } else if (out == b) {
+      apply_into_second<T, Op>(out, a, count);
+    } else {
+      apply_apart<T, Op>(out, a, b, count);
+    }
   };
   switch (op) {
     case ReduceOp::Sum:
@@ -124,8 +155,8 @@ void divide_typed(void* bytes, std::size_t count, std::size_t divisor) {
 
 }  // namespace
 
-void cpu_reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op) {
-  detail::visit_dtype(dtype, [&]<class T>(T) { reduce_typed<T>(dst, src, count, op); });
+void cpu_reduce(void* out, const void* a, const void* b, std::size_t count, DType dtype, ReduceOp op) {
+  detail::visit_dtype(dtype, [&]<class T>(T) { reduce_typed<T>(out, a, b, count, op); });
 }
 
 void cpu_divide(void* data, std::size_t count, DType dtype, std::size_t divisor) {

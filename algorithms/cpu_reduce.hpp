@@ -7,7 +7,8 @@
 
 namespace comm::algorithms {
 
-void cpu_reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op);
+// out[i] = a[i] op b[i]; out may be a or b, and a may be b; no other overlap.
+void cpu_reduce(void* out, const void* a, const void* b, std::size_t count, DType dtype, ReduceOp op);
 void cpu_divide(void* data, std::size_t count, DType dtype, std::size_t divisor);
 
 }  // namespace comm::algorithms

@@ -23,10 +23,15 @@ void check_supported(DType dtype, ReduceOp op, int rank) {
 }
 
 void reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op, Device device, void* stream) {
+  combine(dst, dst, src, count, dtype, op, device, stream);
+}
+
+void combine(void* out, const void* a, const void* b, std::size_t count, DType dtype, ReduceOp op, Device device,
+             void* stream) {
   check_supported(dtype, op);
   if (count == 0) return;
-  if (device.kind == Device::Kind::Cuda) return cuda::reduce(dst, dst, src, count, dtype, op, device.index, stream);
-  cpu_reduce(dst, src, count, dtype, op);
+  if (device.kind == Device::Kind::Cuda) return cuda::reduce(out, a, b, count, dtype, op, device.index, stream);
+  cpu_reduce(out, a, b, count, dtype, op);
 }
 
 void divide(void* data, std::size_t count, DType dtype, std::size_t divisor, Device device, void* stream) {

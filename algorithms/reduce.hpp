@@ -25,6 +25,11 @@ void check_supported(DType dtype, ReduceOp op, int rank = -1);
 void reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op, Device device = {},
             void* stream = nullptr);
 
+// out[i] = a[i] op b[i] (the operands in that order): a reduction and a copy in one pass. out
+// may be a or b; no other overlap. On a CUDA device, enqueued as reduce() is.
+void combine(void* out, const void* a, const void* b, std::size_t count, DType dtype, ReduceOp op, Device device = {},
+             void* stream = nullptr);
+
 // data[i] /= divisor, for the end of an Avg (integers divide toward zero, as C++ does).
 void divide(void* data, std::size_t count, DType dtype, std::size_t divisor, Device device = {},
             void* stream = nullptr);

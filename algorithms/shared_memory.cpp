@@ -185,13 +185,19 @@ std::uint64_t arrive(const CollectiveContext& context, SharedArena& arena, const
 
 // target = slot 0 op slot 1 op ... op slot n-1 (rank order, so every rank that computes an
 // element gets the same bytes), over `elements` from byte `offset` of each slot. `holds_first`:
-// target already holds slot 0's bytes (rank 0's own input), so the first copy is skipped.
+// target already holds slot 0's bytes (rank 0's own input). The first two slots are combined
+// in one pass, without copying slot 0 into the target first.
 void reduce_slots(std::uint8_t* target, const SharedArena& arena, int buffer, std::size_t offset, std::size_t elements,
                   DType dtype, ReduceOp op, bool holds_first) {
   if (elements == 0) return;
   int n = arena.size();
-  if (!holds_first) std::memcpy(target, arena.slot(buffer, 0) + offset, elements * element_size(dtype));
-  for (int peer = 1; peer < n; ++peer) reduce(target, arena.slot(buffer, peer) + offset, elements, dtype, op);
+  const std::uint8_t* first = holds_first ? target : arena.slot(buffer, 0) + offset;
+  if (n == 1) {
+    if (!holds_first) std::memcpy(target, first, elements * element_size(dtype));
+  } else {
+    combine(target, first, arena.slot(buffer, 1) + offset, elements, dtype, op);
+  }
+  for (int peer = 2; peer < n; ++peer) reduce(target, arena.slot(buffer, peer) + offset, elements, dtype, op);
   if (op == ReduceOp::Avg) divide(target, elements, dtype, static_cast<std::size_t>(n));
 }
 
