@@ -1,9 +1,23 @@
 #include "collective_context.hpp"
 
 #include "comm/error.hpp"
+#include "reduce.hpp"
 #include "store_format.hpp"
 
 namespace comm::algorithms {
+namespace {
+
+void reduce_on_arrival(void* target, const void* incoming, std::size_t count, DType dtype, ReduceOp op) {
+  reduce(target, incoming, count, dtype, op);
+}
+
+}  // namespace
+
+Transfer CollectiveContext::recv_reduce(int peer, void* data, std::size_t bytes, DType dtype, ReduceOp op,
+                                        std::uint64_t step) const {
+  transport::Reduction reduction{&reduce_on_arrival, dtype, op, element_size(dtype)};
+  return transport.irecv_reduce(transport_rank(peer), data, bytes, tag(step), reduction, fingerprint);
+}
 
 void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t step) const {
   if (!transfer) return;  // a send the transport took at once

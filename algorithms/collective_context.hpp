@@ -59,6 +59,9 @@ struct CollectiveContext {
   Transfer recv(int peer, void* data, std::size_t bytes, std::uint64_t step) const {
     return transport.irecv(transport_rank(peer), data, bytes, tag(step), fingerprint);
   }
+  // A receive that reduces the message into `data` (data = data op message) as it arrives, in
+  // host memory; null when the transport cannot (then receive into scratch and reduce()).
+  Transfer recv_reduce(int peer, void* data, std::size_t bytes, DType dtype, ReduceOp op, std::uint64_t step) const;
   // Waits for a transfer of this collective; a timeout or failure names the peer and step. A
   // wait that lasts (kProbeAfter) sends the peer a probe, so that two ranks waiting on each
   // other in different calls find out (see transport::is_probe).

@@ -12,7 +12,8 @@ namespace {
 
 // Steps [first, last) of the ring over `data` (size segments, segment p = elements
 // [count*p/size, count*(p+1)/size)). At step s rank r sends segment r-s-1... see ring.hpp.
-// Steps below size-1 reduce what arrives into the segment; the others copy it in place.
+// Steps below size-1 reduce what arrives into the segment (as it arrives, where the transport
+// can; else through a scratch slot per chunk); the others copy it in place.
 void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::size_t count, DType dtype, ReduceOp op,
                    int first, int last, std::size_t chunk_bytes) {
   int n = context.size;
@@ -20,17 +21,29 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
   RingLayout ring(context, count, element_size(dtype), chunk_bytes, static_cast<std::size_t>(last - first));
   std::size_t chunks = ring.chunks;
   int next = context.wrap(context.rank + 1), previous = context.wrap(context.rank - 1);
-  bool reducing = first < n - 1;
-  // One scratch slot per chunk.
-  std::uint8_t* scratch = reducing ? context.scratch->get(0, ring.slot_bytes * chunks) : nullptr;
+  // Whether the transport reduces on arrival, known at the first reducing receive; if it cannot,
+  // one scratch slot per chunk.
+  enum class Arrival { Unknown, Reduced, Copied } arrival = Arrival::Unknown;
+  std::uint8_t* scratch = nullptr;
   std::vector<Transfer> receives(chunks);
   TransferSet sends;
 
   auto tag_step = [&](int step, std::size_t chunk) { return ring.tag(step - first, chunk); };
   auto post = [&](int step, std::size_t chunk) {
     auto [receive_offset, receive_bytes] = ring.chunk_of(ring.receive_segment(step), chunk);
-    void* into = step < n - 1 ? scratch + chunk * ring.slot_bytes : data + receive_offset;
-    receives[chunk] = context.recv(previous, into, receive_bytes, tag_step(step, chunk));
+    if (step >= n - 1) {
+      receives[chunk] = context.recv(previous, data + receive_offset, receive_bytes, tag_step(step, chunk));
+    } else {
+      if (arrival != Arrival::Copied) {
+        receives[chunk] = context.recv_reduce(previous, data + receive_offset, receive_bytes, dtype, op,
+                                              tag_step(step, chunk));
+        arrival = receives[chunk] ? Arrival::Reduced : Arrival::Copied;
+      }
+      if (arrival == Arrival::Copied) {
+        if (scratch == nullptr) scratch = context.scratch->get(0, ring.slot_bytes * chunks);
+        receives[chunk] = context.recv(previous, scratch + chunk * ring.slot_bytes, receive_bytes, tag_step(step, chunk));
+      }
+    }
     auto [send_offset, send_bytes] = ring.chunk_of(ring.send_segment(step), chunk);
     sends.add(context.send(next, data + send_offset, send_bytes, tag_step(step, chunk)), next, tag_step(step, chunk));
   };
@@ -42,7 +55,7 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
       if (step < n - 1) {
         auto [offset, bytes] = ring.chunk_of(ring.receive_segment(step), chunk);
         std::size_t elements = bytes / ring.element;
-        reduce(data + offset, scratch + chunk * ring.slot_bytes, elements, dtype, op);
+        if (arrival == Arrival::Copied) reduce(data + offset, scratch + chunk * ring.slot_bytes, elements, dtype, op);
         // The last reduction of a segment happens at its owner: finish an average there, once,
         // so that every rank receives the same divided bytes.
         if (step == n - 2 && op == ReduceOp::Avg) divide(data + offset, elements, dtype, static_cast<std::size_t>(n));

@@ -98,6 +98,12 @@ TEST_CASE("all_reduce: large counts, pipelined in many chunks", "[collectives][a
                           {DType::BFloat16, ReduceOp::Avg, 1000003},
                           {DType::Int64, ReduceOp::Max, 1000003},
                           {DType::Float32, ReduceOp::Sum, std::size_t{4} << 20},  // 16 MiB
+                          // Messages of odd lengths first: the ring's shared-memory receives then
+                          // combine bytes that sit misaligned in the stream, elements cut across records.
+                          {DType::UInt8, ReduceOp::Max, 5},
+                          {DType::Float64, ReduceOp::Sum, 300001},
+                          {DType::Float16, ReduceOp::Sum, 99999},
+                          {DType::Int32, ReduceOp::BXor, 200003},
                           // A whole shared-memory piece and a small remainder (reduced whole).
                           {DType::Float32, ReduceOp::Sum, 65536 + 100},
                           {DType::Float64, ReduceOp::Min, 32768 + 3}};

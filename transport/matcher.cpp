@@ -1,10 +1,20 @@
 #include "matcher.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "transport.hpp"
 
 namespace comm::transport {
+
+void deliver(const PostedReceive& receive, const void* payload, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (receive.reduction) {
+    receive.reduction(receive.data, payload, bytes / receive.reduction.element);
+  } else {
+    std::memcpy(receive.data, payload, bytes);
+  }
+}
 
 std::optional<PostedReceive> Matcher::take_receive(int source, std::uint64_t tag) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "completion.hpp"
+#include "reduction.hpp"
 
 namespace comm::transport {
 
@@ -22,7 +23,11 @@ struct PostedReceive {
   std::size_t capacity = 0;
   std::shared_ptr<detail::Completion> completion;
   std::uint64_t fingerprint = 0;
+  Reduction reduction;  // set: the message combines into `data` rather than overwriting it
 };
+
+// Delivers a whole message already in memory into a receive: copied, or combined.
+void deliver(const PostedReceive& receive, const void* payload, std::size_t bytes);
 
 struct UnexpectedMessage {
   int source = -1;

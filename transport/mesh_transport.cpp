@@ -85,14 +85,35 @@ bool MeshTransport::cancel(const detail::Completion* completion) {
   return completion->done() || matcher_.withdraw(completion);
 }
 
+std::shared_ptr<detail::Completion> MeshTransport::irecv_reduce(int peer, void* data, std::size_t capacity,
+                                                                std::uint64_t tag, const Reduction& reduction,
+                                                                std::uint64_t fingerprint) {
+  {
+    std::lock_guard lock(mutex_);
+    // Only where the bytes can be combined straight from the medium; else the caller's scratch
+    // copy and reduce cost no more.
+    if (peer < 0 || peer == rank_ || !peers_[peer].connection || !peers_[peer].connection->stream().reads_in_place()) {
+      return nullptr;
+    }
+  }
+  auto completion = new_completion(peer);
+  post_receive({peer, tag, data, capacity, completion, fingerprint, reduction});
+  return completion;
+}
+
 void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, int peer, void* data,
                                std::size_t capacity, std::uint64_t tag, std::uint64_t fingerprint) {
+  post_receive({peer, tag, data, capacity, std::move(completion), fingerprint, {}});
+}
+
+void MeshTransport::post_receive(PostedReceive receive) {
   std::lock_guard lock(mutex_);
   if (aborted_) {
-    completion->fail(aborted_);
+    receive.completion->fail(aborted_);
     return;
   }
-  PostedReceive receive{peer, tag, data, capacity, std::move(completion), fingerprint};
+  int peer = receive.source;
+  std::uint64_t tag = receive.tag, fingerprint = receive.fingerprint;
   UnexpectedMessage* message = matcher_.find_unexpected(receive);
   if (message != nullptr && conflicting(message->fingerprint, fingerprint)) {
     fail_mismatch(receive, message->source, message->fingerprint);  // the message stays unclaimed
@@ -137,7 +158,7 @@ void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, i
     matcher_.remove_unexpected(message);
     clear_to_send(source, id, std::move(receive));
   } else if (message->arrived) {
-    if (message->bytes > 0) std::memcpy(data, message->payload.data(), message->bytes);
+    deliver(receive, message->payload.data(), message->bytes);
     receive.completion->complete(message->bytes, message->source);
     matcher_.remove_unexpected(message);
   } else {
@@ -202,7 +223,7 @@ void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::ui
     if (conflicting(receive->fingerprint, fingerprint)) {
       fail_mismatch(*receive, rank_, fingerprint);
     } else if (fits(*receive, rank_, tag, bytes, 0)) {
-      if (bytes > 0) std::memcpy(receive->data, data, bytes);
+      deliver(*receive, data, bytes);
       receive->completion->complete(bytes, rank_);
     }
     return;
@@ -232,6 +253,11 @@ void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* 
   }
 }
 
+// Where a matched receive wants its payload: its buffer, overwritten or combined into.
+StreamConnection::PayloadTarget MeshTransport::target_of(const PostedReceive& receive) {
+  return {static_cast<std::uint8_t*>(receive.data), receive.reduction ? &receive.reduction : nullptr};
+}
+
 StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& connection, const FrameHeader& header) {
   int peer = connection.peer();
   Peer& state = peers_[peer];
@@ -252,7 +278,7 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
         }
         if (!fits(*receive, peer, header.tag, header.bytes, 0)) return {nullptr};
         state.arrival.receive = std::move(receive);
-        return {static_cast<std::uint8_t*>(state.arrival.receive->data)};
+        return target_of(*state.arrival.receive);
       }
       UnexpectedMessage message{peer, header.tag, header.bytes, false, 0, false, {}, std::nullopt, header.extra};
       message.payload.resize(header.bytes);
@@ -291,7 +317,7 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
       }
       state.arrival.receive = std::move(found->second);
       state.cleared.erase(found);
-      return {static_cast<std::uint8_t*>(state.arrival.receive->data)};
+      return target_of(*state.arrival.receive);
     }
     case FrameKind::Goodbye:
       // Its payload, if any, says why the peer left (e.g. the error that aborted its group).
@@ -332,7 +358,7 @@ bool MeshTransport::on_payload(StreamConnection& connection, const FrameHeader& 
     } else if (message->claimed_by) {
       PostedReceive receive = std::move(*message->claimed_by);
       if (fits(receive, message->source, message->tag, message->bytes, 0)) {
-        if (message->bytes > 0) std::memcpy(receive.data, message->payload.data(), message->bytes);
+        deliver(receive, message->payload.data(), message->bytes);
         receive.completion->complete(message->bytes, message->source);
         completed = receive.completion.get() == awaited_;
       }

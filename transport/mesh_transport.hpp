@@ -42,6 +42,8 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   void irecv_into(std::shared_ptr<detail::Completion> completion, int peer, void* data, std::size_t capacity,
                   std::uint64_t tag, std::uint64_t fingerprint = 0) override;
   bool cancel(const detail::Completion* completion) override;
+  std::shared_ptr<detail::Completion> irecv_reduce(int peer, void* data, std::size_t capacity, std::uint64_t tag,
+                                                   const Reduction& reduction, std::uint64_t fingerprint = 0) override;
   std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
                                             std::uint64_t fingerprint = 0) override;
   bool progress(int peer_hint, const detail::Completion* awaited = nullptr) override;
@@ -82,6 +84,9 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
 
   StreamConnection::PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) override;
   bool on_payload(StreamConnection& connection, const FrameHeader& header) override;
+
+  void post_receive(PostedReceive receive);
+  static StreamConnection::PayloadTarget target_of(const PostedReceive& receive);
 
   // All under mutex_.
   void send_frame(int peer, const FrameHeader& header, const void* payload, std::shared_ptr<detail::Completion> on_written);

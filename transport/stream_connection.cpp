@@ -18,12 +18,23 @@ constexpr std::size_t kDirectReadBytes = 32 * 1024;
 // its header (and so is copied twice, into the inbox and out) is a small part of it.
 constexpr std::size_t kInboxReadBytes = kDirectReadBytes;
 constexpr int kMaxIovecs = 64;
+// The staging buffers of a combining receive.
+constexpr std::size_t kBounceBytes = 32 * 1024;
 
 bool has_payload(FrameKind kind) {
   return kind == FrameKind::Eager || kind == FrameKind::Data || kind == FrameKind::Goodbye;
 }
 
 }  // namespace
+
+class StreamConnection::Deliverer final : public ByteStream::RunSink {
+ public:
+  explicit Deliverer(StreamConnection& connection) : connection_(connection) {}
+  void operator()(const std::uint8_t* run, std::size_t bytes) override { connection_.deliver(run, bytes); }
+
+ private:
+  StreamConnection& connection_;
+};
 
 StreamConnection::StreamConnection(int peer, std::string peer_name, std::unique_ptr<ByteStream> stream)
     : peer_(peer), peer_name_(std::move(peer_name)), stream_(std::move(stream)), inbox_(kInboxBytes) {}
@@ -93,10 +104,19 @@ void StreamConnection::receive(Sink& sink) {
     if (consume(sink) && !in_payload_ && inbox_begin_ == inbox_end_) return;
     // Read more: large payload remainders straight into their destination.
     if (in_payload_ && payload_target_ != nullptr && current_.bytes - payload_done_ >= kDirectReadBytes) {
-      std::size_t n = stream_->read_some(payload_target_ + payload_done_, current_.bytes - payload_done_);
+      std::size_t n;
+      if (reduction_ != nullptr) {
+        // Combined as it comes off the medium: from the shared-memory ring itself, or from a
+        // small buffer a socket read fills (hot in cache), never through a whole-message copy.
+        if (read_bounce_.empty()) read_bounce_.resize(kBounceBytes);
+        Deliverer deliverer(*this);
+        n = stream_->read_through(current_.bytes - payload_done_, read_bounce_.data(), read_bounce_.size(), deliverer);
+      } else {
+        n = stream_->read_some(payload_target_ + payload_done_, current_.bytes - payload_done_);
+        payload_done_ += n;
+      }
       if (n == 0) return;
       bytes_moved_ += n;
-      payload_done_ += n;
       continue;
     }
     if (inbox_begin_ == inbox_end_) {
@@ -124,20 +144,72 @@ bool StreamConnection::consume(Sink& sink) {
       inbox_begin_ += sizeof(FrameHeader);
       payload_done_ = 0;
       payload_target_ = nullptr;
+      reduction_ = nullptr;
+      carry_bytes_ = 0;
       PayloadTarget target = sink.on_header(*this, current_);
       if (!has_payload(current_.kind)) continue;
       payload_target_ = target.data;
+      reduction_ = target.data != nullptr ? target.reduction : nullptr;
       in_payload_ = true;
     }
     std::size_t available = std::min(inbox_end_ - inbox_begin_, current_.bytes - payload_done_);
-    if (available > 0 && payload_target_ != nullptr) {
-      std::memcpy(payload_target_ + payload_done_, inbox_.data() + inbox_begin_, available);
+    if (payload_target_ != nullptr) {
+      deliver(inbox_.data() + inbox_begin_, available);
+    } else {
+      payload_done_ += available;
     }
     inbox_begin_ += available;
-    payload_done_ += available;
     if (payload_done_ < current_.bytes) return completed;
     in_payload_ = false;
     completed = sink.on_payload(*this, current_) || completed;
+  }
+}
+
+void StreamConnection::deliver(const std::uint8_t* run, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (reduction_ == nullptr) {
+    std::memcpy(payload_target_ + payload_done_, run, bytes);
+    payload_done_ += bytes;
+    return;
+  }
+  std::size_t element = reduction_->element;
+  if (carry_bytes_ > 0) {  // finish the element the last run began
+    std::size_t take = std::min(element - carry_bytes_, bytes);
+    std::memcpy(carry_ + carry_bytes_, run, take);
+    carry_bytes_ += take;
+    payload_done_ += take;
+    run += take;
+    bytes -= take;
+    if (carry_bytes_ < element) return;
+    (*reduction_)(payload_target_ + payload_done_ - element, carry_, 1);
+    carry_bytes_ = 0;
+  }
+  std::size_t elements = bytes / element;
+  combine(payload_target_ + payload_done_, run, elements);
+  payload_done_ += elements * element;
+  std::size_t rest = bytes - elements * element;
+  if (rest > 0) {
+    std::memcpy(carry_, run + elements * element, rest);
+    carry_bytes_ = rest;
+    payload_done_ += rest;
+  }
+}
+
+void StreamConnection::combine(std::uint8_t* target, const std::uint8_t* run, std::size_t elements) {
+  if (elements == 0) return;
+  std::size_t element = reduction_->element;
+  if (reinterpret_cast<std::uintptr_t>(run) % element == 0) {
+    (*reduction_)(target, run, elements);
+    return;
+  }
+  // Bytes that follow a message of odd length in the stream: realigned in pieces first.
+  if (align_bounce_.empty()) align_bounce_.resize(kBounceBytes);
+  std::size_t per_piece = align_bounce_.size() / element;
+  for (std::size_t done = 0; done < elements;) {
+    std::size_t count = std::min(per_piece, elements - done);
+    std::memcpy(align_bounce_.data(), run + done * element, count * element);
+    (*reduction_)(target + done * element, align_bounce_.data(), count);
+    done += count;
   }
 }
 

@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 
 #include "completion.hpp"
+#include "reduction.hpp"
 
 namespace comm::transport {
 
@@ -47,6 +48,25 @@ class ByteStream {
   // Moves what fits now; 0 when nothing can move. Throws PeerClosedError when the peer is gone.
   virtual std::size_t write_some(const iovec* vectors, int count) = 0;
   virtual std::size_t read_some(void* data, std::size_t bytes) = 0;
+  // Reads up to `bytes` of what is available now and hands it to `sink` in contiguous runs;
+  // returns how many bytes it handed over. The default reads into `bounce` first; a stream whose
+  // bytes already sit in readable memory (shared memory) hands them over from there.
+  class RunSink {
+   public:
+    virtual void operator()(const std::uint8_t* run, std::size_t bytes) = 0;
+
+   protected:
+    ~RunSink() = default;
+  };
+  // Whether read_through hands over the stream's own memory (no copy): only then is reducing
+  // on arrival worth it (measured: over a socket, the small reads it needs cost more than the
+  // scratch pass they save).
+  virtual bool reads_in_place() const { return false; }
+  virtual std::size_t read_through(std::size_t bytes, std::uint8_t* bounce, std::size_t bounce_bytes, RunSink& sink) {
+    std::size_t n = read_some(bounce, bytes < bounce_bytes ? bytes : bounce_bytes);
+    if (n > 0) sink(bounce, n);
+    return n;
+  }
   // The descriptor the progress thread sleeps on for this peer (readable: data, a wake-up, or
   // the peer's end); called when it fired, before reading.
   virtual int wakeup_fd() const = 0;
@@ -64,6 +84,7 @@ class StreamConnection {
  public:
   struct PayloadTarget {
     std::uint8_t* data = nullptr;  // nullptr with a payload: read and throw away
+    const Reduction* reduction = nullptr;  // set: combine the payload into data (valid until on_payload)
   };
   class Sink {
    public:
@@ -108,6 +129,11 @@ class StreamConnection {
     std::vector<std::uint8_t> owned;  // the payload, when the caller's buffer could not be kept
   };
   bool consume(Sink& sink);
+  // Puts `bytes` more of the current payload into its target: copied, or combined whole
+  // elements at a time (a partial element waits in carry_ for the rest).
+  void deliver(const std::uint8_t* run, std::size_t bytes);
+  void combine(std::uint8_t* target, const std::uint8_t* run, std::size_t elements);
+  class Deliverer;
 
   int peer_;
   std::string peer_name_;
@@ -122,6 +148,12 @@ class StreamConnection {
   FrameHeader current_{};
   std::uint8_t* payload_target_ = nullptr;
   std::size_t payload_done_ = 0;
+  const Reduction* reduction_ = nullptr;
+  alignas(16) std::uint8_t carry_[16] = {};
+  std::size_t carry_bytes_ = 0;
+  // For combining: what a socket read lands in, and an aligned copy of misaligned bytes
+  // (allocated on first use).
+  std::vector<std::uint8_t> read_bounce_, align_bounce_;
 };
 
 }  // namespace comm::transport

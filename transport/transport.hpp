@@ -14,6 +14,7 @@
 #include <string>
 
 #include "completion.hpp"
+#include "reduction.hpp"
 
 namespace comm::transport {
 
@@ -54,6 +55,14 @@ class Transport : public detail::Progressor {
   // carries another fingerprint than `fingerprint`, else null. For calls that do not exchange
   // messages (shared-memory collectives) to still name what a peer stuck elsewhere called.
   virtual std::exception_ptr conflict(int /*peer*/, std::uint64_t /*tag*/, std::uint64_t /*fingerprint*/) {
+    return nullptr;
+  }
+  // An irecv that combines the message into `data` (data = data op message) instead of
+  // overwriting it; null when this transport cannot (or would gain nothing, for this peer), and
+  // the caller receives into scratch and reduces itself. A message of fewer bytes than `capacity` combines into its first bytes.
+  virtual std::shared_ptr<detail::Completion> irecv_reduce(int /*peer*/, void* /*data*/, std::size_t /*capacity*/,
+                                                           std::uint64_t /*tag*/, const Reduction& /*reduction*/,
+                                                           std::uint64_t /*fingerprint*/ = 0) {
     return nullptr;
   }
   // irecv into a completion the caller made (one on its stack, say: the transport never touches

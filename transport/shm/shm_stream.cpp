@@ -178,8 +178,21 @@ bool ShmStream::next_record_ready() {
 }
 
 std::size_t ShmStream::read_some(void* data, std::size_t bytes) {
-  Ring& ring = end_.inbound;
   auto* target = static_cast<std::uint8_t*>(data);
+  return read_records(bytes, [&](const std::uint8_t* run, std::size_t take, std::size_t read) {
+    std::memcpy(target + read, run, take);
+  });
+}
+
+std::size_t ShmStream::read_through(std::size_t bytes, std::uint8_t*, std::size_t, RunSink& sink) {
+  return read_records(bytes, [&](const std::uint8_t* run, std::size_t take, std::size_t) { sink(run, take); });
+}
+
+// Up to `bytes` from the records in the ring, each run handed to `use(run, bytes, offset)` before
+// its record is released to the writer.
+template <class Use>
+std::size_t ShmStream::read_records(std::size_t bytes, Use&& use) {
+  Ring& ring = end_.inbound;
   std::size_t read = 0;
   bool released = false;
   while (read < bytes) {
@@ -195,7 +208,7 @@ std::size_t ShmStream::read_some(void* data, std::size_t bytes) {
     }
     std::size_t take = std::min(bytes - read, record_left_);
     std::size_t offset = static_cast<std::size_t>(read_position_) & (ring.capacity - 1);
-    std::memcpy(target + read, ring.data + offset + record_offset_, take);
+    use(ring.data + offset + record_offset_, take, read);
     read += take;
     record_offset_ += take;
     record_left_ -= take;
