@@ -31,12 +31,14 @@ constexpr std::size_t kAllReduceRingFrom = 1024 * 1024;
 // Ranks sharing a host: from 3 ranks the shared-memory all_reduce at every size (its work per
 // rank does not grow with the number of ranks: 4 ranks on 2 cores reach 3.1-3.4 GB/s busbw at
 // 8-128 MiB, the ring 0.8-1.3). On 2 ranks it wins small messages (8 bytes 0.2 us, recursive
-// doubling 0.45; up to 8 KiB) and the largest (128-256 MiB: 5.4-5.8 GB/s, the ring 3.6-4.2),
-// while the ring, where each rank reduces half as it arrives from the peer's ring buffer, wins
-// in between (256 KiB 8.5-9.7 GB/s against 5.3-6.2; 4 MiB 9.7-11.7 against 5.8-7.9; 32-64 MiB
-// a steady 3.7-4.9 against 1.4-5.2). docs/results/collectives.md has the runs.
+// doubling 0.45; up to 8 KiB) and large ones (from 4 MiB), while the ring, where each rank
+// reduces half as it arrives from the peer's ring buffer, wins in between (256 KiB 8.5-9.7 GB/s
+// against 5.3-6.2; 1 MiB 14-15 against 10 in fast stretches). From 4 MiB the two trade places
+// run to run (16 MiB: ring 1.9-7.0, shared memory 1.4-6.5), and in side-by-side runs the ring
+// fell to 2.2-2.6 GB/s where shared memory had held 5.1-6.4: shared memory keeps them.
+// docs/results/collectives.md has the runs.
 constexpr std::size_t kSharedMemoryTwoRanksUpTo = 8 * 1024;
-constexpr std::size_t kSharedMemoryTwoRanksFrom = 128 * 1024 * 1024;
+constexpr std::size_t kSharedMemoryTwoRanksFrom = 4 * 1024 * 1024;
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
 
