@@ -110,6 +110,16 @@ TEST_CASE("all_reduce: large counts, pipelined in many chunks", "[collectives][a
   check_all_reduce(ranks, "shm", cases);
 }
 
+TEST_CASE("all_reduce: a large buffer over TCP, in several rounds of the ring", "[collectives][all_reduce][large]") {
+  // The ring takes at most 4 MiB per segment per round, through scratch over TCP.
+  int ranks = GENERATE(2, 3);
+  INFO(ranks << " ranks over tcp");
+  std::vector<Case> cases{{DType::Float32, ReduceOp::Sum, (std::size_t{5} << 20) + 3},
+                          {DType::Int64, ReduceOp::Max, (std::size_t{1} << 20) + 1},
+                          {DType::BFloat16, ReduceOp::Avg, (std::size_t{6} << 20) + 7}};
+  check_all_reduce(ranks, "tcp", cases);
+}
+
 TEST_CASE("all_reduce rejects bad input on the calling rank", "[collectives][all_reduce][bad-input]") {
   RankChecks checks;
   run_ranks(2, [&](comm::ProcessGroup& group) {
