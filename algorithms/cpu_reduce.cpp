@@ -8,7 +8,11 @@
 #include "half.hpp"
 #include "cpu_reduce.hpp"
 
-namespace comm::algorithms {
+#ifndef COMM_REDUCE_VARIANT
+#define COMM_REDUCE_VARIANT baseline
+#endif
+
+namespace comm::algorithms::COMM_REDUCE_VARIANT {
 namespace {
 
 using detail::BFloat16;

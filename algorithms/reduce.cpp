@@ -3,12 +3,26 @@
 #include "reduce.hpp"
 
 #include <string>
+#include <string_view>
 
 #include "check.hpp"
 #include "cpu_reduce.hpp"
 #include "cuda/reduce.hpp"
+#include "environment.hpp"
 
 namespace comm::algorithms {
+
+bool cpu_reduce_uses_avx2() {
+#if defined(COMM_HAVE_AVX2_REDUCE)
+  static const bool use = [] {
+    auto isa = environment::get("COMM_REDUCE_ISA");
+    return __builtin_cpu_supports("avx2") && !(isa && std::string_view(*isa) == "baseline");
+  }();
+  return use;
+#else
+  return false;
+#endif
+}
 
 bool supports(DType dtype, ReduceOp op) {
   bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
@@ -31,14 +45,20 @@ void combine(void* out, const void* a, const void* b, std::size_t count, DType d
   check_supported(dtype, op);
   if (count == 0) return;
   if (device.kind == Device::Kind::Cuda) return cuda::reduce(out, a, b, count, dtype, op, device.index, stream);
-  cpu_reduce(out, a, b, count, dtype, op);
+#if defined(COMM_HAVE_AVX2_REDUCE)
+  if (cpu_reduce_uses_avx2()) return avx2::cpu_reduce(out, a, b, count, dtype, op);
+#endif
+  baseline::cpu_reduce(out, a, b, count, dtype, op);
 }
 
 void divide(void* data, std::size_t count, DType dtype, std::size_t divisor, Device device, void* stream) {
   COMM_CHECK(divisor > 0, InvalidArgumentError, ErrorContext{.op = "reduce.avg"}, "cannot average over 0 ranks");
   if (count == 0 || divisor == 1) return;
   if (device.kind == Device::Kind::Cuda) return cuda::divide(data, count, dtype, divisor, device.index, stream);
-  cpu_divide(data, count, dtype, divisor);
+#if defined(COMM_HAVE_AVX2_REDUCE)
+  if (cpu_reduce_uses_avx2()) return avx2::cpu_divide(data, count, dtype, divisor);
+#endif
+  baseline::cpu_divide(data, count, dtype, divisor);
 }
 
 }  // namespace comm::algorithms

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "comm/error.hpp"
+#include "cpu_reduce.hpp"
 #include "half.hpp"
 #include "reduce.hpp"
 #include "support/reduce_reference.hpp"
@@ -69,6 +70,36 @@ TEST_CASE("combine gives reduce's bits whichever operand the output is", "[reduc
       CHECK(into_b == expected);
     }
   }
+}
+
+TEST_CASE("the AVX2 loops give the baseline loops' bits for every dtype x op", "[reduce]") {
+#if defined(COMM_HAVE_AVX2_REDUCE)
+  if (!__builtin_cpu_supports("avx2")) SKIP("this CPU has no AVX2");
+  const std::size_t count = 4099;  // a vector tail too
+  std::mt19937 random(11);
+  for (DType dtype : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      if (!algorithms::supports(dtype, op)) continue;
+      INFO(comm::to_string(dtype) << " " << comm::to_string(op));
+      auto a = random_buffer(dtype, count, random), b = random_buffer(dtype, count, random);
+      if (dtype == DType::Float32) {
+        float special[] = {-0.0f, 0.0f, std::nanf(""), 1.0f};
+        float other[] = {0.0f, -0.0f, 1.0f, std::nanf("")};
+        std::memcpy(a.data(), special, sizeof special);
+        std::memcpy(b.data(), other, sizeof other);
+      }
+      std::vector<std::uint8_t> baseline(a.size()), wide(a.size());
+      algorithms::baseline::cpu_reduce(baseline.data(), a.data(), b.data(), count, dtype, op);
+      algorithms::avx2::cpu_reduce(wide.data(), a.data(), b.data(), count, dtype, op);
+      CHECK(baseline == wide);
+      algorithms::baseline::cpu_divide(baseline.data(), count, dtype, 3);
+      algorithms::avx2::cpu_divide(wide.data(), count, dtype, 3);
+      CHECK(baseline == wide);
+    }
+  }
+#else
+  SKIP("built without the AVX2 loops (not x86-64)");
+#endif
 }
 
 TEST_CASE("in-place reduction combines a buffer with itself", "[reduce]") {
