@@ -40,6 +40,24 @@ TEST_CASE("every dtype x op matches an independent reference", "[reduce]") {
   }
 }
 
+namespace {
+
+// Two random operands; for float32 their first elements pair -0 with +0 and NaN with a number
+// both ways round, where Min and Max depend on the operands' order.
+std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> operands_with_signed_zeros_and_nans(
+    DType dtype, std::size_t count, std::mt19937& random) {
+  auto a = random_buffer(dtype, count, random), b = random_buffer(dtype, count, random);
+  if (dtype == DType::Float32) {
+    float special[] = {-0.0f, 0.0f, std::nanf(""), 1.0f};
+    float other[] = {0.0f, -0.0f, 1.0f, std::nanf("")};
+    std::memcpy(a.data(), special, sizeof special);
+    std::memcpy(b.data(), other, sizeof other);
+  }
+  return {std::move(a), std::move(b)};
+}
+
+}  // namespace
+
 TEST_CASE("combine gives reduce's bits whichever operand the output is", "[reduce]") {
   // out = a op b: into a third buffer, into a, into b. The operands keep their order, so Min
   // and Max of -0.0 and +0.0, or of a NaN, come out as a reduce into a would.
@@ -49,13 +67,7 @@ TEST_CASE("combine gives reduce's bits whichever operand the output is", "[reduc
     for (ReduceOp op : kAllOps) {
       if (!algorithms::supports(dtype, op)) continue;
       INFO(comm::to_string(dtype) << " " << comm::to_string(op));
-      auto a = random_buffer(dtype, count, random), b = random_buffer(dtype, count, random);
-      if (dtype == DType::Float32) {
-        float special[] = {-0.0f, 0.0f, std::nanf(""), 1.0f};
-        float other[] = {0.0f, -0.0f, 1.0f, std::nanf("")};
-        std::memcpy(a.data(), special, sizeof special);
-        std::memcpy(b.data(), other, sizeof other);
-      }
+      auto [a, b] = operands_with_signed_zeros_and_nans(dtype, count, random);
       std::vector<std::uint8_t> expected = a;
       algorithms::reduce(expected.data(), b.data(), count, dtype, op);
       // (Avg is a Sum until divide(); the reference of the first test case covers it.)
@@ -81,13 +93,7 @@ TEST_CASE("the AVX2 loops give the baseline loops' bits for every dtype x op", "
     for (ReduceOp op : kAllOps) {
       if (!algorithms::supports(dtype, op)) continue;
       INFO(comm::to_string(dtype) << " " << comm::to_string(op));
-      auto a = random_buffer(dtype, count, random), b = random_buffer(dtype, count, random);
-      if (dtype == DType::Float32) {
-        float special[] = {-0.0f, 0.0f, std::nanf(""), 1.0f};
-        float other[] = {0.0f, -0.0f, 1.0f, std::nanf("")};
-        std::memcpy(a.data(), special, sizeof special);
-        std::memcpy(b.data(), other, sizeof other);
-      }
+      auto [a, b] = operands_with_signed_zeros_and_nans(dtype, count, random);
       std::vector<std::uint8_t> baseline(a.size()), wide(a.size());
       algorithms::baseline::cpu_reduce(baseline.data(), a.data(), b.data(), count, dtype, op);
       algorithms::avx2::cpu_reduce(wide.data(), a.data(), b.data(), count, dtype, op);
