@@ -98,6 +98,15 @@ TEST_CASE("the AVX2 loops give the baseline loops' bits for every dtype x op", "
       algorithms::baseline::cpu_reduce(baseline.data(), a.data(), b.data(), count, dtype, op);
       algorithms::avx2::cpu_reduce(wide.data(), a.data(), b.data(), count, dtype, op);
       CHECK(baseline == wide);
+      // Into the first and into the second operand (their own loops).
+      std::vector<std::uint8_t> baseline_into_a = a, wide_into_a = a, baseline_into_b = b, wide_into_b = b;
+      algorithms::baseline::cpu_reduce(baseline_into_a.data(), baseline_into_a.data(), b.data(), count, dtype, op);
+      algorithms::avx2::cpu_reduce(wide_into_a.data(), wide_into_a.data(), b.data(), count, dtype, op);
+      algorithms::baseline::cpu_reduce(baseline_into_b.data(), a.data(), baseline_into_b.data(), count, dtype, op);
+      algorithms::avx2::cpu_reduce(wide_into_b.data(), a.data(), wide_into_b.data(), count, dtype, op);
+      CHECK(baseline_into_a == wide_into_a);
+      CHECK(baseline_into_b == wide_into_b);
+      CHECK(wide_into_a == wide);
       algorithms::baseline::cpu_divide(baseline.data(), count, dtype, 3);
       algorithms::avx2::cpu_divide(wide.data(), count, dtype, 3);
       CHECK(baseline == wide);

@@ -1,7 +1,7 @@
 // StreamConnection's receiving side against a scripted stream: a payload combined into its
 // target as it arrives (reduce on arrival) must equal target op payload element by element,
 // whether the bytes come through the staging inbox, through the stream's own memory, or through
-// a bounce buffer; misaligned in memory, and cut mid-element between reads.
+// a copy the stream makes first; misaligned in memory, and cut mid-element between reads.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
@@ -38,8 +38,8 @@ class ScriptedStream final : public ByteStream {
     return n;
   }
   bool reads_in_place() const override { return in_place_; }
-  std::size_t read_through(std::size_t bytes, std::uint8_t* bounce, std::size_t bounce_bytes, RunSink& sink) override {
-    if (!in_place_) return ByteStream::read_through(bytes, bounce, bounce_bytes, sink);
+  std::size_t read_through(std::size_t bytes, RunSink& sink) override {
+    if (!in_place_) return ByteStream::read_through(bytes, sink);
     std::size_t n = next(bytes);
     if (n > 0) sink(memory_.data() + begin_ + position_, n);
     position_ += n;

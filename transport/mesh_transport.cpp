@@ -88,13 +88,11 @@ bool MeshTransport::cancel(const detail::Completion* completion) {
 std::shared_ptr<detail::Completion> MeshTransport::irecv_reduce(int peer, void* data, std::size_t capacity,
                                                                 std::uint64_t tag, const Reduction& reduction,
                                                                 std::uint64_t fingerprint) {
-  {
-    std::lock_guard lock(mutex_);
-    // Only where the bytes can be combined straight from the medium; else the caller's scratch
-    // copy and reduce cost no more.
-    if (peer < 0 || peer == rank_ || !peers_[peer].connection || !peers_[peer].connection->stream().reads_in_place()) {
-      return nullptr;
-    }
+  std::lock_guard lock(mutex_);
+  // Only where the bytes can be combined straight from the medium; else the caller's scratch
+  // copy and reduce cost no more.
+  if (peer < 0 || peer == rank_ || !peers_[peer].connection || !peers_[peer].connection->stream().reads_in_place()) {
+    return nullptr;
   }
   auto completion = new_completion(peer);
   post_receive({peer, tag, data, capacity, completion, fingerprint, reduction});
@@ -103,11 +101,11 @@ std::shared_ptr<detail::Completion> MeshTransport::irecv_reduce(int peer, void* 
 
 void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, int peer, void* data,
                                std::size_t capacity, std::uint64_t tag, std::uint64_t fingerprint) {
+  std::lock_guard lock(mutex_);
   post_receive({peer, tag, data, capacity, std::move(completion), fingerprint, {}});
 }
 
 void MeshTransport::post_receive(PostedReceive receive) {
-  std::lock_guard lock(mutex_);
   if (aborted_) {
     receive.completion->fail(aborted_);
     return;

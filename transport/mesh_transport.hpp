@@ -85,10 +85,10 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   StreamConnection::PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) override;
   bool on_payload(StreamConnection& connection, const FrameHeader& header) override;
 
-  void post_receive(PostedReceive receive);
   static StreamConnection::PayloadTarget target_of(const PostedReceive& receive);
 
   // All under mutex_.
+  void post_receive(PostedReceive receive);
   void send_frame(int peer, const FrameHeader& header, const void* payload, std::shared_ptr<detail::Completion> on_written);
   void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
   bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);

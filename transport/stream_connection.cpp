@@ -18,8 +18,6 @@ constexpr std::size_t kDirectReadBytes = 32 * 1024;
 // its header (and so is copied twice, into the inbox and out) is a small part of it.
 constexpr std::size_t kInboxReadBytes = kDirectReadBytes;
 constexpr int kMaxIovecs = 64;
-// The staging buffers of a combining receive.
-constexpr std::size_t kBounceBytes = 32 * 1024;
 
 bool has_payload(FrameKind kind) {
   return kind == FrameKind::Eager || kind == FrameKind::Data || kind == FrameKind::Goodbye;
@@ -106,11 +104,10 @@ void StreamConnection::receive(Sink& sink) {
     if (in_payload_ && payload_target_ != nullptr && current_.bytes - payload_done_ >= kDirectReadBytes) {
       std::size_t n;
       if (reduction_ != nullptr) {
-        // Combined as it comes off the medium: from the shared-memory ring itself, or from a
-        // small buffer a socket read fills (hot in cache), never through a whole-message copy.
-        if (read_bounce_.empty()) read_bounce_.resize(kBounceBytes);
+        // Combined as it comes off the medium (the shared-memory ring itself), never through a
+        // whole-message copy.
         Deliverer deliverer(*this);
-        n = stream_->read_through(current_.bytes - payload_done_, read_bounce_.data(), read_bounce_.size(), deliverer);
+        n = stream_->read_through(current_.bytes - payload_done_, deliverer);
       } else {
         n = stream_->read_some(payload_target_ + payload_done_, current_.bytes - payload_done_);
         payload_done_ += n;
@@ -202,13 +199,13 @@ void StreamConnection::combine(std::uint8_t* target, const std::uint8_t* run, st
     (*reduction_)(target, run, elements);
     return;
   }
-  // Bytes that follow a message of odd length in the stream: realigned in pieces first.
-  if (align_bounce_.empty()) align_bounce_.resize(kBounceBytes);
-  std::size_t per_piece = align_bounce_.size() / element;
+  // Bytes that follow a message of odd length in the stream (rare): realigned in pieces first.
+  alignas(64) std::uint8_t aligned[4096];
+  std::size_t per_piece = sizeof aligned / element;
   for (std::size_t done = 0; done < elements;) {
     std::size_t count = std::min(per_piece, elements - done);
-    std::memcpy(align_bounce_.data(), run + done * element, count * element);
-    (*reduction_)(target + done * element, align_bounce_.data(), count);
+    std::memcpy(aligned, run + done * element, count * element);
+    (*reduction_)(target + done * element, aligned, count);
     done += count;
   }
 }

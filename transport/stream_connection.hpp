@@ -49,8 +49,8 @@ class ByteStream {
   virtual std::size_t write_some(const iovec* vectors, int count) = 0;
   virtual std::size_t read_some(void* data, std::size_t bytes) = 0;
   // Reads up to `bytes` of what is available now and hands it to `sink` in contiguous runs;
-  // returns how many bytes it handed over. The default reads into `bounce` first; a stream whose
-  // bytes already sit in readable memory (shared memory) hands them over from there.
+  // returns how many bytes it handed over. A stream whose bytes already sit in readable memory
+  // (shared memory) hands them over from there; the default copies them out first.
   class RunSink {
    public:
     virtual void operator()(const std::uint8_t* run, std::size_t bytes) = 0;
@@ -62,9 +62,10 @@ class ByteStream {
   // on arrival worth it (measured: over a socket, the small reads it needs cost more than the
   // scratch pass they save).
   virtual bool reads_in_place() const { return false; }
-  virtual std::size_t read_through(std::size_t bytes, std::uint8_t* bounce, std::size_t bounce_bytes, RunSink& sink) {
-    std::size_t n = read_some(bounce, bytes < bounce_bytes ? bytes : bounce_bytes);
-    if (n > 0) sink(bounce, n);
+  virtual std::size_t read_through(std::size_t bytes, RunSink& sink) {
+    alignas(64) std::uint8_t copy[4096];
+    std::size_t n = read_some(copy, bytes < sizeof copy ? bytes : sizeof copy);
+    if (n > 0) sink(copy, n);
     return n;
   }
   // The descriptor the progress thread sleeps on for this peer (readable: data, a wake-up, or
@@ -151,9 +152,6 @@ class StreamConnection {
   const Reduction* reduction_ = nullptr;
   alignas(16) std::uint8_t carry_[16] = {};
   std::size_t carry_bytes_ = 0;
-  // For combining: what a socket read lands in, and an aligned copy of misaligned bytes
-  // (allocated on first use).
-  std::vector<std::uint8_t> read_bounce_, align_bounce_;
 };
 
 }  // namespace comm::transport

@@ -59,7 +59,8 @@ class Transport : public detail::Progressor {
   }
   // An irecv that combines the message into `data` (data = data op message) instead of
   // overwriting it; null when this transport cannot (or would gain nothing, for this peer), and
-  // the caller receives into scratch and reduces itself. A message of fewer bytes than `capacity` combines into its first bytes.
+  // the caller receives into scratch and reduces itself. A message of fewer bytes than
+  // `capacity` combines into its first bytes.
   virtual std::shared_ptr<detail::Completion> irecv_reduce(int /*peer*/, void* /*data*/, std::size_t /*capacity*/,
                                                            std::uint64_t /*tag*/, const Reduction& /*reduction*/,
                                                            std::uint64_t /*fingerprint*/ = 0) {

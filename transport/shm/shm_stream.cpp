@@ -184,7 +184,7 @@ std::size_t ShmStream::read_some(void* data, std::size_t bytes) {
   });
 }
 
-std::size_t ShmStream::read_through(std::size_t bytes, std::uint8_t*, std::size_t, RunSink& sink) {
+std::size_t ShmStream::read_through(std::size_t bytes, RunSink& sink) {
   return read_records(bytes, [&](const std::uint8_t* run, std::size_t take, std::size_t) { sink(run, take); });
 }
 

@@ -78,7 +78,7 @@ class ShmStream final : public ByteStream {
   std::size_t read_some(void* data, std::size_t bytes) override;
   // Hands the bytes over in the ring itself, record by record: no copy out first.
   bool reads_in_place() const override { return true; }
-  std::size_t read_through(std::size_t bytes, std::uint8_t* bounce, std::size_t bounce_bytes, RunSink& sink) override;
+  std::size_t read_through(std::size_t bytes, RunSink& sink) override;
   int wakeup_fd() const override { return doorbell_.fd(); }
   void on_wakeup() override;
   bool prepare_to_sleep(bool want_write) override;
