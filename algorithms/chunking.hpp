@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "collective_context.hpp"
+#include "algorithms/collective_context.hpp"
 
 namespace comm::algorithms {
 

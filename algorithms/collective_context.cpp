@@ -1,8 +1,8 @@
-#include "collective_context.hpp"
+#include "algorithms/collective_context.hpp"
 
 #include "comm/error.hpp"
-#include "reduce.hpp"
-#include "store_format.hpp"
+#include "algorithms/reduce.hpp"
+#include "libcomm/base/duration_text.hpp"
 
 namespace comm::algorithms {
 namespace {
@@ -37,7 +37,7 @@ void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t s
     error.add_context(context());
     throw;
   }
-  throw TimeoutError("step " + std::to_string(step) + " waited " + store_format::seconds(timeout) + " for rank " +
+  throw TimeoutError("step " + std::to_string(step) + " waited " + seconds_text(timeout) + " for rank " +
                          std::to_string(peer) + "; every rank of the group must call the same collectives in the "
                          "same order (is one of them stuck, or doing something else?)",
                      context());

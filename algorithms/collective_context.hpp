@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
-#include "completion.hpp"
-#include "scratch.hpp"
-#include "transport.hpp"
+#include "libcomm/base/completion.hpp"
+#include "algorithms/scratch.hpp"
+#include "transport/transport.hpp"
 
 namespace comm::algorithms {
 

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "dtype_dispatch.hpp"
-#include "half.hpp"
-#include "cpu_reduce.hpp"
+#include "libcomm/base/dtype_dispatch.hpp"
+#include "algorithms/half.hpp"
+#include "algorithms/cpu_reduce.hpp"
 
 #ifndef COMM_REDUCE_VARIANT
 #define COMM_REDUCE_VARIANT baseline

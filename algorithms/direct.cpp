@@ -1,4 +1,4 @@
-#include "direct.hpp"
+#include "algorithms/direct.hpp"
 
 #include <cstdint>
 #include <cstring>

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <span>
 
-#include "collective_context.hpp"
+#include "algorithms/collective_context.hpp"
 
 namespace comm::algorithms {
 

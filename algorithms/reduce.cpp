@@ -1,14 +1,14 @@
 // The reduce seam: checks what every implementation would check, then hands CPU memory to the
 // vectorized loops and GPU memory to the CUDA kernels (stubs that throw in a build without nvcc).
-#include "reduce.hpp"
+#include "algorithms/reduce.hpp"
 
 #include <string>
 #include <string_view>
 
-#include "check.hpp"
-#include "cpu_reduce.hpp"
+#include "libcomm/base/check.hpp"
+#include "algorithms/cpu_reduce.hpp"
 #include "cuda/reduce.hpp"
-#include "environment.hpp"
+#include "libcomm/base/environment.hpp"
 
 namespace comm::algorithms {
 

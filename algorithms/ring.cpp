@@ -1,11 +1,11 @@
-#include "ring.hpp"
+#include "algorithms/ring.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "chunking.hpp"
-#include "reduce.hpp"
+#include "algorithms/chunking.hpp"
+#include "algorithms/reduce.hpp"
 
 namespace comm::algorithms {
 namespace {

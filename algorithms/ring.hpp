@@ -12,7 +12,7 @@
 
 #include <cstddef>
 
-#include "collective_context.hpp"
+#include "algorithms/collective_context.hpp"
 #include "comm/types.hpp"
 
 namespace comm::algorithms {

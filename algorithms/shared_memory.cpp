@@ -1,4 +1,4 @@
-#include "shared_memory.hpp"
+#include "algorithms/shared_memory.hpp"
 
 #include <sched.h>
 
@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "comm/error.hpp"
-#include "fingerprint.hpp"
-#include "reduce.hpp"
-#include "store_format.hpp"
+#include "libcomm/base/fingerprint.hpp"
+#include "algorithms/reduce.hpp"
+#include "libcomm/base/duration_text.hpp"
 
 namespace comm::algorithms {
 namespace {
@@ -93,7 +93,7 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
       context.probe(peer);
     }
     if (now - start > context.timeout) {
-      throw TimeoutError(std::string("waited ") + store_format::seconds(context.timeout) + " for rank " +
+      throw TimeoutError(std::string("waited ") + seconds_text(context.timeout) + " for rank " +
                              std::to_string(peer) + " " + describe(which) + " in shared memory; every rank of the "
                              "group must call the same collectives in the same order (is one of them stuck, or doing "
                              "something else?)",

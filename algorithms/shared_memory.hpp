@@ -9,9 +9,8 @@
 
 #include <cstddef>
 
-#include "collective_context.hpp"
+#include "algorithms/collective_context.hpp"
 #include "comm/types.hpp"
-#include "shared_arena.hpp"
 
 namespace comm::algorithms {
 

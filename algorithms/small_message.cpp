@@ -1,10 +1,10 @@
-#include "small_message.hpp"
+#include "algorithms/small_message.hpp"
 
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "reduce.hpp"
+#include "algorithms/reduce.hpp"
 
 namespace comm::algorithms {
 

@@ -1,10 +1,10 @@
-#include "tree.hpp"
+#include "algorithms/tree.hpp"
 
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "reduce.hpp"
+#include "algorithms/reduce.hpp"
 
 namespace comm::algorithms {
 namespace {

@@ -1,20 +1,17 @@
-#include "tuner.hpp"
+#include "algorithms/tuner.hpp"
 
 #include <atomic>
 #include <bit>
 #include <string>
 #include <utility>
 
-#include "check.hpp"
-#include "environment.hpp"
-#include "fingerprint.hpp"
-#include "log.hpp"
+#include "libcomm/base/check.hpp"
+#include "libcomm/base/environment.hpp"
+#include "libcomm/base/fingerprint.hpp"
+#include "libcomm/base/log.hpp"
 
 namespace comm::algorithms {
 namespace {
-
-constexpr Algorithm kAlgorithms[] = {Algorithm::Ring,   Algorithm::Tree,          Algorithm::RecursiveDoubling,
-                                     Algorithm::Direct, Algorithm::Dissemination, Algorithm::SharedMemory};
 
 // COMM_ALGO, read once.
 Algorithm environment_algorithm() {
@@ -79,21 +76,6 @@ void log_once(const TunerQuery& query, Algorithm algorithm, const char* why) {
 }
 
 }  // namespace
-
-const char* to_string(Collective collective) { return detail::kCollectiveNames[static_cast<int>(collective)]; }
-
-Algorithm parse_algorithm(std::string_view name, const char* source) {
-  if (name == "auto") return Algorithm::Auto;
-  for (Algorithm algorithm : kAlgorithms) {
-    if (name == to_string(algorithm)) return algorithm;
-  }
-  if (name == "rd") return Algorithm::RecursiveDoubling;
-  if (name == "shm") return Algorithm::SharedMemory;
-  throw InvalidArgumentError(std::string(source) + " is '" + std::string(name) +
-                                 "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination, "
-                                 "shared_memory (shm)",
-                             ErrorContext{.op = "tuner"});
-}
 
 bool has_algorithm(Collective collective, Algorithm algorithm) {
   switch (collective) {

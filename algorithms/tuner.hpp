@@ -6,18 +6,10 @@
 #pragma once
 
 #include <cstddef>
-#include <string_view>
 
 #include "comm/types.hpp"
 
 namespace comm::algorithms {
-
-enum class Collective { Broadcast, Reduce, AllReduce, AllGather, ReduceScatter, Gather, Scatter, AllToAll, Barrier };
-
-const char* to_string(Collective collective);
-
-// "ring" -> Algorithm::Ring ...; throws InvalidArgumentError listing the names otherwise.
-Algorithm parse_algorithm(std::string_view name, const char* source);
 
 bool has_algorithm(Collective collective, Algorithm algorithm);
 

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "harness.hpp"
-#include "tuner.hpp"
 
 namespace {
 
@@ -55,8 +54,8 @@ double reduced(ReduceOp op, int n) {
   }
 }
 
-double bus_factor(comm::algorithms::Collective collective, int n) {
-  using comm::algorithms::Collective;
+double bus_factor(comm::Collective collective, int n) {
+  using comm::Collective;
   switch (collective) {
     case Collective::AllReduce: return 2.0 * (n - 1) / n;
     case Collective::AllGather:
@@ -78,9 +77,9 @@ struct Plan {
   std::function<long long()> check;
 };
 
-Plan plan(comm::algorithms::Collective collective, comm::ProcessGroup& group, const comm::bench::BenchOptions& options,
+Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::bench::BenchOptions& options,
           std::size_t count, bool in_place, Algorithm algorithm, Buffers& b) {
-  using comm::algorithms::Collective;
+  using comm::Collective;
   int n = group.size(), rank = group.rank(), root = options.root;
   DType dtype = options.dtype;
   ReduceOp op = options.op;
@@ -190,13 +189,13 @@ Plan plan(comm::algorithms::Collective collective, comm::ProcessGroup& group, co
 }  // namespace
 
 int main(int argc, char** argv) {
-  using comm::algorithms::Collective;
+  using comm::Collective;
   const std::string name = COMM_BENCH_COLLECTIVE;
   Collective collective = Collective::AllReduce;
   for (Collective candidate : {Collective::Broadcast, Collective::Reduce, Collective::AllReduce, Collective::AllGather,
                                Collective::ReduceScatter, Collective::Gather, Collective::Scatter, Collective::AllToAll,
                                Collective::Barrier}) {
-    if (name == comm::algorithms::to_string(candidate)) collective = candidate;
+    if (name == comm::to_string(candidate)) collective = candidate;
   }
   bool has_in_place = collective != Collective::Gather && collective != Collective::Scatter;
   bool has_out_of_place = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
@@ -210,15 +209,14 @@ int main(int argc, char** argv) {
     auto& group = context.group;
     const auto& options = context.options;
     int n = group.size();
-    Algorithm requested = comm::algorithms::parse_algorithm(options.algorithm, "-a");
+    Algorithm requested = comm::parse_algorithm(options.algorithm, "-a");
     std::size_t split = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
                                 collective == Collective::AllToAll || collective == Collective::Gather ||
                                 collective == Collective::Scatter
                             ? static_cast<std::size_t>(n) : 1;
     std::size_t count = context.count / split * split;  // whole blocks only
     std::size_t per_rank_bytes = count * comm::element_size(options.dtype) / split;
-    Algorithm used = comm::algorithms::choose(
-        {collective, per_rank_bytes, n, requested, group.rank(), group.shared_memory_usable()});
+    Algorithm used = group.algorithm_for(collective, per_rank_bytes, requested);
     std::vector<comm::bench::Measurement> rows;
     for (bool in_place : {false, true}) {
       if ((in_place && !has_in_place) || (!in_place && !has_out_of_place)) continue;

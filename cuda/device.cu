@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "comm/error.hpp"
-#include "device.hpp"
-#include "runtime.hpp"
+#include "cuda/device.hpp"
+#include "cuda/runtime.hpp"
 
 namespace comm::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Built instead of device.cu when nvcc is absent or -Dcuda=disabled.
 #include "comm/error.hpp"
-#include "device.hpp"
+#include "cuda/device.hpp"
 
 namespace comm::cuda {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <string>
 
-#include "ipc.hpp"
-#include "runtime.hpp"
+#include "cuda/ipc.hpp"
+#include "cuda/runtime.hpp"
 
 namespace comm::cuda {
 

@@ -1,6 +1,6 @@
 // Built instead of ipc.cu when nvcc is absent or -Dcuda=disabled.
 #include "comm/error.hpp"
-#include "ipc.hpp"
+#include "cuda/ipc.hpp"
 
 namespace comm::cuda {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "memory.hpp"
-#include "runtime.hpp"
+#include "cuda/memory.hpp"
+#include "cuda/runtime.hpp"
 
 namespace comm::cuda {
 

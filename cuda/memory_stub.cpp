@@ -1,6 +1,6 @@
 // Built instead of memory.cu when nvcc is absent or -Dcuda=disabled: nothing can be allocated.
 #include "comm/error.hpp"
-#include "memory.hpp"
+#include "cuda/memory.hpp"
 
 namespace comm::cuda {
 namespace {

@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "dtype_dispatch.hpp"
-#include "reduce.hpp"
-#include "runtime.hpp"
+#include "libcomm/base/dtype_dispatch.hpp"
+#include "cuda/reduce.hpp"
+#include "cuda/runtime.hpp"
 
 namespace comm::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Built instead of reduce_kernels.cu when nvcc is absent or -Dcuda=disabled.
 #include "comm/error.hpp"
-#include "reduce.hpp"
+#include "cuda/reduce.hpp"
 
 namespace comm::cuda {
 namespace {

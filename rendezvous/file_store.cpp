@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "comm/store.hpp"
-#include "store_format.hpp"
+#include "rendezvous/store_format.hpp"
 
 namespace comm {
 namespace {

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "comm/store.hpp"
-#include "store_format.hpp"
+#include "rendezvous/store_format.hpp"
 
 namespace comm {
 

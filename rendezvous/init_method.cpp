@@ -1,4 +1,4 @@
-#include "init_method.hpp"
+#include "rendezvous/init_method.hpp"
 
 #include <charconv>
 

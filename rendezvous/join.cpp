@@ -1,4 +1,4 @@
-#include "join.hpp"
+#include "rendezvous/join.hpp"
 
 #include <unistd.h>
 
@@ -6,8 +6,9 @@
 #include <random>
 #include <string>
 
-#include "environment.hpp"
-#include "store_format.hpp"
+#include "libcomm/base/environment.hpp"
+#include "libcomm/base/duration_text.hpp"
+#include "rendezvous/store_format.hpp"
 
 namespace comm {
 namespace {
@@ -73,7 +74,7 @@ void join_group(Store& store, const JoinRequest& request) {
     } catch (const Error& error) {  // the store itself went away (its host gave up first)
       who = "could not ask the store which ranks are missing (" + error.message() + ")";
     }
-    throw TimeoutError("timed out after " + store_format::seconds(request.timeout) + ": " + who +
+    throw TimeoutError("timed out after " + seconds_text(request.timeout) + ": " + who +
                            ". Start the missing ranks, and check that every rank uses the same "
                            "MASTER_ADDR/MASTER_PORT (or URL) and WORLD_SIZE",
                        ErrorContext{.op = "init_process_group"});

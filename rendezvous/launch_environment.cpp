@@ -1,6 +1,6 @@
-#include "launch_environment.hpp"
+#include "rendezvous/launch_environment.hpp"
 
-#include "environment.hpp"
+#include "libcomm/base/environment.hpp"
 
 namespace comm {
 namespace {

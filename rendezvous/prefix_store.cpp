@@ -1,5 +1,5 @@
 // PrefixStore: rewrites keys and forwards; the underlying store enforces limits and timeouts.
-#include "check.hpp"
+#include "libcomm/base/check.hpp"
 #include "comm/store.hpp"
 
 namespace comm {

@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <sstream>
 
-#include "check.hpp"
-#include "store_format.hpp"
+#include "libcomm/base/check.hpp"
+#include "libcomm/base/duration_text.hpp"
+#include "rendezvous/store_format.hpp"
 
 namespace comm {
 namespace {
@@ -117,7 +118,7 @@ std::int64_t Store::num_keys() { return do_num_keys(); }
 void Store::throw_timeout(const char* op, const std::vector<std::string>& missing,
                           std::chrono::milliseconds timeout) const {
   std::ostringstream message;
-  message << "timed out after " << store_format::seconds(timeout) << " waiting for "
+  message << "timed out after " << seconds_text(timeout) << " waiting for "
           << (missing.size() == 1 ? "key " : std::to_string(missing.size()) + " keys ")
           << store_format::key_list(missing) << " in " << describe()
           << "; the rank(s) expected to set them have not got that far (still starting, "

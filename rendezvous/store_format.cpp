@@ -1,4 +1,4 @@
-#include "store_format.hpp"
+#include "rendezvous/store_format.hpp"
 
 #include <charconv>
 #include <cstdio>
@@ -15,12 +15,6 @@ std::string key_list(const std::vector<std::string>& keys) {
     text += "'" + keys[i] + "'";
   }
   if (keys.size() > kShown) text += " and " + std::to_string(keys.size() - kShown) + " more";
-  return text;
-}
-
-std::string seconds(std::chrono::milliseconds duration) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g s", static_cast<double>(duration.count()) / 1000.0);
   return text;
 }
 

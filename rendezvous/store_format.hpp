@@ -15,8 +15,6 @@ namespace comm::store_format {
 
 // "'a', 'b', 'c'" (at most the first 16, then "and N more").
 std::string key_list(const std::vector<std::string>& keys);
-// "2.5 s"
-std::string seconds(std::chrono::milliseconds duration);
 
 // Counters are stored as decimal text, as torch.distributed's stores do.
 Bytes encode_counter(std::int64_t value);

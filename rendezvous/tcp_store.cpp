@@ -7,11 +7,12 @@
 #include <mutex>
 #include <thread>
 
-#include "check.hpp"
+#include "libcomm/base/check.hpp"
 #include "comm/store.hpp"
-#include "log.hpp"
-#include "store_format.hpp"
-#include "tcp_store_protocol.hpp"
+#include "libcomm/base/log.hpp"
+#include "libcomm/base/duration_text.hpp"
+#include "rendezvous/store_format.hpp"
+#include "rendezvous/tcp_store_protocol.hpp"
 
 namespace comm {
 namespace {
@@ -157,7 +158,7 @@ class TcpStore::Client {
       pause = std::min(pause * 2, std::chrono::milliseconds(500));
     }
     throw TimeoutError("could not reach the store server at " + where() + " within " +
-                           store_format::seconds(timeout_) + " (last error: " + last_error +
+                           seconds_text(timeout_) + " (last error: " + last_error +
                            "); start rank 0 (or commrun / comm-store) and check MASTER_ADDR and MASTER_PORT",
                        ErrorContext{.op = "store.connect"});
   }

@@ -1,4 +1,4 @@
-#include "tcp_store_protocol.hpp"
+#include "rendezvous/tcp_store_protocol.hpp"
 
 #include <cstring>
 

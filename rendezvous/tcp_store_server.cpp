@@ -14,9 +14,9 @@
 #include <unordered_map>
 
 #include "comm/store.hpp"
-#include "log.hpp"
-#include "store_format.hpp"
-#include "tcp_store_protocol.hpp"
+#include "libcomm/base/log.hpp"
+#include "rendezvous/store_format.hpp"
+#include "rendezvous/tcp_store_protocol.hpp"
 
 namespace comm {
 namespace {

@@ -15,9 +15,9 @@
 #include "comm/comm.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/reduce.hpp"
-#include "device.hpp"
-#include "reduce.hpp"
-#include "support/reduce_reference.hpp"
+#include "cuda/device.hpp"
+#include "algorithms/reduce.hpp"
+#include "tests/support/reduce_reference.hpp"
 
 using namespace comm::testing;
 namespace cuda = comm::cuda;

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "device.hpp"
+#include "cuda/device.hpp"
 
 int main(int argc, char** argv) {
   auto status = comm::cuda::device_status();

@@ -8,9 +8,9 @@
 #include <mutex>
 #include <tuple>
 
-#include "reduce.hpp"
-#include "support/reduce_reference.hpp"
-#include "support/thread_ranks.hpp"
+#include "algorithms/reduce.hpp"
+#include "tests/support/reduce_reference.hpp"
+#include "tests/support/thread_ranks.hpp"
 
 using comm::Algorithm;
 using comm::testing::RankChecks;

@@ -1,7 +1,7 @@
 // The device code in this binary runs on every GPU present (checked against a host reference).
 #include <catch2/catch_test_macros.hpp>
 
-#include "device.hpp"
+#include "cuda/device.hpp"
 
 TEST_CASE("the compiled kernels run on every visible device", "[cuda]") {
   auto status = comm::cuda::device_status();

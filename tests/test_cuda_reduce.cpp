@@ -9,8 +9,8 @@
 
 #include "cuda/memory.hpp"
 #include "cuda/reduce.hpp"
-#include "reduce.hpp"
-#include "support/reduce_reference.hpp"
+#include "algorithms/reduce.hpp"
+#include "tests/support/reduce_reference.hpp"
 
 using namespace comm::testing;
 namespace cuda = comm::cuda;

@@ -5,7 +5,7 @@
 
 #include <numeric>
 
-#include "support/thread_ranks.hpp"
+#include "tests/support/thread_ranks.hpp"
 
 using comm::Buffer;
 using comm::DType;

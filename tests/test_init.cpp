@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "comm/comm.hpp"
-#include "support/child_process.hpp"
+#include "tests/support/child_process.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include "support/child_process.hpp"
+#include "tests/support/child_process.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <functional>
 
-#include "support/thread_ranks.hpp"
+#include "tests/support/thread_ranks.hpp"
 
 using comm::Algorithm;
 using comm::Buffer;

@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "support/thread_ranks.hpp"
+#include "tests/support/thread_ranks.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;

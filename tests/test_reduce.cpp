@@ -10,10 +10,10 @@
 #include <random>
 
 #include "comm/error.hpp"
-#include "cpu_reduce.hpp"
-#include "half.hpp"
-#include "reduce.hpp"
-#include "support/reduce_reference.hpp"
+#include "algorithms/cpu_reduce.hpp"
+#include "algorithms/half.hpp"
+#include "algorithms/reduce.hpp"
+#include "tests/support/reduce_reference.hpp"
 
 using Catch::Matchers::ContainsSubstring;
 using comm::DType;

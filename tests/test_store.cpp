@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "comm/store.hpp"
-#include "support/child_process.hpp"
+#include "tests/support/child_process.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;

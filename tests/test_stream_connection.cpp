@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "reduce.hpp"
-#include "stream_connection.hpp"
+#include "algorithms/reduce.hpp"
+#include "transport/stream_connection.hpp"
 
 using comm::DType;
 using comm::ReduceOp;

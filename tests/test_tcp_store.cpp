@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "comm/store.hpp"
-#include "support/child_process.hpp"
-#include "tcp_store_protocol.hpp"
+#include "tests/support/child_process.hpp"
+#include "rendezvous/tcp_store_protocol.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;

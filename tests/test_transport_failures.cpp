@@ -16,8 +16,8 @@
 #include <mutex>
 #include <thread>
 
-#include "support/child_process.hpp"
-#include "support/thread_ranks.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/thread_ranks.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;

@@ -1,15 +1,15 @@
-#include "connect.hpp"
+#include "transport/connect.hpp"
 
 #include <unistd.h>
 
 #include <climits>
 
 #include "comm/error.hpp"
-#include "environment.hpp"
-#include "log.hpp"
-#include "mesh_transport.hpp"
-#include "shm_stream.hpp"
-#include "socket_stream.hpp"
+#include "libcomm/base/environment.hpp"
+#include "libcomm/base/log.hpp"
+#include "transport/mesh_transport.hpp"
+#include "transport/shm/shm_stream.hpp"
+#include "transport/tcp/socket_stream.hpp"
 
 namespace comm::transport {
 namespace {

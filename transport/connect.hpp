@@ -7,8 +7,8 @@
 #include <string>
 
 #include "comm/store.hpp"
-#include "tcp_mesh.hpp"
-#include "transport.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
+#include "transport/transport.hpp"
 
 namespace comm::transport {
 

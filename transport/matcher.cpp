@@ -1,9 +1,9 @@
-#include "matcher.hpp"
+#include "transport/matcher.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "transport.hpp"
+#include "transport/transport.hpp"
 
 namespace comm::transport {
 

@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "completion.hpp"
-#include "reduction.hpp"
+#include "libcomm/base/completion.hpp"
+#include "transport/reduction.hpp"
 
 namespace comm::transport {
 

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "comm/error.hpp"
-#include "mesh_transport.hpp"
+#include "transport/mesh_transport.hpp"
 
 namespace comm::transport {
 
@@ -36,6 +36,7 @@ MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
   }
   for (const auto& medium : mediums_) medium_ += (medium_.empty() ? "" : "+") + medium;
   if (medium_.empty()) medium_ = "self";
+  capabilities_.same_host_shared_memory = mediums_ == std::set<std::string>{"shm"};
 }
 
 MeshTransport::~MeshTransport() {

@@ -1,4 +1,4 @@
-#include "mesh_transport.hpp"
+#include "transport/mesh_transport.hpp"
 
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -6,8 +6,9 @@
 #include <cstring>
 
 #include "comm/error.hpp"
-#include "fingerprint.hpp"
-#include "log.hpp"
+#include "libcomm/base/fingerprint.hpp"
+#include "libcomm/base/log.hpp"
+#include "transport/shm/shared_arena.hpp"
 
 namespace comm::transport {
 namespace {
@@ -185,7 +186,7 @@ std::exception_ptr MeshTransport::conflict(int peer, std::uint64_t tag, std::uin
   if (same_call(state.probe_tag, tag) && conflicting(state.probe_fingerprint, fingerprint)) {
     return mismatch_error(fingerprint, peer, state.probe_fingerprint);
   }
-  PostedReceive receive{peer, tag, nullptr, 0, nullptr, fingerprint};
+  PostedReceive receive{peer, tag, nullptr, 0, nullptr, fingerprint, {}};
   if (const UnexpectedMessage* message = matcher_.find_conflicting(receive)) {
     return mismatch_error(fingerprint, peer, message->fingerprint);
   }
@@ -437,6 +438,12 @@ void MeshTransport::say_goodbye(const std::string& reason) {
       // That peer is gone already; nothing to tell it.
     }
   }
+}
+
+std::unique_ptr<SharedArena> MeshTransport::map_shared_arena(Store& store, const std::string& key, int rank, int size,
+                                                             std::chrono::milliseconds timeout, std::size_t slot_bytes) {
+  if (!capabilities_.same_host_shared_memory) return nullptr;
+  return create_shared_arena(store, key, rank, size, timeout, slot_bytes);
 }
 
 }  // namespace comm::transport

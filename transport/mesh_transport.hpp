@@ -20,9 +20,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "matcher.hpp"
-#include "stream_connection.hpp"
-#include "transport.hpp"
+#include "transport/matcher.hpp"
+#include "transport/stream_connection.hpp"
+#include "transport/transport.hpp"
 
 namespace comm::transport {
 
@@ -51,6 +51,10 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   void waiter_sleeps() override;
   std::exception_ptr failure(int peer) override;
   std::exception_ptr conflict(int peer, std::uint64_t tag, std::uint64_t fingerprint) override;
+  Capabilities capabilities() const override { return capabilities_; }
+  std::unique_ptr<SharedArena> map_shared_arena(Store& store, const std::string& key, int rank, int size,
+                                                std::chrono::milliseconds timeout,
+                                                std::size_t slot_bytes = SharedArena::kSlotBytes) override;
   std::string peer_name(int peer) const override { return peer_names_.at(peer); }
   // "tcp", "shm", "shm+tcp" (or "self" for a group of one).
   const char* medium() const override { return medium_.c_str(); }
@@ -113,6 +117,7 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   std::vector<std::string> peer_names_;
   std::set<std::string> mediums_;
   std::string medium_;
+  Capabilities capabilities_;
   std::mutex mutex_;  // guards everything below
   std::vector<Peer> peers_;
   Matcher matcher_;

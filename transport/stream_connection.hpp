@@ -16,8 +16,8 @@
 
 #include <sys/uio.h>
 
-#include "completion.hpp"
-#include "reduction.hpp"
+#include "libcomm/base/completion.hpp"
+#include "transport/reduction.hpp"
 
 namespace comm::transport {
 
@@ -40,6 +40,9 @@ struct FrameHeader {
   std::uint64_t extra;
 };
 static_assert(sizeof(FrameHeader) == 40);
+
+// The error every stream throws when its peer is gone (error 0: an orderly end of file).
+[[noreturn]] void throw_peer_lost(const std::string& peer_name, int peer, const char* what, int error);
 
 // A non-blocking, ordered, reliable byte pipe to one peer.
 class ByteStream {

@@ -9,12 +9,17 @@
 // transfer. All methods are thread-safe.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "completion.hpp"
-#include "reduction.hpp"
+#include "comm/store.hpp"
+#include "transport/shared_arena.hpp"
+
+#include "libcomm/base/completion.hpp"
+#include "transport/reduction.hpp"
 
 namespace comm::transport {
 
@@ -28,9 +33,28 @@ constexpr int kAnySource = -1;
 constexpr std::uint64_t kProbeStep = 0xFFFF;
 inline bool is_probe(std::uint64_t tag) { return (tag >> 63) != 0 && (tag & 0xFFFF) == kProbeStep; }
 
+// What a transport offers beyond messages, asked for by what needs it (never guessed from the
+// medium's name).
+struct Capabilities {
+  // Every peer shares this host and is reached through shared memory: map_shared_arena() can
+  // make a segment for any group of this transport's ranks, and CUDA IPC can reach their devices.
+  bool same_host_shared_memory = false;
+};
+
 class Transport : public detail::Progressor {
  public:
   ~Transport() override = default;
+
+  virtual Capabilities capabilities() const { return {}; }
+  // A segment every rank of a group maps (transport/shared_arena.hpp). Collective over the
+  // group's ranks: each calls it with its group `rank` of `size`, in the same order, and `key`
+  // tells the group's arenas apart in `store`. Null on every rank when this transport cannot
+  // (capabilities().same_host_shared_memory is false) or one rank could not map it (logged).
+  virtual std::unique_ptr<SharedArena> map_shared_arena(Store& /*store*/, const std::string& /*key*/, int /*rank*/,
+                                                        int /*size*/, std::chrono::milliseconds /*timeout*/,
+                                                        std::size_t /*slot_bytes*/ = SharedArena::kSlotBytes) {
+    return nullptr;
+  }
 
   // `fingerprint` (0: none) describes the collective call a message belongs to
   // (detail::fingerprint): a receive whose fingerprint differs from the message's, or from that

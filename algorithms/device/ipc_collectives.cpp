@@ -1,4 +1,4 @@
-#include "ipc_collectives.hpp"
+#include "algorithms/device/ipc_collectives.hpp"
 
 #include <cstdint>
 #include <cstring>

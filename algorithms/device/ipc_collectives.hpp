@@ -23,7 +23,7 @@
 #include <memory>
 #include <vector>
 
-#include "collective_context.hpp"
+#include "algorithms/collective_context.hpp"
 #include "comm/types.hpp"
 #include "cuda/ipc.hpp"
 

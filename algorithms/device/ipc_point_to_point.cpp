@@ -1,4 +1,4 @@
-#include "ipc_point_to_point.hpp"
+#include "algorithms/device/ipc_point_to_point.hpp"
 
 #include <string>
 

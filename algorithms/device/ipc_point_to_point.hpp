@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cuda/ipc.hpp"
-#include "transport.hpp"
+#include "transport/transport.hpp"
 
 namespace comm::algorithms {
 

@@ -5,10 +5,10 @@
 #include <string>
 
 #include "cuda/reduce.hpp"
-#include "environment.hpp"
-#include "log.hpp"
-#include "shared_memory.hpp"
-#include "staged_collectives.hpp"
+#include "libcomm/base/environment.hpp"
+#include "libcomm/base/log.hpp"
+#include "algorithms/shared_memory.hpp"
+#include "algorithms/device/staged_collectives.hpp"
 
 namespace comm::algorithms {
 
@@ -32,7 +32,7 @@ transport::SharedArena* StagingState::shared_arena(const CollectiveContext& cont
   if (shared_tried_) return shared_.get();
   shared_tried_ = true;
   std::string key = "gpu-arena/" + std::to_string(context.group_id) + "/" + std::to_string(context.sequence);
-  shared_ = transport::SharedArena::create(store, key, context.rank, context.size, context.timeout, shared_slot_bytes());
+  shared_ = context.transport.map_shared_arena(store, key, context.rank, context.size, context.timeout, shared_slot_bytes());
   if (shared_) {
     try {
       shared_pinned_ = std::make_unique<cuda::HostRegistration>(shared_->base(), shared_->bytes());

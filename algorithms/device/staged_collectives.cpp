@@ -1,11 +1,11 @@
-#include "staged_collectives.hpp"
+#include "algorithms/device/staged_collectives.hpp"
 
 #include <cstdint>
 
-#include "chunking.hpp"
+#include "algorithms/chunking.hpp"
 #include "cuda/reduce.hpp"
-#include "direct.hpp"
-#include "ring.hpp"
+#include "algorithms/direct.hpp"
+#include "algorithms/ring.hpp"
 
 namespace comm::algorithms {
 

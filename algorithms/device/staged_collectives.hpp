@@ -23,11 +23,10 @@
 #include <memory>
 #include <vector>
 
-#include "collective_context.hpp"
+#include "algorithms/collective_context.hpp"
 #include "comm/store.hpp"
 #include "comm/types.hpp"
 #include "cuda/memory.hpp"
-#include "shared_arena.hpp"
 
 namespace comm::algorithms {
 

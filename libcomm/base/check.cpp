@@ -1,4 +1,4 @@
-#include "check.hpp"
+#include "libcomm/base/check.hpp"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "completion.hpp"
+#include "libcomm/base/completion.hpp"
 
 #include <linux/futex.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-#include "environment.hpp"
+#include "libcomm/base/environment.hpp"
 
 #include <cerrno>
 #include <cstdlib>

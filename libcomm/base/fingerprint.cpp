@@ -1,4 +1,4 @@
-#include "fingerprint.hpp"
+#include "libcomm/base/fingerprint.hpp"
 
 #include <algorithm>
 
@@ -25,12 +25,12 @@ std::uint64_t fingerprint(const CallSignature& call) {
 
 std::string describe_fingerprint(std::uint64_t fingerprint) {
   auto collective = static_cast<int>(field(fingerprint, kCollectiveShift, 4)) - 1;
-  if (collective < 0 || collective >= static_cast<int>(std::size(kCollectiveNames))) return "a point-to-point message";
+  if (collective < 0 || collective > static_cast<int>(Collective::Barrier)) return "a point-to-point message";
   auto dtype = static_cast<int>(field(fingerprint, kDTypeShift, 4)) - 1;
   auto op = static_cast<int>(field(fingerprint, kOpShift, 4)) - 1;
   auto algorithm = static_cast<Algorithm>(field(fingerprint, kAlgorithmShift, 3));
   auto root = static_cast<int>(field(fingerprint, kRootShift, 10)) - 1;
-  std::string text = std::string(kCollectiveNames[collective]) + "(";
+  std::string text = std::string(to_string(static_cast<Collective>(collective))) + "(";
   if (dtype >= 0) {
     text += std::string(to_string(static_cast<DType>(dtype))) + " x " + std::to_string(fingerprint & kCountMask) + ", ";
   }

@@ -13,12 +13,8 @@
 
 namespace comm::detail {
 
-// Collective names, indexed by algorithms::Collective (which takes its names from here).
-inline constexpr const char* kCollectiveNames[] = {"broadcast", "reduce",  "all_reduce", "all_gather", "reduce_scatter",
-                                                   "gather",    "scatter", "all_to_all", "barrier"};
-
 struct CallSignature {
-  int collective = -1;  // index into kCollectiveNames
+  int collective = -1;  // a Collective, or -1: not a collective
   int dtype = -1;       // DType, or -1 when the collective has none
   int op = -1;          // ReduceOp, or -1
   Algorithm algorithm = Algorithm::Auto;

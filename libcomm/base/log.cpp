@@ -1,4 +1,4 @@
-#include "log.hpp"
+#include "libcomm/base/log.hpp"
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>

@@ -1,5 +1,7 @@
 #include "comm/types.hpp"
 
+#include "comm/error.hpp"
+
 namespace comm {
 
 std::size_t element_size(DType dtype) {
@@ -54,6 +56,34 @@ const char* to_string(Algorithm algorithm) {
     case Algorithm::SharedMemory: return "shared_memory";
   }
   return "unknown algorithm";
+}
+
+const char* to_string(Collective collective) {
+  switch (collective) {
+    case Collective::Broadcast: return "broadcast";
+    case Collective::Reduce: return "reduce";
+    case Collective::AllReduce: return "all_reduce";
+    case Collective::AllGather: return "all_gather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::Gather: return "gather";
+    case Collective::Scatter: return "scatter";
+    case Collective::AllToAll: return "all_to_all";
+    case Collective::Barrier: return "barrier";
+  }
+  return "unknown collective";
+}
+
+Algorithm parse_algorithm(std::string_view name, const char* source) {
+  for (Algorithm algorithm : {Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,
+                              Algorithm::Direct, Algorithm::Dissemination, Algorithm::SharedMemory}) {
+    if (name == to_string(algorithm)) return algorithm;
+  }
+  if (name == "rd") return Algorithm::RecursiveDoubling;
+  if (name == "shm") return Algorithm::SharedMemory;
+  throw InvalidArgumentError(std::string(source) + " is '" + std::string(name) +
+                                 "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination, "
+                                 "shared_memory (shm)",
+                             ErrorContext{.op = "tuner"});
 }
 
 std::string to_string(Device device) {

@@ -1,4 +1,4 @@
-#include "collective_queue.hpp"
+#include "libcomm/src/collective_queue.hpp"
 
 namespace comm::detail {
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "completion.hpp"
+#include "libcomm/base/completion.hpp"
 
 namespace comm::detail {
 

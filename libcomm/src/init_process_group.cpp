@@ -2,14 +2,15 @@
 // a world size and a store, then runs the join protocol (rendezvous/join.hpp).
 #include <chrono>
 
-#include "check.hpp"
+#include "libcomm/base/check.hpp"
 #include "comm/process_group.hpp"
-#include "environment.hpp"
-#include "init_method.hpp"
-#include "join.hpp"
-#include "launch_environment.hpp"
-#include "log.hpp"
-#include "connect.hpp"
+#include "libcomm/src/group.hpp"
+#include "libcomm/base/environment.hpp"
+#include "rendezvous/init_method.hpp"
+#include "rendezvous/join.hpp"
+#include "rendezvous/launch_environment.hpp"
+#include "libcomm/base/log.hpp"
+#include "transport/connect.hpp"
 
 namespace comm {
 namespace {
@@ -120,9 +121,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     log::get(log::Subsystem::Rendezvous)
         .info("joined group '{}' as rank {} of {} through {} in {} ms", name, placement.rank, placement.world_size,
               job.description, elapsed.count());
-    ProcessGroup::Identity identity{placement.rank, placement.world_size, launch.local_rank.value_or(-1),
-                                    launch.local_size.value_or(-1), name};
-    return std::make_shared<ProcessGroup>(std::move(identity), std::move(group_store), std::move(transport), timeout);
+    ProcessGroup::Impl::Identity identity{placement.rank, placement.world_size, launch.local_rank.value_or(-1),
+                                          launch.local_size.value_or(-1), name};
+    return std::make_shared<ProcessGroup>(std::make_unique<ProcessGroup::Impl>(
+        std::move(identity), std::move(group_store), std::move(transport), timeout));
   } catch (Error& error) {
     error.add_context(ErrorContext{.rank = placement.rank, .op = kOp});
     throw;

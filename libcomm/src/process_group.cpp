@@ -1,104 +1,90 @@
+// The public ProcessGroup: each call, blocking or its i-form, handed to the implementation
+// (group.hpp). Nothing else happens here, so users never see the library's internals.
 #include "comm/process_group.hpp"
-#include "shared_arena.hpp"
 
-#include <algorithm>
-#include <string>
-
-#include "check.hpp"
-#include "collective_context.hpp"
-#include "collective_queue.hpp"
-#include "ipc_collectives.hpp"
-#include "environment.hpp"
-#include "gpu_lane.hpp"
-#include "log.hpp"
-#include "staged_collectives.hpp"
-#include "transport.hpp"
+#include "libcomm/src/group.hpp"
 
 namespace comm {
 
-ProcessGroup::ProcessGroup(Identity identity, std::shared_ptr<Store> store,
-                           std::shared_ptr<transport::Transport> transport, std::chrono::milliseconds timeout,
-                           Layout layout)
-    : identity_(std::move(identity)), store_(std::move(store)), transport_(std::move(transport)), timeout_(timeout),
-      layout_(std::move(layout)), scratch_(std::make_unique<algorithms::ScratchPool>()),
-      queue_(std::make_unique<detail::CollectiveQueue>()) {
-  // Every member constructs the group at the same point (init_process_group, new_group), so the
-  // segment of the shared-memory collectives is made here, collectively.
-  if (rank() >= 0 && size() > 1 && std::string_view(transport_->medium()) == "shm") {
-    arena_ = transport::SharedArena::create(*store_, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
-  }
-}
-
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ProcessGroup::~ProcessGroup() = default;
 
-const char* ProcessGroup::transport_name() const { return transport_->medium(); }
-
-void ProcessGroup::abort() { transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank())); }
-
-// CUDA IPC needs every rank of the group on this host, which a group over shared memory has;
-// anything else stages. COMM_CUDA_PATH overrides (it must be the same on every rank: ranks on
-// different paths get a mismatch error on their first GPU call).
-ProcessGroup::GpuPath ProcessGroup::gpu_path(const char* op) {
-  if (gpu_path_) return *gpu_path_;
-  std::string requested = environment::get("COMM_CUDA_PATH").value_or("auto");
-  bool one_host = size() == 1 || std::string_view(transport_name()) == "shm";
-  ErrorContext context{.rank = rank(), .op = op};
-  COMM_CHECK(requested == "auto" || requested == "ipc" || requested == "staging", InvalidArgumentError, context,
-             "COMM_CUDA_PATH=" + requested + " is not one of auto, ipc, staging");
-  COMM_CHECK(requested != "ipc" || one_host, InvalidArgumentError, context,
-             std::string("COMM_CUDA_PATH=ipc, but this group's peers are reached over ") + transport_name() +
-                 ": CUDA IPC needs every rank on one host; unset it to stage through host memory");
-  GpuPath path = requested == "staging" || !one_host ? GpuPath::Staging : GpuPath::Ipc;
-  std::string why = requested != "auto" ? "COMM_CUDA_PATH=" + requested
-                    : one_host          ? std::string("every rank on this host")
-                                        : std::string("peers reached over ") + transport_name();
-  log::get(log::Subsystem::Cuda)
-      .info("GPU buffers of group {} go {} ({})", layout_.id,
-            path == GpuPath::Ipc ? "through CUDA IPC" : "staged through pinned host memory", why);
-  gpu_path_ = path;
-  return path;
+int ProcessGroup::rank() const { return impl_->rank(); }
+int ProcessGroup::size() const { return impl_->size(); }
+int ProcessGroup::local_rank() const { return impl_->identity().local_rank; }
+int ProcessGroup::local_size() const { return impl_->identity().local_size; }
+const std::string& ProcessGroup::name() const { return impl_->identity().name; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout(); }
+Store& ProcessGroup::store() const { return impl_->store(); }
+const char* ProcessGroup::transport_name() const { return impl_->transport_name(); }
+bool ProcessGroup::shared_memory_usable() const { return impl_->shared_memory_usable(); }
+Algorithm ProcessGroup::algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const {
+  return impl_->algorithm_for(collective, bytes, requested);
 }
-
-bool ProcessGroup::shared_memory_usable() const { return size() == 1 || arena_ != nullptr; }
-
-int ProcessGroup::transport_rank(int rank) const {
-  return layout_.members.empty() ? rank : layout_.members[static_cast<std::size_t>(rank)];
-}
-
-std::uint64_t ProcessGroup::point_to_point_tag(int tag) const {
-  // User tags are >= 0 ints (31 bits); the group id sits above them, below the collective bit.
-  return (std::uint64_t{layout_.id & 0x7FFF} << algorithms::kGroupIdShift) | static_cast<std::uint64_t>(tag);
-}
-
-void ProcessGroup::check_member(const char* op) const {
-  COMM_CHECK(rank() >= 0, InvalidArgumentError, ErrorContext{.op = op},
-             "this process is not a member of group '" + name() +
-                 "' (it was left out of the ranks passed to new_group); only members may use the group");
-}
+void ProcessGroup::set_cuda_stream(void* stream) { impl_->set_cuda_stream(stream); }
+void* ProcessGroup::cuda_stream() const { return impl_->cuda_stream(); }
+void ProcessGroup::abort() { impl_->abort(); }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks) {
-  const char* op = "new_group";
-  check_member(op);
-  ErrorContext context{.rank = rank(), .op = op};
-  COMM_CHECK(!ranks.empty(), InvalidArgumentError, context, "the list of ranks is empty; a group needs at least one");
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    COMM_CHECK(ranks[i] >= 0 && ranks[i] < size(), InvalidArgumentError, context,
-               "rank " + std::to_string(ranks[i]) + " is not in this group of " + std::to_string(size()) + " ranks");
-    COMM_CHECK(std::count(ranks.begin(), ranks.end(), ranks[i]) == 1, InvalidArgumentError, context,
-               "rank " + std::to_string(ranks[i]) + " is listed twice");
-  }
-  // Every member of this group calls new_group in the same order, so the n-th child has the same
-  // id everywhere; mixing in the parent's id keeps grandchildren apart from children.
-  std::uint64_t mix = (std::uint64_t{layout_.id} << 32 | ++groups_created_) * 0x9E3779B97F4A7C15ull;
-  auto id = static_cast<std::uint32_t>((mix >> 40) % 0x7FFF) + 1;
-  Layout layout{id, {}};
-  int position = -1;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    layout.members.push_back(transport_rank(ranks[i]));
-    if (ranks[i] == rank()) position = static_cast<int>(i);
-  }
-  Identity identity{position, static_cast<int>(ranks.size()), -1, -1, name() + "/group" + std::to_string(id)};
-  return std::make_shared<ProcessGroup>(std::move(identity), store_, transport_, timeout_, std::move(layout));
+  return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks)));
 }
+
+void ProcessGroup::send(Buffer buffer, int dst, int tag) { impl_->send(buffer, dst, tag); }
+int ProcessGroup::recv(Buffer buffer, int src, int tag) { return impl_->recv(buffer, src, tag); }
+std::shared_ptr<Work> ProcessGroup::isend(Buffer buffer, int dst, int tag) { return impl_->isend(buffer, dst, tag); }
+std::shared_ptr<Work> ProcessGroup::irecv(Buffer buffer, int src, int tag) { return impl_->irecv(buffer, src, tag); }
+
+void ProcessGroup::broadcast(Buffer buffer, int root, Algorithm algorithm) {
+  impl_->broadcast(buffer, root, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::ibroadcast(Buffer buffer, int root, Algorithm algorithm) {
+  return impl_->broadcast(buffer, root, algorithm, true);
+}
+void ProcessGroup::all_reduce(Buffer buffer, ReduceOp op, Algorithm algorithm) {
+  impl_->all_reduce(buffer, op, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::iall_reduce(Buffer buffer, ReduceOp op, Algorithm algorithm) {
+  return impl_->all_reduce(buffer, op, algorithm, true);
+}
+void ProcessGroup::reduce(Buffer buffer, int root, ReduceOp op, Algorithm algorithm) {
+  impl_->reduce(buffer, root, op, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::ireduce(Buffer buffer, int root, ReduceOp op, Algorithm algorithm) {
+  return impl_->reduce(buffer, root, op, algorithm, true);
+}
+void ProcessGroup::all_gather(std::span<Buffer> outputs, Buffer input) { impl_->all_gather(outputs, input, false); }
+std::shared_ptr<Work> ProcessGroup::iall_gather(std::span<Buffer> outputs, Buffer input) {
+  return impl_->all_gather(outputs, input, true);
+}
+void ProcessGroup::all_gather(Buffer output, Buffer input, Algorithm algorithm) {
+  impl_->all_gather(output, input, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::iall_gather(Buffer output, Buffer input, Algorithm algorithm) {
+  return impl_->all_gather(output, input, algorithm, true);
+}
+void ProcessGroup::gather(Buffer input, std::span<Buffer> outputs, int root) {
+  impl_->gather(input, outputs, root, false);
+}
+std::shared_ptr<Work> ProcessGroup::igather(Buffer input, std::span<Buffer> outputs, int root) {
+  return impl_->gather(input, outputs, root, true);
+}
+void ProcessGroup::scatter(Buffer output, std::span<const Buffer> inputs, int root) {
+  impl_->scatter(output, inputs, root, false);
+}
+std::shared_ptr<Work> ProcessGroup::iscatter(Buffer output, std::span<const Buffer> inputs, int root) {
+  return impl_->scatter(output, inputs, root, true);
+}
+void ProcessGroup::reduce_scatter(Buffer output, Buffer input, ReduceOp op, Algorithm algorithm) {
+  impl_->reduce_scatter(output, input, op, algorithm, false);
+}
+std::shared_ptr<Work> ProcessGroup::ireduce_scatter(Buffer output, Buffer input, ReduceOp op, Algorithm algorithm) {
+  return impl_->reduce_scatter(output, input, op, algorithm, true);
+}
+void ProcessGroup::all_to_all(Buffer output, Buffer input) { impl_->all_to_all(output, input, false); }
+std::shared_ptr<Work> ProcessGroup::iall_to_all(Buffer output, Buffer input) {
+  return impl_->all_to_all(output, input, true);
+}
+void ProcessGroup::barrier() { impl_->barrier(false); }
+std::shared_ptr<Work> ProcessGroup::ibarrier() { return impl_->barrier(true); }
 
 }  // namespace comm

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "comm/store.hpp"
-#include "init_method.hpp"
+#include "rendezvous/init_method.hpp"
 
 int main(int argc, char** argv) {
   std::uint16_t port = 0;

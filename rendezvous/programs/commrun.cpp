@@ -16,9 +16,9 @@
 #include <string>
 
 #include "comm/store.hpp"
-#include "init_method.hpp"
-#include "launch_environment.hpp"
-#include "launcher.hpp"
+#include "rendezvous/init_method.hpp"
+#include "rendezvous/launch_environment.hpp"
+#include "rendezvous/programs/launcher.hpp"
 
 namespace {
 

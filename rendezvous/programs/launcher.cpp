@@ -1,7 +1,7 @@
 // One poll loop watches every rank's stdout and stderr pipes and a signalfd; SIGCHLD tells it
 // when a rank exits. Each rank runs in its own process group (so a rank's children are
 // signalled with it) and dies with commrun (PR_SET_PDEATHSIG), so no process outlives a job.
-#include "launcher.hpp"
+#include "rendezvous/programs/launcher.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

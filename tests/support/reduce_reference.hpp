@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/types.hpp"
-#include "half.hpp"
+#include "algorithms/half.hpp"
 
 namespace comm::testing {
 

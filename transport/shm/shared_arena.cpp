@@ -1,4 +1,4 @@
-#include "shared_arena.hpp"
+#include "transport/shm/shared_arena.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/error.hpp"
-#include "log.hpp"
+#include "libcomm/base/log.hpp"
 
 namespace comm::transport {
 namespace {
@@ -46,7 +46,7 @@ SharedArena::SharedArena(void* base, std::size_t bytes, int size, std::size_t sl
 
 SharedArena::~SharedArena() { ::munmap(base_, bytes_); }
 
-std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string& key, int rank, int size,
+std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string& key, int rank, int size,
                                                  std::chrono::milliseconds timeout, std::size_t slot_bytes) {
   // Every rank ends with an arena, or every rank with none (one rank could not make or map the
   // segment: /dev/shm full, say); the group then runs its other algorithms, having said why.
@@ -71,7 +71,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string
       void* base = map(fd, bytes, name, rank);
       // A fresh segment is zero-filled: every flag starts at epoch 0. The Control objects are
       // constructed in place (their atomics are lock-free and zero is their initial value).
-      for (int r = 0; r < size; ++r) new (static_cast<Control*>(base) + r) Control();
+      for (int r = 0; r < size; ++r) new (static_cast<SharedArena::Control*>(base) + r) SharedArena::Control();
       arena = std::make_unique<SharedArena>(base, bytes, size, slot_bytes);
     } catch (const Error& error) {
       problem = error.what();

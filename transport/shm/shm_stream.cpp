@@ -1,4 +1,4 @@
-#include "shm_stream.hpp"
+#include "transport/shm/shm_stream.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "comm/error.hpp"
-#include "socket_stream.hpp"
+#include "transport/stream_connection.hpp"
 
 namespace comm::transport {
 namespace {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "comm/store.hpp"
-#include "socket.hpp"
-#include "stream_connection.hpp"
+#include "transport/socket.hpp"
+#include "transport/stream_connection.hpp"
 
 namespace comm::transport {
 

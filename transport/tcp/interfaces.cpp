@@ -1,4 +1,4 @@
-#include "interfaces.hpp"
+#include "transport/tcp/interfaces.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "comm/error.hpp"
-#include "environment.hpp"
+#include "libcomm/base/environment.hpp"
 
 namespace comm::transport {
 namespace {

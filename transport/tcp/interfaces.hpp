@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "socket.hpp"
+#include "transport/socket.hpp"
 
 namespace comm::transport {
 

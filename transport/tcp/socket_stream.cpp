@@ -1,4 +1,4 @@
-#include "socket_stream.hpp"
+#include "transport/tcp/socket_stream.hpp"
 
 #include <sys/socket.h>
 
@@ -8,13 +8,6 @@
 #include "comm/error.hpp"
 
 namespace comm::transport {
-
-void throw_peer_lost(const std::string& peer_name, int peer, const char* what, int error) {
-  std::string reason = error == 0 ? "closed the connection" : std::string("connection failed: ") + std::strerror(error);
-  throw PeerClosedError(peer_name + " " + reason + " while " + what +
-                            "; that process has probably exited or crashed: look at its output",
-                        ErrorContext{.peer = peer});
-}
 
 SocketStream::SocketStream(Socket socket, int peer, std::string peer_name)
     : socket_(std::move(socket)), peer_(peer), peer_name_(std::move(peer_name)) {}

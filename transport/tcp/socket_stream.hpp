@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "socket.hpp"
-#include "stream_connection.hpp"
+#include "transport/socket.hpp"
+#include "transport/stream_connection.hpp"
 
 namespace comm::transport {
 
@@ -24,8 +24,5 @@ class SocketStream final : public ByteStream {
   int peer_;
   std::string peer_name_;
 };
-
-// The error every stream throws when its peer is gone (error 0: an orderly end of file).
-[[noreturn]] void throw_peer_lost(const std::string& peer_name, int peer, const char* what, int error);
 
 }  // namespace comm::transport

@@ -1,4 +1,4 @@
-#include "tcp_mesh.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
 
 #include <netinet/in.h>
 #include <poll.h>
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <thread>
 
-#include "environment.hpp"
-#include "interfaces.hpp"
-#include "log.hpp"
+#include "libcomm/base/environment.hpp"
+#include "transport/tcp/interfaces.hpp"
+#include "libcomm/base/log.hpp"
 
 namespace comm::transport {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "comm/store.hpp"
-#include "socket.hpp"
+#include "transport/socket.hpp"
 
 namespace comm::transport {
 

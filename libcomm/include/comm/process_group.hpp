@@ -1,22 +1,17 @@
-// Process groups: how ranks find each other and, in later layers, talk.
+// Process groups: the ranks of a job, and everything they do together.
 //
 // init_process_group() bootstraps a job the way torch.distributed does: through env://
 // (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, or the variables of mpirun and srun),
 // tcp://host:port, file:///path, or a Store the caller brings. It returns once every rank
-// has joined, or throws an Error saying which ranks are missing or what disagreed.
+// has joined, or throws an Error saying which ranks are missing or what disagreed. The group
+// then sends, receives and runs collectives; new_group() makes groups of some of its ranks.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <cstdint>
-#include <functional>
-#include <map>
+#include <cstddef>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "comm/store.hpp"
@@ -24,22 +19,6 @@
 #include "comm/work.hpp"
 
 namespace comm {
-
-namespace transport {
-class Transport;
-class SharedArena;
-}
-namespace algorithms {
-struct CollectiveContext;
-class ScratchPool;
-class IpcState;
-class StagingState;
-enum class Collective;
-}
-namespace detail {
-class CollectiveQueue;
-struct GpuLane;
-}
 
 constexpr int kAnySource = -1;
 
@@ -52,44 +31,34 @@ struct InitOptions {
   std::string transport = "auto";      // auto | tcp | shm
 };
 
-// Where a group sits inside the transport it shares with its parent (new_group).
-struct GroupLayout {
-  std::uint32_t id = 0;        // 0: the world group; tags carry it, so groups never cross-talk
-  std::vector<int> members{};  // group rank -> transport rank; empty: the same numbering
-};
-
 class ProcessGroup {
  public:
-  struct Identity {
-    int rank = 0;
-    int size = 1;
-    int local_rank = -1;  // from LOCAL_RANK and the like; -1 when no launcher said
-    int local_size = -1;
-    std::string name{};   // the store prefix of this group
-  };
-
-  using Layout = GroupLayout;
-
-  ProcessGroup(Identity identity, std::shared_ptr<Store> store, std::shared_ptr<transport::Transport> transport,
-               std::chrono::milliseconds timeout, Layout layout = {});
+  class Impl;  // libcomm/src/group.hpp: init_process_group and new_group make groups
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   // rank() is -1 on a process that is not a member of this group (see new_group).
-  int rank() const { return identity_.rank; }
-  int size() const { return identity_.size; }
-  int local_rank() const { return identity_.local_rank; }
-  int local_size() const { return identity_.local_size; }
-  const std::string& name() const { return identity_.name; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  int rank() const;
+  int size() const;
+  int local_rank() const;  // from LOCAL_RANK and the like; -1 when no launcher said
+  int local_size() const;
+  const std::string& name() const;  // the group's prefix in the job's store
+  std::chrono::milliseconds timeout() const;
   // The group's namespace in the job's store (a PrefixStore), for exchanging bootstrap data.
-  Store& store() const { return *store_; }
+  Store& store() const;
   // "tcp" or "shm": the medium this group's messages travel over.
   const char* transport_name() const;
   // Whether the shared-memory collectives can run: every rank of the group shares this host
   // over shm and the group's segment was made (Algorithm::SharedMemory).
   bool shared_memory_usable() const;
+  // The algorithm a call of `collective` on this group runs when each rank brings `bytes` (the
+  // input of all_reduce, broadcast, reduce and all_gather; the output of reduce_scatter; one
+  // block of gather, scatter and all_to_all), given the call's `requested` algorithm: what the
+  // tuner picks, or COMM_ALGO. A request the collective lacks is an InvalidArgumentError.
+  // Calls on GPU buffers take their own paths (docs/cuda.md).
+  Algorithm algorithm_for(Collective collective, std::size_t bytes, Algorithm requested = Algorithm::Auto) const;
 
   // Point to point. Messages from one rank to another with one tag arrive in the order they
   // were sent; a recv from kAnySource reports the sender through Work::source_rank() (the
@@ -151,66 +120,14 @@ class ProcessGroup {
   // before, and work enqueued after sees the results. One stream per group. GPU buffers work in
   // every call that takes buffers: through CUDA IPC among ranks on one host, else staged
   // through pinned host memory (COMM_CUDA_PATH=auto, ipc or staging chooses); see docs/cuda.md.
-  void set_cuda_stream(void* stream) { cuda_stream_ = stream; }
-  void* cuda_stream() const { return cuda_stream_; }
+  void set_cuda_stream(void* stream);
+  void* cuda_stream() const;
 
   // Fails every pending operation of this group; later calls fail at once.
   void abort();
 
  private:
-  friend struct CollectiveCalls;  // the argument checks and bodies of the collectives
-  // Numbers the call, then runs body(context) now (blocking) or through the group's queue
-  // (async). Defined in collectives.cpp, its only user.
-  template <class Body>
-  std::shared_ptr<Work> start_collective(algorithms::Collective collective, std::size_t bytes, std::uint64_t fingerprint,
-                                         Body body, bool async);
-  Work start_send(Buffer buffer, int dst, int tag);
-  bool send_at_once(const Buffer& buffer, int dst, int tag);
-  void check_send(const Buffer& buffer, int dst, int tag) const;
-  void check_recv(const Buffer& buffer, int src, int tag) const;
-  // How this group moves GPU buffers, decided on first use from COMM_CUDA_PATH and the
-  // transport (IPC when every rank shares the host), and logged once.
-  enum class GpuPath { Ipc, Staging };
-  GpuPath gpu_path(const char* op);
-  // send/recv/isend/irecv of GPU buffers (either path), in issue order per peer and direction:
-  // async gives a Work; otherwise it returns null once done, with the source in *source.
-  std::shared_ptr<Work> gpu_transfer(Buffer buffer, int peer, int tag, bool receiving, bool async,
-                                     int* source = nullptr);
-  // Checks a GPU send/recv's peer and tag (any-source receives only when staging); the buffer is
-  // checked before the path is chosen.
-  void check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op, GpuPath path) const;
-  detail::GpuLane& gpu_lane(const Buffer& buffer, int peer, bool receiving, const char* op);
-  // The transfer on one path: (bytes moved, source rank).
-  std::pair<std::size_t, int> staged_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer, int tag,
-                                              bool receiving);
-  std::pair<std::size_t, int> ipc_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer, int tag,
-                                           bool receiving);
-  Work start_recv(Buffer buffer, int src, int tag);
-  void check_member(const char* op) const;
-  void check_buffer(const Buffer& buffer, const char* op) const;
-  void check_peer(int peer, const char* op, bool any_source_allowed) const;
-  void check_tag(int tag, const char* op) const;
-  void check_root(int root, const char* op) const;
-  int transport_rank(int rank) const;
-  int source_rank_of(int src) const;
-  std::uint64_t point_to_point_tag(int tag) const;
-
-  Identity identity_;
-  std::shared_ptr<Store> store_;
-  std::shared_ptr<transport::Transport> transport_;
-  std::chrono::milliseconds timeout_;
-  Layout layout_;
-  std::atomic<std::uint64_t> collective_sequence_{0};
-  std::uint32_t groups_created_ = 0;
-  std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
-  std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none
-  std::unique_ptr<algorithms::IpcState> ipc_;         // GPU collectives' state, made on first use
-  std::unique_ptr<algorithms::StagingState> staging_;                // staged GPU collectives' memory
-  std::optional<GpuPath> gpu_path_;
-  std::mutex gpu_lanes_mutex_;
-  std::map<std::pair<bool, int>, std::unique_ptr<detail::GpuLane>> gpu_lanes_;  // GPU send/recv, by (receiving, peer)
-  void* cuda_stream_ = nullptr;
-  std::unique_ptr<detail::CollectiveQueue> queue_;    // last: its worker may use the members above
+  std::unique_ptr<Impl> impl_;
 };
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});

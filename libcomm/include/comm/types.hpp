@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -16,10 +17,12 @@ namespace comm {
 enum class DType { Int8, UInt8, Int32, UInt32, Int64, UInt64, Float16, BFloat16, Float32, Float64, Bool };
 enum class ReduceOp { Sum, Product, Min, Max, Avg, BAnd, BOr, BXor };
 
+enum class Collective { Broadcast, Reduce, AllReduce, AllGather, ReduceScatter, Gather, Scatter, AllToAll, Barrier };
+
 // How a collective moves its data. Auto lets the tuner pick from the collective, the message
 // size, the group size and the transport (COMM_ALGO overrides Auto for every call).
 // SharedMemory: all_reduce and barrier through one segment every rank maps, for groups whose
-// ranks all share one host over shm (algorithms/shared_memory.hpp).
+// ranks all share one host over shared memory (docs/collectives.md lists which collective has which).
 enum class Algorithm { Auto, Ring, Tree, RecursiveDoubling, Direct, Dissemination, SharedMemory };
 
 struct Device {
@@ -31,6 +34,10 @@ std::size_t element_size(DType dtype);
 const char* to_string(DType dtype);
 const char* to_string(ReduceOp op);
 const char* to_string(Algorithm algorithm);
+const char* to_string(Collective collective);  // "all_reduce", as the call is named
+// "ring" -> Algorithm::Ring, as COMM_ALGO and the benches' -a spell them (also "rd", "shm");
+// throws InvalidArgumentError naming `source` and listing the names otherwise.
+Algorithm parse_algorithm(std::string_view name, const char* source = "the algorithm");
 std::string to_string(Device device);
 
 // The C++ types whose dtype Buffer can deduce.

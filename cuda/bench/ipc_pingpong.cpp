@@ -28,7 +28,7 @@
 #include "cuda/ipc.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/reduce.hpp"
-#include "device.hpp"
+#include "cuda/device.hpp"
 
 namespace cuda = comm::cuda;
 

@@ -14,7 +14,7 @@
 
 #include "comm/comm.hpp"
 #include "cuda/memory.hpp"
-#include "device.hpp"
+#include "cuda/device.hpp"
 
 namespace cuda = comm::cuda;
 

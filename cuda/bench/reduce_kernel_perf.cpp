@@ -18,7 +18,7 @@
 #include "comm/types.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/reduce.hpp"
-#include "device.hpp"
+#include "cuda/device.hpp"
 
 namespace cuda = comm::cuda;
 using comm::DType;

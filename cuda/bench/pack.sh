@@ -3,7 +3,7 @@
 # benches into one folder (default .device-carry/gpu): the stripped test and bench binaries,
 # which link the CUDA runtime statically, and the shared libraries they need beyond glibc and
 # libstdc++ (e.g. Debian's spdlog and fmt, which that machine lacks). Then, there:
-#   bash bench/gpu/run.sh [pack dir] [results dir]
+#   bash cuda/bench/run.sh [pack dir] [results dir]
 set -euo pipefail
 builddir=${1:-build}
 pack=${2:-.device-carry/gpu}
@@ -11,7 +11,7 @@ ninja -C "$builddir" >/dev/null
 rm -rf "$pack"
 mkdir -p "$pack/bin" "$pack/lib"
 programs=(tests/test_cuda_device tests/test_cuda_reduce tests/test_cuda_buffers tests/gpu_collectives
-          bench/reduce_kernel_perf bench/ipc_pingpong bench/device_all_reduce_perf bench/all_reduce_perf
+          cuda/bench/reduce_kernel_perf cuda/bench/ipc_pingpong cuda/bench/device_all_reduce_perf bench/all_reduce_perf
           rendezvous/programs/commrun)
 for program in "${programs[@]}"; do
   cp "$builddir/$program" "$pack/bin/"

@@ -1,0 +1,94 @@
+// Making groups (the world's, new_group's), how a group moves GPU buffers, and what the tuner
+// picks for it. The calls themselves are in the files group.hpp lists.
+#include "libcomm/src/group.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "algorithms/tuner.hpp"
+#include "libcomm/base/check.hpp"
+#include "libcomm/base/environment.hpp"
+#include "libcomm/base/log.hpp"
+
+namespace comm {
+
+ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
+                         std::shared_ptr<transport::Transport> transport, std::chrono::milliseconds timeout,
+                         GroupLayout layout)
+    : identity_(std::move(identity)), store_(std::move(store)), transport_(std::move(transport)), timeout_(timeout),
+      layout_(std::move(layout)), scratch_(std::make_unique<algorithms::ScratchPool>()),
+      queue_(std::make_unique<detail::CollectiveQueue>()) {
+  // Every member constructs the group at the same point (init_process_group, new_group), so the
+  // segment of the shared-memory collectives is made here, collectively.
+  if (rank() >= 0 && size() > 1) {
+    arena_ = transport_->map_shared_arena(*store_, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
+  }
+}
+
+ProcessGroup::Impl::~Impl() = default;
+
+void ProcessGroup::Impl::abort() { transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank())); }
+
+// CUDA IPC needs every rank of the group on this host, which a group over shared memory has;
+// anything else stages. COMM_CUDA_PATH overrides (it must be the same on every rank: ranks on
+// different paths get a mismatch error on their first GPU call).
+ProcessGroup::Impl::GpuPath ProcessGroup::Impl::gpu_path(const char* op) {
+  if (gpu_path_) return *gpu_path_;
+  std::string requested = environment::get("COMM_CUDA_PATH").value_or("auto");
+  bool one_host = size() == 1 || transport_->capabilities().same_host_shared_memory;
+  ErrorContext context{.rank = rank(), .op = op};
+  COMM_CHECK(requested == "auto" || requested == "ipc" || requested == "staging", InvalidArgumentError, context,
+             "COMM_CUDA_PATH=" + requested + " is not one of auto, ipc, staging");
+  COMM_CHECK(requested != "ipc" || one_host, InvalidArgumentError, context,
+             std::string("COMM_CUDA_PATH=ipc, but this group's peers are reached over ") + transport_name() +
+                 ": CUDA IPC needs every rank on one host; unset it to stage through host memory");
+  GpuPath path = requested == "staging" || !one_host ? GpuPath::Staging : GpuPath::Ipc;
+  std::string why = requested != "auto" ? "COMM_CUDA_PATH=" + requested
+                    : one_host          ? std::string("every rank on this host")
+                                        : std::string("peers reached over ") + transport_name();
+  log::get(log::Subsystem::Cuda)
+      .info("GPU buffers of group {} go {} ({})", layout_.id,
+            path == GpuPath::Ipc ? "through CUDA IPC" : "staged through pinned host memory", why);
+  gpu_path_ = path;
+  return path;
+}
+
+Algorithm ProcessGroup::Impl::algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const {
+  return algorithms::choose({collective, bytes, size(), requested, rank(), shared_memory_usable()});
+}
+
+int ProcessGroup::Impl::transport_rank(int rank) const {
+  return layout_.members.empty() ? rank : layout_.members[static_cast<std::size_t>(rank)];
+}
+
+std::uint64_t ProcessGroup::Impl::point_to_point_tag(int tag) const {
+  // User tags are >= 0 ints (31 bits); the group id sits above them, below the collective bit.
+  return (std::uint64_t{layout_.id & 0x7FFF} << algorithms::kGroupIdShift) | static_cast<std::uint64_t>(tag);
+}
+
+std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<int> ranks) {
+  const char* op = "new_group";
+  check_member(op);
+  ErrorContext context{.rank = rank(), .op = op};
+  COMM_CHECK(!ranks.empty(), InvalidArgumentError, context, "the list of ranks is empty; a group needs at least one");
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    COMM_CHECK(ranks[i] >= 0 && ranks[i] < size(), InvalidArgumentError, context,
+               "rank " + std::to_string(ranks[i]) + " is not in this group of " + std::to_string(size()) + " ranks");
+    COMM_CHECK(std::count(ranks.begin(), ranks.end(), ranks[i]) == 1, InvalidArgumentError, context,
+               "rank " + std::to_string(ranks[i]) + " is listed twice");
+  }
+  // Every member of this group calls new_group in the same order, so the n-th child has the same
+  // id everywhere; mixing in the parent's id keeps grandchildren apart from children.
+  std::uint64_t mix = (std::uint64_t{layout_.id} << 32 | ++groups_created_) * 0x9E3779B97F4A7C15ull;
+  auto id = static_cast<std::uint32_t>((mix >> 40) % 0x7FFF) + 1;
+  GroupLayout layout{id, {}};
+  int position = -1;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    layout.members.push_back(transport_rank(ranks[i]));
+    if (ranks[i] == rank()) position = static_cast<int>(i);
+  }
+  Identity identity{position, static_cast<int>(ranks.size()), -1, -1, name() + "/group" + std::to_string(id)};
+  return std::make_unique<Impl>(std::move(identity), store_, transport_, timeout_, std::move(layout));
+}
+
+}  // namespace comm
