@@ -2,10 +2,6 @@
 // waiter that spins (reading every peer itself, the thread asleep and deaf to the peers) and a
 // waiter that sleeps (the thread re-arms the streams' wake-ups and completes what arrives).
 // The message protocol itself (frames, matching, errors) is in mesh_transport.cpp.
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include "comm/error.hpp"
 #include "transport/mesh_transport.hpp"
 
@@ -21,18 +17,13 @@ std::shared_ptr<MeshTransport> MeshTransport::create(int rank, std::vector<std::
 MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
                              std::vector<std::unique_ptr<ByteStream>> streams)
     : rank_(rank), size_(static_cast<int>(streams.size())), peer_names_(std::move(peer_names)), peers_(streams.size()) {
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  idle_epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  epoll_event wake{EPOLLIN, {.u64 = static_cast<std::uint64_t>(size_)}};
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
-  ::epoll_ctl(idle_epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
+  epoll_.add(wake_.fd(), EPOLLIN, static_cast<std::uint64_t>(size_));
+  idle_epoll_.add(wake_.fd(), EPOLLIN, static_cast<std::uint64_t>(size_));
   for (int peer = 0; peer < size_; ++peer) {
     if (!streams[peer]) continue;
     mediums_.insert(streams[peer]->medium());
     peers_[peer].connection = std::make_unique<StreamConnection>(peer, peer_names_[peer], std::move(streams[peer]));
-    epoll_event event{EPOLLIN, {.u64 = static_cast<std::uint64_t>(peer)}};
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_[peer].connection->fd(), &event);
+    epoll_.add(peers_[peer].connection->fd(), EPOLLIN, static_cast<std::uint64_t>(peer));
   }
   for (const auto& medium : mediums_) medium_ += (medium_.empty() ? "" : "+") + medium;
   if (medium_.empty()) medium_ = "self";
@@ -41,13 +32,9 @@ MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
 
 MeshTransport::~MeshTransport() {
   stopping_ = true;
-  std::uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
+  wake_.signal();
   if (progress_thread_.joinable()) progress_thread_.join();
   abort("the process group was destroyed");
-  ::close(epoll_fd_);
-  ::close(idle_epoll_fd_);
-  ::close(wake_fd_);
 }
 
 void MeshTransport::service(int peer) {
@@ -87,8 +74,7 @@ bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
 void MeshTransport::watch_output(int peer, bool on) {
   if (!peers_[peer].connection->stream().writes_wake_through_fd()) return;  // prepare_to_sleep arms it
   std::uint32_t interest = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
-  epoll_event event{interest, {.u64 = static_cast<std::uint64_t>(peer)}};
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, peers_[peer].connection->fd(), &event);
+  epoll_.modify(peers_[peer].connection->fd(), interest, static_cast<std::uint64_t>(peer));
 }
 
 // While a waiter spins, the progress thread does not re-arm the wake-ups peers would send it
@@ -101,8 +87,7 @@ void MeshTransport::spinning(bool on) {
 void MeshTransport::waiter_sleeps() {
   if (spinners_.load() > 0) return;
   waiter_asleep_.store(true);
-  std::uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);  // the progress thread re-arms its wake-ups now
+  wake_.signal();  // the progress thread re-arms its wake-ups now
 }
 
 // Whether the progress thread may sleep deaf to the peers: a waiter spins, or one finished
@@ -138,11 +123,8 @@ void MeshTransport::run_progress_thread() {
     if (waiters_active()) {
       // Sleep deaf to the peers, unarmed and without the lock (a waiter that finds it taken
       // would sleep on it), for at most 1 ms, or until a waiter that gives up spinning pokes
-      // wake_fd_. Every armed sleep below was followed by woke_up(): nothing is left armed.
-      if (::epoll_wait(idle_epoll_fd_, events, 64, 1) > 0) {
-        std::uint64_t drained;
-        (void)!::read(wake_fd_, &drained, sizeof drained);
-      }
+      // wake_. Every armed sleep below was followed by woke_up(): nothing is left armed.
+      if (idle_epoll_.wait(events, 64, 1) > 0) wake_.drain();
       continue;
     }
     bool may_sleep;
@@ -155,14 +137,13 @@ void MeshTransport::run_progress_thread() {
       }
     }
     if (!may_sleep) continue;
-    int ready = ::epoll_wait(epoll_fd_, events, 64, 1000);
+    int ready = epoll_.wait(events, 64, 1000);
     std::lock_guard lock(mutex_);
     woke_up();
     for (int i = 0; i < ready; ++i) {
       auto peer = static_cast<int>(events[i].data.u64);
       if (peer == size_) {
-        std::uint64_t drained;
-        (void)!::read(wake_fd_, &drained, sizeof drained);
+        wake_.drain();
         continue;
       }
       if (!peers_[peer].connection) continue;

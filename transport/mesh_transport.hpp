@@ -20,6 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "comm/error.hpp"
+#include "transport/epoll_set.hpp"
 #include "transport/matcher.hpp"
 #include "transport/stream_connection.hpp"
 #include "transport/transport.hpp"
@@ -104,6 +106,11 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   void lose_peer(int peer, std::exception_ptr error);
   bool all_peers_lost() const;
   std::shared_ptr<detail::Completion> new_completion(int peer);
+  // An error of this rank's, about `peer` (-1: none), as the exception_ptr completions fail with.
+  template <class Error>
+  std::exception_ptr make_error(const std::string& message, int peer, const char* op) const {
+    return std::make_exception_ptr(Error(message, ErrorContext{.rank = rank_, .peer = peer, .op = op}));
+  }
 
   void say_goodbye(const std::string& reason);
   bool waiters_active();
@@ -126,9 +133,9 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   int servicing_peer_ = -1;  // the peer whose receive() is on the stack
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
-  int epoll_fd_ = -1;       // every peer's descriptor and wake_fd_
-  int idle_epoll_fd_ = -1;  // wake_fd_ only: where the progress thread sleeps while a waiter spins
-  int wake_fd_ = -1;
+  EpollSet epoll_;       // every peer's descriptor and wake_
+  EpollSet idle_epoll_;  // wake_ only: where the progress thread sleeps while a waiter spins
+  WakeEvent wake_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> spinners_{0};
   std::atomic<std::uint32_t> spin_episodes_{0};  // waits that stopped spinning, so far

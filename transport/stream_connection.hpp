@@ -41,6 +41,17 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 40);
 
+inline FrameHeader make_frame(FrameKind kind, std::uint64_t tag, std::uint64_t bytes, std::uint64_t id = 0,
+                              std::uint64_t extra = 0) {
+  FrameHeader header{};
+  header.kind = kind;
+  header.tag = tag;
+  header.bytes = bytes;
+  header.id = id;
+  header.extra = extra;
+  return header;
+}
+
 // The error every stream throws when its peer is gone (error 0: an orderly end of file).
 [[noreturn]] void throw_peer_lost(const std::string& peer_name, int peer, const char* what, int error);
 
