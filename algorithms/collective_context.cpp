@@ -1,7 +1,7 @@
 #include "algorithms/collective_context.hpp"
 
-#include "comm/error.hpp"
 #include "algorithms/reduce.hpp"
+#include "comm/error.hpp"
 #include "libcomm/base/duration_text.hpp"
 
 namespace comm::algorithms {
@@ -38,7 +38,8 @@ void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t s
     throw;
   }
   throw TimeoutError("step " + std::to_string(step) + " waited " + seconds_text(timeout) + " for rank " +
-                         std::to_string(peer) + "; every rank of the group must call the same collectives in the "
+                         std::to_string(peer) +
+                         "; every rank of the group must call the same collectives in the "
                          "same order (is one of them stuck, or doing something else?)",
                      context());
 }

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "libcomm/base/completion.hpp"
 #include "algorithms/scratch.hpp"
+#include "libcomm/base/completion.hpp"
 #include "transport/transport.hpp"
 
 namespace comm::algorithms {
@@ -33,16 +33,16 @@ struct CollectiveContext {
   int size;
   std::uint64_t sequence;  // the call's number in its group, identical on every rank
   std::chrono::milliseconds timeout;
-  const char* op;                    // "all_reduce", for errors
-  std::uint32_t group_id = 0;        // 0: the world group
-  std::span<const int> members{};    // group rank -> transport rank; empty: the identity
-  std::uint64_t step_base = 0;       // added to every step: lets one call run two algorithms
-  std::uint64_t fingerprint = 0;     // what this call is (detail::fingerprint); travels with every message
-  ScratchPool* scratch = nullptr;    // the group's; algorithms take their temporary memory here
+  const char* op;                  // "all_reduce", for errors
+  std::uint32_t group_id = 0;      // 0: the world group
+  std::span<const int> members{};  // group rank -> transport rank; empty: the identity
+  std::uint64_t step_base = 0;     // added to every step: lets one call run two algorithms
+  std::uint64_t fingerprint = 0;   // what this call is (detail::fingerprint); travels with every message
+  ScratchPool* scratch = nullptr;  // the group's; algorithms take their temporary memory here
 
   std::uint64_t tag(std::uint64_t step) const {
-    return kCollectiveTagBit | (std::uint64_t{group_id & 0x7FFF} << kGroupIdShift) |
-           ((sequence & 0xFFFFFFFF) << 16) | ((step_base + step) & 0xFFFF);
+    return kCollectiveTagBit | (std::uint64_t{group_id & 0x7FFF} << kGroupIdShift) | ((sequence & 0xFFFFFFFF) << 16) |
+           ((step_base + step) & 0xFFFF);
   }
   int transport_rank(int peer) const { return members.empty() ? peer : members[static_cast<std::size_t>(peer)]; }
   int wrap(int index) const { return ((index % size) + size) % size; }

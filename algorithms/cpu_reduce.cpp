@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "libcomm/base/dtype_dispatch.hpp"
-#include "algorithms/half.hpp"
 #include "algorithms/cpu_reduce.hpp"
+#include "algorithms/half.hpp"
+#include "libcomm/base/dtype_dispatch.hpp"
 
 #ifndef COMM_REDUCE_VARIANT
 #define COMM_REDUCE_VARIANT baseline
@@ -41,31 +41,48 @@ struct Arithmetic<BFloat16> {
 using detail::WrappingType;
 
 struct Sum {
-  template <class C> C operator()(C a, C b) const {
+  template <class C>
+  C operator()(C a, C b) const {
     return static_cast<C>(static_cast<WrappingType<C>>(a) + static_cast<WrappingType<C>>(b));
   }
   bool operator()(bool a, bool b) const { return a || b; }
 };
 struct Product {
-  template <class C> C operator()(C a, C b) const {
+  template <class C>
+  C operator()(C a, C b) const {
     return static_cast<C>(static_cast<WrappingType<C>>(a) * static_cast<WrappingType<C>>(b));
   }
   bool operator()(bool a, bool b) const { return a && b; }
 };
 struct Min {
-  template <class C> C operator()(C a, C b) const { return b < a ? b : a; }
+  template <class C>
+  C operator()(C a, C b) const {
+    return b < a ? b : a;
+  }
 };
 struct Max {
-  template <class C> C operator()(C a, C b) const { return a < b ? b : a; }
+  template <class C>
+  C operator()(C a, C b) const {
+    return a < b ? b : a;
+  }
 };
 struct BitAnd {
-  template <class C> C operator()(C a, C b) const { return static_cast<C>(a & b); }
+  template <class C>
+  C operator()(C a, C b) const {
+    return static_cast<C>(a & b);
+  }
 };
 struct BitOr {
-  template <class C> C operator()(C a, C b) const { return static_cast<C>(a | b); }
+  template <class C>
+  C operator()(C a, C b) const {
+    return static_cast<C>(a | b);
+  }
 };
 struct BitXor {
-  template <class C> C operator()(C a, C b) const { return static_cast<C>(a ^ b); }
+  template <class C>
+  C operator()(C a, C b) const {
+    return static_cast<C>(a ^ b);
+  }
   bool operator()(bool a, bool b) const { return a != b; }
 };
 
@@ -173,4 +190,4 @@ void cpu_divide(void* data, std::size_t count, DType dtype, std::size_t divisor)
   });
 }
 
-}  // namespace comm::algorithms
+}  // namespace comm::algorithms::COMM_REDUCE_VARIANT

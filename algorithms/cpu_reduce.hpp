@@ -11,8 +11,8 @@
 
 namespace comm::algorithms {
 
-#define COMM_CPU_REDUCE_DECLARATIONS                                                                  \
-  /* out[i] = a[i] op b[i]; out may be a or b, and a may be b; no other overlap. */                 \
+#define COMM_CPU_REDUCE_DECLARATIONS                                                                     \
+  /* out[i] = a[i] op b[i]; out may be a or b, and a may be b; no other overlap. */                      \
   void cpu_reduce(void* out, const void* a, const void* b, std::size_t count, DType dtype, ReduceOp op); \
   void cpu_divide(void* data, std::size_t count, DType dtype, std::size_t divisor);
 

@@ -38,7 +38,8 @@ inline std::uint16_t float_to_float16(float value) {
   auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   std::uint32_t magnitude = bits & 0x7FFFFFFFu;
   if (magnitude >= 0x7F800000u) {  // inf or NaN
-    return static_cast<std::uint16_t>(sign | 0x7C00u | (magnitude > 0x7F800000u ? 0x200u | ((magnitude >> 13) & 0x3FFu) : 0u));
+    return static_cast<std::uint16_t>(sign | 0x7C00u |
+                                      (magnitude > 0x7F800000u ? 0x200u | ((magnitude >> 13) & 0x3FFu) : 0u));
   }
   if (magnitude >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // rounds past 65504: inf
   if (magnitude < 0x38800000u) {

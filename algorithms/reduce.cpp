@@ -5,9 +5,9 @@
 #include <string>
 #include <string_view>
 
-#include "libcomm/base/check.hpp"
 #include "algorithms/cpu_reduce.hpp"
 #include "cuda/reduce.hpp"
+#include "libcomm/base/check.hpp"
 #include "libcomm/base/environment.hpp"
 
 namespace comm::algorithms {
@@ -26,7 +26,8 @@ bool cpu_reduce_uses_avx2() {
 
 bool supports(DType dtype, ReduceOp op) {
   bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
-  bool floating = dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
+  bool floating =
+      dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
   return !(bitwise && floating);
 }
 

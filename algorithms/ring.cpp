@@ -40,13 +40,14 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
       receives[chunk] = context.recv(previous, data + receive_offset, receive_bytes, tag_step(step, chunk));
     } else {
       if (arrival != Arrival::Copied) {
-        receives[chunk] = context.recv_reduce(previous, data + receive_offset, receive_bytes, dtype, op,
-                                              tag_step(step, chunk));
+        receives[chunk] =
+            context.recv_reduce(previous, data + receive_offset, receive_bytes, dtype, op, tag_step(step, chunk));
         arrival = receives[chunk] ? Arrival::Reduced : Arrival::Copied;
       }
       if (arrival == Arrival::Copied) {
         if (scratch == nullptr) scratch = context.scratch->get(0, ring.slot_bytes * chunks);
-        receives[chunk] = context.recv(previous, scratch + chunk * ring.slot_bytes, receive_bytes, tag_step(step, chunk));
+        receives[chunk] =
+            context.recv(previous, scratch + chunk * ring.slot_bytes, receive_bytes, tag_step(step, chunk));
       }
     }
     auto [send_offset, send_bytes] = ring.chunk_of(ring.send_segment(step), chunk);
@@ -95,7 +96,8 @@ void ring_all_reduce(const CollectiveContext& context, void* data, std::size_t c
 void ring_reduce_scatter(const CollectiveContext& context, void* data, std::size_t block_count, DType dtype,
                          ReduceOp op, std::size_t chunk_bytes) {
   auto n = static_cast<std::size_t>(context.size);
-  ring_pipeline(context, static_cast<std::uint8_t*>(data), block_count * n, dtype, op, 0, context.size - 1, chunk_bytes);
+  ring_pipeline(context, static_cast<std::uint8_t*>(data), block_count * n, dtype, op, 0, context.size - 1,
+                chunk_bytes);
 }
 
 void ring_all_gather(const CollectiveContext& context, void* data, std::size_t block_bytes, std::size_t chunk_bytes) {
@@ -104,7 +106,8 @@ void ring_all_gather(const CollectiveContext& context, void* data, std::size_t b
                 context.size - 1, 2 * context.size - 2, chunk_bytes);
 }
 
-void ring_broadcast(const CollectiveContext& context, void* data, std::size_t bytes, int root, std::size_t chunk_bytes) {
+void ring_broadcast(const CollectiveContext& context, void* data, std::size_t bytes, int root,
+                    std::size_t chunk_bytes) {
   int n = context.size;
   if (n == 1) return;
   int position = context.wrap(context.rank - root);  // 0 at the root
@@ -144,7 +147,8 @@ void ring_reduce(const CollectiveContext& context, void* data, std::size_t count
     TransferSet sends;
     if (from_tail >= 0) {
       for (std::size_t chunk = 0; chunk < cut.chunks; ++chunk) {
-        receives[chunk] = context.recv(from_tail, incoming + cut.begin(chunk) * element, cut.length(chunk) * element, chunk);
+        receives[chunk] =
+            context.recv(from_tail, incoming + cut.begin(chunk) * element, cut.length(chunk) * element, chunk);
       }
     }
     for (std::size_t chunk = 0; chunk < cut.chunks; ++chunk) {

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/error.hpp"
-#include "libcomm/base/fingerprint.hpp"
 #include "algorithms/reduce.hpp"
+#include "comm/error.hpp"
 #include "libcomm/base/duration_text.hpp"
+#include "libcomm/base/fingerprint.hpp"
 
 namespace comm::algorithms {
 namespace {
@@ -42,8 +42,8 @@ std::atomic<std::uint64_t>& flag(SharedArena::Control& control, Flag which) {
 const char* describe(Flag which) { return which == Flag::Arrived ? "to arrive" : "to reduce its part"; }
 
 ErrorContext error_context(const CollectiveContext& context, int peer) {
-  return ErrorContext{.rank = context.rank, .peer = peer, .op = context.op,
-                      .sequence = static_cast<std::int64_t>(context.sequence)};
+  return ErrorContext{
+      .rank = context.rank, .peer = peer, .op = context.op, .sequence = static_cast<std::int64_t>(context.sequence)};
 }
 
 void rethrow_with_context(const CollectiveContext& context, int peer, const std::exception_ptr& error) {
@@ -93,8 +93,9 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
       context.probe(peer);
     }
     if (now - start > context.timeout) {
-      throw TimeoutError(std::string("waited ") + seconds_text(context.timeout) + " for rank " +
-                             std::to_string(peer) + " " + describe(which) + " in shared memory; every rank of the "
+      throw TimeoutError(std::string("waited ") + seconds_text(context.timeout) + " for rank " + std::to_string(peer) +
+                             " " + describe(which) +
+                             " in shared memory; every rank of the "
                              "group must call the same collectives in the same order (is one of them stuck, or doing "
                              "something else?)",
                          error_context(context, peer));
@@ -147,7 +148,8 @@ void check_calls(const CollectiveContext& context, SharedArena& arena, int buffe
     throw MismatchError("collective mismatch: this rank called " + detail::describe_fingerprint(context.fingerprint) +
                             " as call " + std::to_string(context.sequence) + " of its group but rank " +
                             std::to_string(peer) + " called " + detail::describe_fingerprint(theirs) + " as call " +
-                            std::to_string(sequence) + "; every rank of a group must call the same collectives, in "
+                            std::to_string(sequence) +
+                            "; every rank of a group must call the same collectives, in "
                             "the same order, with matching arguments",
                         error_context(context, peer));
   }
@@ -222,7 +224,8 @@ void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& are
       // This rank reduces its segment of the piece into the shared result; then all copy it out.
       std::size_t begin = elements * static_cast<std::size_t>(context.rank) / static_cast<std::size_t>(n);
       std::size_t end = elements * static_cast<std::size_t>(context.rank + 1) / static_cast<std::size_t>(n);
-      reduce_slots(arena.result(buffer) + begin * element, arena, buffer, begin * element, end - begin, dtype, op, false);
+      reduce_slots(arena.result(buffer) + begin * element, arena, buffer, begin * element, end - begin, dtype, op,
+                   false);
       publish_and_wait(context, arena, Flag::Reduced, epoch);
       std::memcpy(piece, arena.result(buffer), elements * element);
     }

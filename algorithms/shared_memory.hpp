@@ -31,8 +31,7 @@ void shared_memory_barrier(const CollectiveContext& context, transport::SharedAr
 // or Reduced (its part of the result area is written). Dead peers, aborted groups, peers in
 // another call and timeouts end the wait with an error.
 enum class Flag { Arrived, Reduced };
-void publish_and_wait(const CollectiveContext& context, transport::SharedArena& arena, Flag which,
-                      std::uint64_t epoch);
+void publish_and_wait(const CollectiveContext& context, transport::SharedArena& arena, Flag which, std::uint64_t epoch);
 void wait_all(const CollectiveContext& context, transport::SharedArena& arena, Flag which, std::uint64_t epoch);
 
 }  // namespace comm::algorithms

@@ -43,8 +43,8 @@ Algorithm by_default(const TunerQuery& query) {
   switch (query.collective) {
     case Collective::AllReduce:
       if (query.shared_memory && query.size > 1) {
-        bool two_ranks_ring = query.size == 2 && query.bytes > kSharedMemoryTwoRanksUpTo &&
-                              query.bytes < kSharedMemoryTwoRanksFrom;
+        bool two_ranks_ring =
+            query.size == 2 && query.bytes > kSharedMemoryTwoRanksUpTo && query.bytes < kSharedMemoryTwoRanksFrom;
         return two_ranks_ring ? Algorithm::Ring : Algorithm::SharedMemory;
       }
       return query.bytes < kAllReduceRingFrom ? Algorithm::RecursiveDoubling : Algorithm::Ring;
@@ -80,8 +80,8 @@ void log_once(const TunerQuery& query, Algorithm algorithm, const char* why) {
 bool has_algorithm(Collective collective, Algorithm algorithm) {
   switch (collective) {
     case Collective::AllReduce:
-      return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree || algorithm == Algorithm::RecursiveDoubling ||
-             algorithm == Algorithm::SharedMemory;
+      return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree ||
+             algorithm == Algorithm::RecursiveDoubling || algorithm == Algorithm::SharedMemory;
     case Collective::Broadcast:
     case Collective::Reduce: return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree;
     case Collective::AllGather:
@@ -102,7 +102,8 @@ Algorithm choose(const TunerQuery& query) {
                    " algorithm; pass Algorithm::Auto or one the collective has (docs/collectives.md lists them)");
     COMM_CHECK(query.requested != Algorithm::SharedMemory || query.shared_memory, InvalidArgumentError,
                (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
-               std::string(to_string(query.collective)) + " with shared_memory needs every rank of the group on one "
+               std::string(to_string(query.collective)) +
+                   " with shared_memory needs every rank of the group on one "
                    "host over shared memory; pass Algorithm::Auto or another algorithm");
     return query.requested;
   }

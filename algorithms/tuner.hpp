@@ -18,7 +18,7 @@ struct TunerQuery {
   std::size_t bytes;  // per rank, as the collective's busbw counts it
   int size;
   Algorithm requested = Algorithm::Auto;
-  int rank = -1;  // for errors
+  int rank = -1;               // for errors
   bool shared_memory = false;  // every rank of the group on this host, over shm: SharedMemory is usable
 };
 

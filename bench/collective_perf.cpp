@@ -27,19 +27,47 @@ bool checkable(DType dtype) {
 }
 void put(Bytes& bytes, DType dtype, std::size_t i, double value) {
   switch (dtype) {
-    case DType::Float32: { auto v = static_cast<float>(value); std::memcpy(&bytes[4 * i], &v, 4); break; }
+    case DType::Float32: {
+      auto v = static_cast<float>(value);
+      std::memcpy(&bytes[4 * i], &v, 4);
+      break;
+    }
     case DType::Float64: std::memcpy(&bytes[8 * i], &value, 8); break;
-    case DType::Int32: { auto v = static_cast<std::int32_t>(value); std::memcpy(&bytes[4 * i], &v, 4); break; }
-    case DType::Int64: { auto v = static_cast<std::int64_t>(value); std::memcpy(&bytes[8 * i], &v, 8); break; }
+    case DType::Int32: {
+      auto v = static_cast<std::int32_t>(value);
+      std::memcpy(&bytes[4 * i], &v, 4);
+      break;
+    }
+    case DType::Int64: {
+      auto v = static_cast<std::int64_t>(value);
+      std::memcpy(&bytes[8 * i], &v, 8);
+      break;
+    }
     default: break;
   }
 }
 double get(const Bytes& bytes, DType dtype, std::size_t i) {
   switch (dtype) {
-    case DType::Float32: { float v; std::memcpy(&v, &bytes[4 * i], 4); return v; }
-    case DType::Float64: { double v; std::memcpy(&v, &bytes[8 * i], 8); return v; }
-    case DType::Int32: { std::int32_t v; std::memcpy(&v, &bytes[4 * i], 4); return v; }
-    case DType::Int64: { std::int64_t v; std::memcpy(&v, &bytes[8 * i], 8); return static_cast<double>(v); }
+    case DType::Float32: {
+      float v;
+      std::memcpy(&v, &bytes[4 * i], 4);
+      return v;
+    }
+    case DType::Float64: {
+      double v;
+      std::memcpy(&v, &bytes[8 * i], 8);
+      return v;
+    }
+    case DType::Int32: {
+      std::int32_t v;
+      std::memcpy(&v, &bytes[4 * i], 4);
+      return v;
+    }
+    case DType::Int64: {
+      std::int64_t v;
+      std::memcpy(&v, &bytes[8 * i], 8);
+      return static_cast<double>(v);
+    }
     default: return 0;
   }
 }
@@ -87,10 +115,11 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
   std::size_t block = count / static_cast<std::size_t>(n);  // per-rank elements of the split collectives
   auto fill = [dtype, element](Bytes& bytes, std::size_t elements, const std::function<double(std::size_t)>& value) {
     bytes.assign(std::max<std::size_t>(elements * element, 1), 0);
-    if (checkable(dtype)) for (std::size_t i = 0; i < elements; ++i) put(bytes, dtype, i, value(i));
+    if (checkable(dtype))
+      for (std::size_t i = 0; i < elements; ++i) put(bytes, dtype, i, value(i));
   };
   auto wrong_where = [dtype](const Bytes& bytes, std::size_t first, std::size_t elements,
-                         const std::function<double(std::size_t)>& want) -> long long {
+                             const std::function<double(std::size_t)>& want) -> long long {
     if (!checkable(dtype)) return -1;
     long long wrong = 0;
     for (std::size_t i = 0; i < elements; ++i) wrong += get(bytes, dtype, first + i) != want(i);
@@ -108,7 +137,9 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
     case Collective::Broadcast:
       fill(b.input, count, [&](std::size_t i) { return rank == root ? static_cast<double>(i % 1000) : -1.0; });
       return {[=, &group, &b] { group.broadcast(Buffer(b.input.data(), count, dtype), root, algorithm); },
-              [=, &group, &b] { return wrong_where(b.input, 0, count, [](std::size_t i) { return static_cast<double>(i % 1000); }); }};
+              [=, &group, &b] {
+                return wrong_where(b.input, 0, count, [](std::size_t i) { return static_cast<double>(i % 1000); });
+              }};
     case Collective::Reduce:
       fill(b.input, count, [&](std::size_t) { return rank + 1; });
       return {[=, &group, &b] { group.reduce(Buffer(b.input.data(), count, dtype), root, op, algorithm); },
@@ -122,7 +153,8 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
       fill(b.input, block, [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 1000); });
       void* input = b.input.data();
       if (in_place) {
-        std::memcpy(b.output.data() + static_cast<std::size_t>(rank) * block * element, b.input.data(), block * element);
+        std::memcpy(b.output.data() + static_cast<std::size_t>(rank) * block * element, b.input.data(),
+                    block * element);
         input = b.output.data() + static_cast<std::size_t>(rank) * block * element;
       }
       return {[=, &group, &b] {
@@ -139,7 +171,8 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
       fill(b.output, block, [&](std::size_t) { return -1.0; });
       void* output = in_place ? b.input.data() + static_cast<std::size_t>(rank) * block * element : b.output.data();
       return {[=, &group, &b] {
-                group.reduce_scatter(Buffer(output, block, dtype), Buffer(b.input.data(), block * n, dtype), op, algorithm);
+                group.reduce_scatter(Buffer(output, block, dtype), Buffer(b.input.data(), block * n, dtype), op,
+                                     algorithm);
               },
               [=, &group, &b] {
                 if (!reduction_checked) return -1LL;
@@ -152,16 +185,20 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
       fill(b.input, block * n, [&](std::size_t i) { return rank * n + static_cast<double>(i / block); });
       fill(b.output, block * n, [&](std::size_t) { return -1.0; });
       Bytes* out = in_place ? &b.input : &b.output;
-      return {[=, &group, &b] { group.all_to_all(Buffer(out->data(), block * n, dtype), Buffer(b.input.data(), block * n, dtype)); },
+      return {[=, &group, &b] {
+                group.all_to_all(Buffer(out->data(), block * n, dtype), Buffer(b.input.data(), block * n, dtype));
+              },
               [=, &group, &b] {
-                return wrong_where(*out, 0, block * n, [&](std::size_t i) { return static_cast<double>(i / block) * n + rank; });
+                return wrong_where(*out, 0, block * n,
+                                   [&](std::size_t i) { return static_cast<double>(i / block) * n + rank; });
               }};
     }
     case Collective::Gather: {
       fill(b.input, block, [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 1000); });
       fill(b.output, block * n, [&](std::size_t) { return -1.0; });
       b.views.clear();
-      for (int r = 0; r < n; ++r) b.views.emplace_back(b.output.data() + static_cast<std::size_t>(r) * block * element, block, dtype);
+      for (int r = 0; r < n; ++r)
+        b.views.emplace_back(b.output.data() + static_cast<std::size_t>(r) * block * element, block, dtype);
       return {[=, &group, &b] { group.gather(Buffer(b.input.data(), block, dtype), b.views, root); },
               [=, &group, &b] {
                 if (rank != root) return 0LL;
@@ -171,17 +208,20 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
               }};
     }
     case Collective::Scatter: {
-      fill(b.input, block * n, [&](std::size_t i) { return static_cast<double>(i / block) * 1000.0 + static_cast<double>((i % block) % 1000); });
+      fill(b.input, block * n, [&](std::size_t i) {
+        return static_cast<double>(i / block) * 1000.0 + static_cast<double>((i % block) % 1000);
+      });
       fill(b.output, block, [&](std::size_t) { return -1.0; });
       b.const_views.clear();
-      for (int r = 0; r < n; ++r) b.const_views.emplace_back(b.input.data() + static_cast<std::size_t>(r) * block * element, block, dtype);
+      for (int r = 0; r < n; ++r)
+        b.const_views.emplace_back(b.input.data() + static_cast<std::size_t>(r) * block * element, block, dtype);
       return {[=, &group, &b] { group.scatter(Buffer(b.output.data(), block, dtype), b.const_views, root); },
               [=, &group, &b] {
-                return wrong_where(b.output, 0, block, [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 1000); });
+                return wrong_where(b.output, 0, block,
+                                   [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 1000); });
               }};
     }
-    case Collective::Barrier:
-      return {[&group] { group.barrier(); }, [] { return 0LL; }};
+    case Collective::Barrier: return {[&group] { group.barrier(); }, [] { return 0LL; }};
   }
   return {};
 }
@@ -213,16 +253,19 @@ int main(int argc, char** argv) {
     std::size_t split = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
                                 collective == Collective::AllToAll || collective == Collective::Gather ||
                                 collective == Collective::Scatter
-                            ? static_cast<std::size_t>(n) : 1;
+                            ? static_cast<std::size_t>(n)
+                            : 1;
     std::size_t count = context.count / split * split;  // whole blocks only
     std::size_t per_rank_bytes = count * comm::element_size(options.dtype) / split;
     Algorithm used = group.algorithm_for(collective, per_rank_bytes, requested);
     std::vector<comm::bench::Measurement> rows;
     for (bool in_place : {false, true}) {
       if ((in_place && !has_in_place) || (!in_place && !has_out_of_place)) continue;
-      comm::bench::Measurement row{name, comm::to_string(used), in_place,
-                                   collective == Collective::Barrier ? 0 : count * comm::element_size(options.dtype), {},
-                                   bus_factor(collective, n), 1.0, -1};
+      comm::bench::Measurement row{
+          name,     comm::to_string(used),
+          in_place, collective == Collective::Barrier ? 0 : count * comm::element_size(options.dtype),
+          {},       bus_factor(collective, n),
+          1.0,      -1};
       Buffers buffers;
       Plan run = plan(collective, group, options, count, in_place, requested, buffers);
       if (options.check) {

@@ -40,7 +40,8 @@ void copy(unsigned char* target, const unsigned char* source, std::size_t bytes,
 #if defined(__x86_64__)
   if (streaming) {  // target is 64-byte aligned and bytes a multiple of 64 here
     for (std::size_t i = 0; i < bytes; i += 16) {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(target + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(source + i)));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(target + i),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(source + i)));
     }
     _mm_sfence();  // the flag's release store does not order streaming stores
     return;

@@ -30,10 +30,14 @@ std::size_t parse_bytes(const std::string& program, const char* text) {
   double value = std::strtod(text, &end);
   std::string suffix = end;
   double scale = 1;
-  if (suffix == "K" || suffix == "k") scale = 1024.0;
-  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) usage(program, std::string("bad size '") + text + "'");
+  if (suffix == "K" || suffix == "k")
+    scale = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    usage(program, std::string("bad size '") + text + "'");
   if (end == text || value < 0) usage(program, std::string("bad size '") + text + "'");
   return static_cast<std::size_t>(value * scale);
 }
@@ -70,17 +74,28 @@ BenchOptions parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage(program, "missing value for " + flag);
     const char* value = argv[++i];
-    if (flag == "-b") options.min_bytes = parse_bytes(program, value);
-    else if (flag == "-e") options.max_bytes = parse_bytes(program, value);
-    else if (flag == "-f") options.factor = std::atof(value);
-    else if (flag == "-n") options.iterations = std::atoi(value);
-    else if (flag == "-w") options.warmup = std::atoi(value);
-    else if (flag == "-c") options.check = std::atoi(value) != 0;
-    else if (flag == "-d") options.dtype = parse_dtype(program, value);
-    else if (flag == "-o") options.op = parse_op(program, value);
-    else if (flag == "-r") options.root = std::atoi(value);
-    else if (flag == "-a") options.algorithm = value;
-    else usage(program, "unknown flag " + flag);
+    if (flag == "-b")
+      options.min_bytes = parse_bytes(program, value);
+    else if (flag == "-e")
+      options.max_bytes = parse_bytes(program, value);
+    else if (flag == "-f")
+      options.factor = std::atof(value);
+    else if (flag == "-n")
+      options.iterations = std::atoi(value);
+    else if (flag == "-w")
+      options.warmup = std::atoi(value);
+    else if (flag == "-c")
+      options.check = std::atoi(value) != 0;
+    else if (flag == "-d")
+      options.dtype = parse_dtype(program, value);
+    else if (flag == "-o")
+      options.op = parse_op(program, value);
+    else if (flag == "-r")
+      options.root = std::atoi(value);
+    else if (flag == "-a")
+      options.algorithm = value;
+    else
+      usage(program, "unknown flag " + flag);
   }
   if (options.factor <= 1.0) usage(program, "-f must be above 1");
   if (options.min_bytes > options.max_bytes) usage(program, "-b is larger than -e");
@@ -96,8 +111,9 @@ int default_iterations(std::size_t bytes) {
 
 void print_header(const BenchDescriptor& bench, const ProcessGroup& group, const BenchOptions& options) {
   if (options.csv) {
-    std::printf("collective,transport,algo,ranks,bytes,count,dtype,op,root,inplace,time_us_p50,time_us_p99,"
-                "algbw_gbps,busbw_gbps,wrong\n");
+    std::printf(
+        "collective,transport,algo,ranks,bytes,count,dtype,op,root,inplace,time_us_p50,time_us_p99,"
+        "algbw_gbps,busbw_gbps,wrong\n");
     return;
   }
   std::printf("# %s: %d ranks over %s\n", bench.name.c_str(), group.size(), group.transport_name());
@@ -118,8 +134,8 @@ void print_row(const Measurement& row, const ProcessGroup& group, const BenchCon
   } else {
     const char* mode = !row.mode.empty() ? row.mode.c_str() : row.in_place ? "in-place" : "out-place";
     std::printf("  %12zu %12zu %9s %6s %5d %10s %11.2f %10.2f %10.3f %10.3f %7lld  %s\n", row.bytes, context.count,
-                to_string(options.dtype), to_string(options.op), options.root, mode, p50, p99,
-                algbw, busbw, row.wrong, row.algorithm.c_str());
+                to_string(options.dtype), to_string(options.op), options.root, mode, p50, p99, algbw, busbw, row.wrong,
+                row.algorithm.c_str());
   }
   std::fflush(stdout);
 }

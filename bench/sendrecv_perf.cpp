@@ -28,7 +28,8 @@ void fill(std::vector<std::uint8_t>& data, int seed) {
 
 long long count_wrong(const std::vector<std::uint8_t>& data, int seed) {
   long long wrong = 0;
-  for (std::size_t i = 0; i < data.size(); ++i) wrong += data[i] != static_cast<std::uint8_t>(i * 13 + seed * 101 + (i >> 9));
+  for (std::size_t i = 0; i < data.size(); ++i)
+    wrong += data[i] != static_cast<std::uint8_t>(i * 13 + seed * 101 + (i >> 9));
   return wrong;
 }
 
@@ -65,8 +66,9 @@ comm::bench::Measurement pingpong(const comm::bench::BenchContext& context) {
 comm::bench::Measurement stream(const comm::bench::BenchContext& context, bool both_ways) {
   auto& group = context.group;
   int window = window_for(context.bytes);
-  comm::bench::Measurement row{both_ways ? "exchange" : "sendrecv", "direct", false, context.bytes, {},
-                               both_ways ? 2.0 : 1.0, 1.0, 0, both_ways ? "exchange" : "sendrecv"};
+  comm::bench::Measurement row{
+      both_ways ? "exchange" : "sendrecv", "direct", false, context.bytes, {}, both_ways ? 2.0 : 1.0, 1.0, 0,
+      both_ways ? "exchange" : "sendrecv"};
   std::vector<std::vector<std::uint8_t>> out(window, std::vector<std::uint8_t>(context.bytes)),
       in(window, std::vector<std::uint8_t>(context.bytes));
   for (int w = 0; w < window; ++w) fill(out[w], group.rank() * 1000 + w);
@@ -78,8 +80,10 @@ comm::bench::Measurement stream(const comm::bench::BenchContext& context, bool b
   for (int i = 0; i < context.options.warmup + context.iterations; ++i) {
     auto start = Clock::now();
     works.clear();
-    for (int w = 0; w < window && receives; ++w) works.push_back(group.irecv(Buffer(in[w].data(), context.bytes, DType::UInt8), peer, 2));
-    for (int w = 0; w < window && sends; ++w) works.push_back(group.isend(Buffer(out[w].data(), context.bytes, DType::UInt8), peer, 2));
+    for (int w = 0; w < window && receives; ++w)
+      works.push_back(group.irecv(Buffer(in[w].data(), context.bytes, DType::UInt8), peer, 2));
+    for (int w = 0; w < window && sends; ++w)
+      works.push_back(group.isend(Buffer(out[w].data(), context.bytes, DType::UInt8), peer, 2));
     for (auto& work : works) work->wait();
     if (!both_ways) {  // the window counts once the receiver has it all
       if (group.rank() == 1) group.send(Buffer(&ack, 1, DType::UInt8), 0, 3);

@@ -35,8 +35,10 @@ struct Options {
 };
 
 [[noreturn]] void usage(const char* problem) {
-  std::fprintf(stderr, "store_perf: %s\nusage: store_perf [--clients 1,8,64] [--seconds 2] [--value-bytes 64] "
-                       "[--rendezvous 1024] [--csv] [--server HOST:PORT]\n", problem);
+  std::fprintf(stderr,
+               "store_perf: %s\nusage: store_perf [--clients 1,8,64] [--seconds 2] [--value-bytes 64] "
+               "[--rendezvous 1024] [--csv] [--server HOST:PORT]\n",
+               problem);
   std::exit(2);
 }
 
@@ -89,7 +91,8 @@ double percentile(std::vector<double>& values, double fraction) {
 }
 
 std::unique_ptr<comm::TcpStore> connect(const Options& options) {
-  return std::make_unique<comm::TcpStore>(options.host, options.port, comm::TcpStoreOptions{.timeout = std::chrono::minutes(2)});
+  return std::make_unique<comm::TcpStore>(options.host, options.port,
+                                          comm::TcpStoreOptions{.timeout = std::chrono::minutes(2)});
 }
 
 void round_trips(const Options& options, int clients) {
@@ -154,7 +157,8 @@ void rendezvous(const Options& options, int clients) {
     threads.emplace_back([&, i] {
       ++ready;
       while (!go) std::this_thread::sleep_for(std::chrono::microseconds(100));
-      if (stores[i]->add("rendezvous/" + round + "/count", 1) == clients) stores[i]->set("rendezvous/" + round + "/done", "1");
+      if (stores[i]->add("rendezvous/" + round + "/count", 1) == clients)
+        stores[i]->set("rendezvous/" + round + "/done", "1");
       stores[i]->wait({"rendezvous/" + round + "/done"});
     });
   }
@@ -192,7 +196,8 @@ int main(int argc, char** argv) {
       std::printf("test,clients,value_bytes,requests_per_s,p50_us,p99_us,total_ms\n");
     } else {
       std::printf("# TcpStore set+get round trips, %.1f s per row (latency: one set plus one get)\n", options.seconds);
-      std::printf("%8s %12s %14s %16s %16s\n", "clients", "value_bytes", "requests/s", "p50_us(set+get)", "p99_us(set+get)");
+      std::printf("%8s %12s %14s %16s %16s\n", "clients", "value_bytes", "requests/s", "p50_us(set+get)",
+                  "p99_us(set+get)");
     }
     for (int clients : options.clients) round_trips(options, clients);
     if (options.rendezvous > 0) rendezvous(options, options.rendezvous);

@@ -27,7 +27,8 @@ AllocationRange allocation_range(const void* pointer, int device) {
     cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000, cudaEnableDefault, &found);
     return found == cudaDriverEntryPointSuccess ? reinterpret_cast<GetAddressRange>(function) : nullptr;
   }();
-  if (get_range == nullptr) throw CudaError("the driver has no cuMemGetAddressRange", ErrorContext{.op = "cuda.ipc_export"});
+  if (get_range == nullptr)
+    throw CudaError("the driver has no cuMemGetAddressRange", ErrorContext{.op = "cuda.ipc_export"});
   DeviceGuard guard(device, "cuda.ipc_export");
   // A driver call needs a current context, which a thread gets from its first runtime call that
   // binds one (cudaGetDevice does not): a collective's worker thread may not have made one yet.
@@ -35,10 +36,11 @@ AllocationRange allocation_range(const void* pointer, int device) {
   CUdeviceptr base = 0;
   std::size_t bytes = 0;
   if (get_range(&base, &bytes, reinterpret_cast<CUdeviceptr>(pointer)) != CUDA_SUCCESS) {
-    throw CudaError("cuMemGetAddressRange failed: the pointer is not device memory from cudaMalloc (CUDA IPC "
-                    "exports only that; for memory from cudaMallocAsync pools or cuMemCreate, set "
-                    "COMM_CUDA_PATH=staging on every rank)",
-                    ErrorContext{.op = "cuda.ipc_export"});
+    throw CudaError(
+        "cuMemGetAddressRange failed: the pointer is not device memory from cudaMalloc (CUDA IPC "
+        "exports only that; for memory from cudaMallocAsync pools or cuMemCreate, set "
+        "COMM_CUDA_PATH=staging on every rank)",
+        ErrorContext{.op = "cuda.ipc_export"});
   }
   return {reinterpret_cast<void*>(base), bytes};
 }
@@ -57,7 +59,8 @@ ImportedMemory::ImportedMemory(const IpcMemoryHandle& handle, int device) : devi
   if (status != cudaSuccess) {
     cudaGetLastError();
     throw CudaError(std::string("cudaIpcOpenMemHandle failed: ") + cudaGetErrorName(status) + " (" +
-                        cudaGetErrorString(status) + "); CUDA IPC between these processes is not possible here "
+                        cudaGetErrorString(status) +
+                        "); CUDA IPC between these processes is not possible here "
                         "(separate containers or PID namespaces, say): set COMM_CUDA_PATH=staging on every rank",
                     ErrorContext{.op = "cuda.ipc_import"});
   }

@@ -82,7 +82,7 @@ class ImportCache {
 // importer makes its streams wait for the latest recording made before the wait was enqueued.
 class InterprocessEvent {
  public:
-  explicit InterprocessEvent(int device);                    // a new event, exportable
+  explicit InterprocessEvent(int device);                       // a new event, exportable
   InterprocessEvent(const IpcEventHandle& handle, int device);  // a peer's event
   ~InterprocessEvent();
   InterprocessEvent(const InterprocessEvent&) = delete;

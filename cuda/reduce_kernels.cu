@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "libcomm/base/dtype_dispatch.hpp"
 #include "cuda/reduce.hpp"
 #include "cuda/runtime.hpp"
+#include "libcomm/base/dtype_dispatch.hpp"
 
 namespace comm::cuda {
 namespace {
@@ -47,31 +47,48 @@ struct Arithmetic<BFloat16> {
 using detail::WrappingType;
 
 struct Sum {
-  template <class C> __device__ C operator()(C a, C b) const {
+  template <class C>
+  __device__ C operator()(C a, C b) const {
     return static_cast<C>(static_cast<WrappingType<C>>(a) + static_cast<WrappingType<C>>(b));
   }
   __device__ bool operator()(bool a, bool b) const { return a || b; }
 };
 struct Product {
-  template <class C> __device__ C operator()(C a, C b) const {
+  template <class C>
+  __device__ C operator()(C a, C b) const {
     return static_cast<C>(static_cast<WrappingType<C>>(a) * static_cast<WrappingType<C>>(b));
   }
   __device__ bool operator()(bool a, bool b) const { return a && b; }
 };
 struct Min {
-  template <class C> __device__ C operator()(C a, C b) const { return b < a ? b : a; }
+  template <class C>
+  __device__ C operator()(C a, C b) const {
+    return b < a ? b : a;
+  }
 };
 struct Max {
-  template <class C> __device__ C operator()(C a, C b) const { return a < b ? b : a; }
+  template <class C>
+  __device__ C operator()(C a, C b) const {
+    return a < b ? b : a;
+  }
 };
 struct BitAnd {
-  template <class C> __device__ C operator()(C a, C b) const { return static_cast<C>(a & b); }
+  template <class C>
+  __device__ C operator()(C a, C b) const {
+    return static_cast<C>(a & b);
+  }
 };
 struct BitOr {
-  template <class C> __device__ C operator()(C a, C b) const { return static_cast<C>(a | b); }
+  template <class C>
+  __device__ C operator()(C a, C b) const {
+    return static_cast<C>(a | b);
+  }
 };
 struct BitXor {
-  template <class C> __device__ C operator()(C a, C b) const { return static_cast<C>(a ^ b); }
+  template <class C>
+  __device__ C operator()(C a, C b) const {
+    return static_cast<C>(a ^ b);
+  }
   __device__ bool operator()(bool a, bool b) const { return a != b; }
 };
 
@@ -103,13 +120,14 @@ constexpr int kVectorsInFlight = 4;
 // starting at element head, which is 16-byte aligned in all three buffers. head and the tail are
 // shorter than one vector, so the first threads of the grid take them.
 template <class T, class Op>
-__global__ void __launch_bounds__(kThreads) combine_kernel(T* out, const T* a, const T* b, std::size_t head,
-                                                           std::size_t vectors, std::size_t count) {
+__global__ void __launch_bounds__(kThreads)
+    combine_kernel(T* out, const T* a, const T* b, std::size_t head, std::size_t vectors, std::size_t count) {
   std::size_t thread = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   std::size_t tail_start = head + vectors * (sizeof(uint4) / sizeof(T));
   if (thread < head) out[thread] = combine<T, Op>(a[thread], b[thread]);
-  if (tail_start + thread < count) out[tail_start + thread] = combine<T, Op>(a[tail_start + thread], b[tail_start + thread]);
+  if (tail_start + thread < count)
+    out[tail_start + thread] = combine<T, Op>(a[tail_start + thread], b[tail_start + thread]);
 
   auto* out_vectors = reinterpret_cast<uint4*>(out + head);
   auto* a_vectors = reinterpret_cast<const uint4*>(a + head);
@@ -199,8 +217,9 @@ void launch_for_op(void* out, const void* a, const void* b, std::size_t count, R
       if constexpr (std::is_integral_v<T>) return launch_combine<T, BitXor>(out, a, b, count, device, stream);
       break;
   }
-  throw InvalidArgumentError(std::string("op ") + to_string(op) + " is bitwise; it takes integer or bool data, not floating point",
-                             ErrorContext{.op = "reduce"});
+  throw InvalidArgumentError(
+      std::string("op ") + to_string(op) + " is bitwise; it takes integer or bool data, not floating point",
+      ErrorContext{.op = "reduce"});
 }
 
 }  // namespace
@@ -211,7 +230,8 @@ int resident_threads(int device) {
   int known = cache[device].load(std::memory_order_relaxed);
   if (known > 0) return known;
   int processors = 0, per_processor = 0;
-  check(cudaDeviceGetAttribute(&processors, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute", "reduce");
+  check(cudaDeviceGetAttribute(&processors, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute",
+        "reduce");
   check(cudaDeviceGetAttribute(&per_processor, cudaDevAttrMaxThreadsPerMultiProcessor, device),
         "cudaDeviceGetAttribute", "reduce");
   known = processors * per_processor;

@@ -6,9 +6,10 @@ namespace comm::cuda {
 namespace {
 
 [[noreturn]] void built_without_cuda(const char* op) {
-  throw CudaError("this libcomm was built without CUDA, so it cannot reduce GPU buffers; rebuild with nvcc on PATH "
-                  "(meson setup -Dcuda=enabled)",
-                  ErrorContext{.op = op});
+  throw CudaError(
+      "this libcomm was built without CUDA, so it cannot reduce GPU buffers; rebuild with nvcc on PATH "
+      "(meson setup -Dcuda=enabled)",
+      ErrorContext{.op = op});
 }
 
 }  // namespace

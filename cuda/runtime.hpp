@@ -12,8 +12,9 @@ namespace comm::cuda {
 
 inline void check(cudaError_t status, const char* what, const char* op) {
   if (status != cudaSuccess) [[unlikely]] {
-    throw CudaError(std::string(what) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")",
-                    ErrorContext{.op = op});
+    throw CudaError(
+        std::string(what) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")",
+        ErrorContext{.op = op});
   }
 }
 

@@ -84,8 +84,8 @@ class FileStore::Log {
     if (!value.empty()) std::memcpy(record.data() + kHeaderBytes + key.size(), value.data(), value.size());
     std::size_t written = 0;
     while (written < record.size()) {
-      ssize_t n = ::pwrite(fd_, record.data() + written, record.size() - written,
-                           static_cast<off_t>(read_offset_ + written));
+      ssize_t n =
+          ::pwrite(fd_, record.data() + written, record.size() - written, static_cast<off_t>(read_offset_ + written));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) throw_io("cannot append to store file", path_);
       written += static_cast<std::size_t>(n);
@@ -127,8 +127,7 @@ class FileStore::Log {
     Bytes data(end - read_offset_);
     std::size_t done = 0;
     while (done < data.size()) {
-      ssize_t n = ::pread(fd_, data.data() + done, data.size() - done,
-                          static_cast<off_t>(read_offset_ + done));
+      ssize_t n = ::pread(fd_, data.data() + done, data.size() - done, static_cast<off_t>(read_offset_ + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) throw_io("cannot read store file", path_);
       done += static_cast<std::size_t>(n);

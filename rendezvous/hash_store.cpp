@@ -25,8 +25,7 @@ struct HashStore::State {
   }
 };
 
-HashStore::HashStore(std::chrono::milliseconds timeout)
-    : Store(timeout), state_(std::make_unique<State>()) {}
+HashStore::HashStore(std::chrono::milliseconds timeout) : Store(timeout), state_(std::make_unique<State>()) {}
 
 HashStore::~HashStore() = default;
 
@@ -64,8 +63,7 @@ void HashStore::do_wait(const std::vector<std::string>& keys, std::chrono::milli
 void HashStore::wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout, const char* op) {
   std::unique_lock lock(state_->mutex);
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool all_present = state_->key_added.wait_until(
-      lock, deadline, [&] { return state_->missing(keys).empty(); });
+  bool all_present = state_->key_added.wait_until(lock, deadline, [&] { return state_->missing(keys).empty(); });
   if (!all_present) throw_timeout(op, state_->missing(keys), timeout);
 }
 

@@ -11,10 +11,10 @@ namespace comm {
 struct InitMethod {
   enum class Kind { Environment, Tcp, File };
   Kind kind = Kind::Environment;
-  std::string host;          // Tcp: without brackets, e.g. "::1"
-  std::uint16_t port = 0;    // Tcp
-  std::string path;          // File: absolute
-  std::optional<int> rank;   // from ?rank=
+  std::string host;         // Tcp: without brackets, e.g. "::1"
+  std::uint16_t port = 0;   // Tcp
+  std::string path;         // File: absolute
+  std::optional<int> rank;  // from ?rank=
   std::optional<int> world_size;
 };
 

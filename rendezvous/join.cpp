@@ -6,8 +6,8 @@
 #include <random>
 #include <string>
 
-#include "libcomm/base/environment.hpp"
 #include "libcomm/base/duration_text.hpp"
+#include "libcomm/base/environment.hpp"
 #include "rendezvous/store_format.hpp"
 
 namespace comm {
@@ -55,8 +55,8 @@ void join_group(Store& store, const JoinRequest& request) {
   std::string rank_key = "rank/" + std::to_string(request.rank);
   std::string owner = store.compare_set(rank_key, "", me);
   if (owner != me) {
-    fail(store, "rank " + std::to_string(request.rank) + " was claimed twice, by " + without_nonce(owner) +
-                    " and by " + without_nonce(me) +
+    fail(store, "rank " + std::to_string(request.rank) + " was claimed twice, by " + without_nonce(owner) + " and by " +
+                    without_nonce(me) +
                     "; give every process its own RANK (or, with file://, delete a file left by an earlier run)");
   }
 
@@ -69,8 +69,8 @@ void join_group(Store& store, const JoinRequest& request) {
   } catch (TimeoutError&) {
     std::string who;
     try {
-      who = std::to_string(store.add("joined", 0)) + " of " + world_size + " ranks joined; missing rank(s): " +
-            missing_ranks(store, request.world_size);
+      who = std::to_string(store.add("joined", 0)) + " of " + world_size +
+            " ranks joined; missing rank(s): " + missing_ranks(store, request.world_size);
     } catch (const Error& error) {  // the store itself went away (its host gave up first)
       who = "could not ask the store which ranks are missing (" + error.message() + ")";
     }
@@ -82,7 +82,6 @@ void join_group(Store& store, const JoinRequest& request) {
   if (status != "ok") {
     throw MismatchError(status.substr(status.find(' ') + 1), ErrorContext{.op = "init_process_group"});
   }
-
 }
 
 void finish_join(Store& store, const JoinRequest& request) {

@@ -1,19 +1,16 @@
 // PrefixStore: rewrites keys and forwards; the underlying store enforces limits and timeouts.
-#include "libcomm/base/check.hpp"
 #include "comm/store.hpp"
+#include "libcomm/base/check.hpp"
 
 namespace comm {
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> store)
-    : Store(store ? store->timeout() : kDefaultStoreTimeout),
-      prefix_(std::move(prefix)), store_(std::move(store)) {
+    : Store(store ? store->timeout() : kDefaultStoreTimeout), prefix_(std::move(prefix)), store_(std::move(store)) {
   COMM_CHECK(store_ != nullptr, InvalidArgumentError, ErrorContext{.op = "PrefixStore"},
              "PrefixStore needs an underlying store, got a null pointer");
 }
 
-std::string PrefixStore::describe() const {
-  return store_->describe() + " (prefix '" + prefix_ + "/')";
-}
+std::string PrefixStore::describe() const { return store_->describe() + " (prefix '" + prefix_ + "/')"; }
 
 std::vector<std::string> PrefixStore::prefixed(const std::vector<std::string>& keys) const {
   std::vector<std::string> result;
@@ -43,13 +40,9 @@ void PrefixStore::do_wait(const std::vector<std::string>& keys, std::chrono::mil
   store_->wait(prefixed(keys), timeout);
 }
 
-bool PrefixStore::do_check(const std::vector<std::string>& keys) {
-  return store_->check(prefixed(keys));
-}
+bool PrefixStore::do_check(const std::vector<std::string>& keys) { return store_->check(prefixed(keys)); }
 
-bool PrefixStore::do_delete_key(const std::string& key) {
-  return store_->delete_key(prefixed(key));
-}
+bool PrefixStore::do_delete_key(const std::string& key) { return store_->delete_key(prefixed(key)); }
 
 std::int64_t PrefixStore::do_num_keys() { return store_->num_keys(); }
 

@@ -17,12 +17,10 @@ std::span<const std::uint8_t> as_bytes(std::string_view text) {
 }
 
 void check_key(std::string_view key, const char* op) {
-  COMM_CHECK(!key.empty(), InvalidArgumentError, ErrorContext{.op = op},
-             "store keys must not be empty");
+  COMM_CHECK(!key.empty(), InvalidArgumentError, ErrorContext{.op = op}, "store keys must not be empty");
   COMM_CHECK(key.size() <= kMaxStoreKeyBytes, InvalidArgumentError, ErrorContext{.op = op},
-             "key of " + std::to_string(key.size()) + " bytes starting '" +
-                 std::string(key.substr(0, 32)) + "...' is over the limit of " +
-                 std::to_string(kMaxStoreKeyBytes) + " bytes; use shorter keys");
+             "key of " + std::to_string(key.size()) + " bytes starting '" + std::string(key.substr(0, 32)) +
+                 "...' is over the limit of " + std::to_string(kMaxStoreKeyBytes) + " bytes; use shorter keys");
 }
 
 void check_value(std::span<const std::uint8_t> value, const char* op) {
@@ -33,9 +31,9 @@ void check_value(std::span<const std::uint8_t> value, const char* op) {
 }
 
 void check_keys(const std::vector<std::string>& keys, const char* op) {
-  COMM_CHECK(keys.size() <= kMaxStoreKeysPerCall, InvalidArgumentError, ErrorContext{.op = op},
-             std::to_string(keys.size()) + " keys in one call is over the limit of " +
-                 std::to_string(kMaxStoreKeysPerCall));
+  COMM_CHECK(
+      keys.size() <= kMaxStoreKeysPerCall, InvalidArgumentError, ErrorContext{.op = op},
+      std::to_string(keys.size()) + " keys in one call is over the limit of " + std::to_string(kMaxStoreKeysPerCall));
   for (const auto& key : keys) check_key(key, op);
 }
 
@@ -52,9 +50,7 @@ Store::Store(std::chrono::milliseconds timeout) : timeout_(check_timeout(timeout
 
 Store::~Store() = default;
 
-void Store::set_timeout(std::chrono::milliseconds timeout) {
-  timeout_ = check_timeout(timeout, "store.set_timeout");
-}
+void Store::set_timeout(std::chrono::milliseconds timeout) { timeout_ = check_timeout(timeout, "store.set_timeout"); }
 
 void Store::set(std::string_view key, std::span<const std::uint8_t> value) {
   check_key(key, "store.set");
@@ -89,8 +85,7 @@ Bytes Store::compare_set(std::string_view key, std::span<const std::uint8_t> exp
   return do_compare_set(std::string(key), expected, desired);
 }
 
-std::string Store::compare_set(std::string_view key, std::string_view expected,
-                               std::string_view desired) {
+std::string Store::compare_set(std::string_view key, std::string_view expected, std::string_view desired) {
   Bytes result = compare_set(key, as_bytes(expected), as_bytes(desired));
   return {result.begin(), result.end()};
 }

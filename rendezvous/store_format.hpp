@@ -1,9 +1,9 @@
 // Small text helpers shared by the stores: how keys, durations and counters are written.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>

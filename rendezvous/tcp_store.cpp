@@ -7,10 +7,10 @@
 #include <mutex>
 #include <thread>
 
-#include "libcomm/base/check.hpp"
 #include "comm/store.hpp"
-#include "libcomm/base/log.hpp"
+#include "libcomm/base/check.hpp"
 #include "libcomm/base/duration_text.hpp"
+#include "libcomm/base/log.hpp"
 #include "rendezvous/store_format.hpp"
 #include "rendezvous/tcp_store_protocol.hpp"
 
@@ -49,8 +49,8 @@ class TcpStore::Client {
     if (!ec) {
       std::uint32_t size = decode_length(length.data());
       if (size == 0 || size > kMaxFrameBytes) {
-        throw IoError("store server at " + where() + " sent a malformed reply (frame of " +
-                          std::to_string(size) + " bytes); is that port really a libcomm store?",
+        throw IoError("store server at " + where() + " sent a malformed reply (frame of " + std::to_string(size) +
+                          " bytes); is that port really a libcomm store?",
                       ErrorContext{.op = op});
       }
       body.resize(size);
@@ -133,11 +133,12 @@ class TcpStore::Client {
       tcp::resolver resolver(connection->io);
       auto endpoints = resolver.resolve(host_, std::to_string(port_), ec);
       if (ec) {
-        throw IoError("cannot resolve store host '" + host_ + "': " + ec.message() +
-                          "; check MASTER_ADDR or the init_method URL",
-                      ErrorContext{.op = "store.connect"});
+        throw IoError(
+            "cannot resolve store host '" + host_ + "': " + ec.message() + "; check MASTER_ADDR or the init_method URL",
+            ErrorContext{.op = "store.connect"});
       }
-      ec = connection->run(deadline, [&](auto handler) { asio::async_connect(connection->socket, endpoints, handler); });
+      ec =
+          connection->run(deadline, [&](auto handler) { asio::async_connect(connection->socket, endpoints, handler); });
       if (!ec) {
         connection->socket.set_option(tcp::no_delay(true), ec);
         Bytes hello = FrameWriter(static_cast<std::uint8_t>(RequestType::Hello)).u32(kMagic).u32(kVersion).finish();
@@ -145,8 +146,9 @@ class TcpStore::Client {
         ec = connection->write(hello, deadline);
         if (!ec) ec = connection->read(asio::buffer(reply), deadline);
         if (!ec && (decode_length(reply.data()) != 1 || reply[4] != static_cast<std::uint8_t>(ResponseStatus::Ok))) {
-          throw IoError("the server at " + where() + " answered the store handshake with something else; "
-                        "is MASTER_PORT the port of a libcomm store (of the same version)?",
+          throw IoError("the server at " + where() +
+                            " answered the store handshake with something else; "
+                            "is MASTER_PORT the port of a libcomm store (of the same version)?",
                         ErrorContext{.op = "store.connect"});
         }
         if (!ec) return connection;
@@ -157,8 +159,8 @@ class TcpStore::Client {
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(500));
     }
-    throw TimeoutError("could not reach the store server at " + where() + " within " +
-                           seconds_text(timeout_) + " (last error: " + last_error +
+    throw TimeoutError("could not reach the store server at " + where() + " within " + seconds_text(timeout_) +
+                           " (last error: " + last_error +
                            "); start rank 0 (or commrun / comm-store) and check MASTER_ADDR and MASTER_PORT",
                        ErrorContext{.op = "store.connect"});
   }
@@ -170,8 +172,8 @@ class TcpStore::Client {
                              "; it may be overloaded or stopped (SIGSTOP?)",
                          ErrorContext{.op = op});
     }
-    throw IoError("lost the connection to the store server at " + where() + waiting + " (" +
-                      ec.message() + "); the process hosting it (rank 0, commrun or comm-store) "
+    throw IoError("lost the connection to the store server at " + where() + waiting + " (" + ec.message() +
+                      "); the process hosting it (rank 0, commrun or comm-store) "
                       "has probably exited or crashed: check its output",
                   ErrorContext{.op = op});
   }
@@ -188,8 +190,8 @@ namespace {
 FrameWriter request_of(RequestType type) { return FrameWriter(static_cast<std::uint8_t>(type)); }
 
 // Reads the status byte and checks it is one the request may get back.
-ResponseStatus read_status(FrameReader& reader, std::initializer_list<ResponseStatus> allowed,
-                           const std::string& where, const char* op) {
+ResponseStatus read_status(FrameReader& reader, std::initializer_list<ResponseStatus> allowed, const std::string& where,
+                           const char* op) {
   auto status = static_cast<ResponseStatus>(reader.type());
   for (auto expected : allowed) {
     if (status == expected) return status;
@@ -218,10 +220,9 @@ TcpStore::~TcpStore() = default;
 
 std::string TcpStore::describe() const { return "TcpStore at " + client_->where(); }
 
-
 void TcpStore::do_set(const std::string& key, std::span<const std::uint8_t> value) {
   client_->call(request_of(RequestType::Set).bytes(key).bytes(value).finish(), "store.set", timeout(), {},
-             [&](FrameReader& reply) { read_status(reply, {ResponseStatus::Ok}, client_->where(), "store.set"); });
+                [&](FrameReader& reply) { read_status(reply, {ResponseStatus::Ok}, client_->where(), "store.set"); });
 }
 
 Bytes TcpStore::do_get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -264,26 +265,26 @@ void TcpStore::do_wait(const std::vector<std::string>& keys, std::chrono::millis
 
 bool TcpStore::do_check(const std::vector<std::string>& keys) {
   return client_->call(request_of(RequestType::Check).keys(keys).finish(), "store.check", timeout(), {},
-                    [&](FrameReader& reply) {
-                      read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.check");
-                      return reply.i64() != 0;
-                    });
+                       [&](FrameReader& reply) {
+                         read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.check");
+                         return reply.i64() != 0;
+                       });
 }
 
 bool TcpStore::do_delete_key(const std::string& key) {
   return client_->call(request_of(RequestType::Delete).bytes(key).finish(), "store.delete_key", timeout(), {},
-                    [&](FrameReader& reply) {
-                      read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.delete_key");
-                      return reply.i64() != 0;
-                    });
+                       [&](FrameReader& reply) {
+                         read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.delete_key");
+                         return reply.i64() != 0;
+                       });
 }
 
 std::int64_t TcpStore::do_num_keys() {
   return client_->call(request_of(RequestType::NumKeys).finish(), "store.num_keys", timeout(), {},
-                    [&](FrameReader& reply) {
-                      read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.num_keys");
-                      return reply.i64();
-                    });
+                       [&](FrameReader& reply) {
+                         read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.num_keys");
+                         return reply.i64();
+                       });
 }
 
 }  // namespace comm

@@ -32,9 +32,7 @@ inline constexpr std::size_t kLengthBytes = 4;
 // A compare_set of two maximal values is the largest legal request.
 inline constexpr std::size_t kMaxFrameBytes = 2 * kMaxStoreValueBytes + 64 * 1024;
 
-enum class RequestType : std::uint8_t {
-  Hello = 1, Set, Get, Add, CompareSet, Wait, Check, Delete, NumKeys
-};
+enum class RequestType : std::uint8_t { Hello = 1, Set, Get, Add, CompareSet, Wait, Check, Delete, NumKeys };
 enum class ResponseStatus : std::uint8_t { Ok = 0, Value, Integer, Timeout, Failure };
 
 // Builds one frame; the length prefix is filled in by finish().

@@ -31,8 +31,8 @@ class Session;
 struct ParkedRequest {
   std::weak_ptr<Session> session;
   std::vector<std::string> keys;
-  std::size_t next_key = 0;     // keys before this one were present when last looked at
-  bool returns_value = false;   // a get answers with the value of keys[0]
+  std::size_t next_key = 0;    // keys before this one were present when last looked at
+  bool returns_value = false;  // a get answers with the value of keys[0]
   bool answered = false;
   std::unique_ptr<asio::steady_timer> timer;
 };
@@ -48,8 +48,7 @@ class TcpStoreServer::Impl {
   std::size_t client_count() const { return clients_.load(); }
 
   // Called from sessions, on the I/O thread.
-  Bytes execute(RequestType type, FrameReader& request, const std::shared_ptr<Session>& session,
-                bool& parked);
+  Bytes execute(RequestType type, FrameReader& request, const std::shared_ptr<Session>& session, bool& parked);
   void session_opened() { ++clients_; }
   void session_closed() { --clients_; }
 
@@ -81,8 +80,7 @@ namespace {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, TcpStoreServer::Impl& server)
-      : socket_(std::move(socket)), server_(server) {
+  Session(tcp::socket socket, TcpStoreServer::Impl& server) : socket_(std::move(socket)), server_(server) {
     std::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
     auto endpoint = socket_.remote_endpoint(ignored);
@@ -116,8 +114,8 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec) return self->close(ec == asio::error::eof || ec == asio::error::operation_aborted ? "" : ec.message());
       std::uint32_t length = decode_length(self->length_.data());
       if (length == 0 || length > kMaxFrameBytes) {
-        return self->close("frame length " + std::to_string(length) + " outside 1.." +
-                           std::to_string(kMaxFrameBytes) + " (not a libcomm store client?)");
+        return self->close("frame length " + std::to_string(length) + " outside 1.." + std::to_string(kMaxFrameBytes) +
+                           " (not a libcomm store client?)");
       }
       self->body_.resize(length);
       self->read_body();
@@ -160,11 +158,12 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write_next() {
-    asio::async_write(socket_, asio::buffer(outbox_.front()), [self = shared_from_this()](std::error_code ec, std::size_t) {
-      if (ec) return self->close(ec == asio::error::operation_aborted ? "" : ec.message());
-      self->outbox_.pop_front();
-      if (!self->outbox_.empty()) self->write_next();
-    });
+    asio::async_write(socket_, asio::buffer(outbox_.front()),
+                      [self = shared_from_this()](std::error_code ec, std::size_t) {
+                        if (ec) return self->close(ec == asio::error::operation_aborted ? "" : ec.message());
+                        self->outbox_.pop_front();
+                        if (!self->outbox_.empty()) self->write_next();
+                      });
   }
 
   tcp::socket socket_;
@@ -211,8 +210,7 @@ std::span<const std::uint8_t> read_value(FrameReader& request) {
 
 }  // namespace
 
-TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host)
-    : acceptor_(io_), accept_retry_(io_) {
+TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host) : acceptor_(io_), accept_retry_(io_) {
   try {
     tcp::endpoint endpoint;
     if (host.empty() || host == "::" || host == "0.0.0.0") {
@@ -322,8 +320,8 @@ void TcpStoreServer::Impl::answer(const std::shared_ptr<ParkedRequest>& request)
   }
 }
 
-Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request,
-                                    const std::shared_ptr<Session>& session, bool& parked) {
+Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request, const std::shared_ptr<Session>& session,
+                                    bool& parked) {
   switch (type) {
     case RequestType::Set: {
       std::string key = read_key(request);
@@ -355,8 +353,8 @@ Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request,
         std::erase(waiting, pending);
         if (waiting.empty()) parked_.erase(pending->keys[pending->next_key]);
         if (auto owner = pending->session.lock(); owner && owner->is_open()) {
-          owner->respond(FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Timeout))
-                             .keys(missing(pending->keys)).finish());
+          owner->respond(
+              FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Timeout)).keys(missing(pending->keys)).finish());
         }
       });
       return {};
@@ -378,8 +376,8 @@ Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request,
       auto expected = read_value(request);
       auto desired = read_value(request);
       request.expect_end();
-      Bytes result = store_format::compare_and_set(find(key), expected, desired,
-                                                   [&](const Bytes& value) { put(key, value); });
+      Bytes result =
+          store_format::compare_and_set(find(key), expected, desired, [&](const Bytes& value) { put(key, value); });
       return value_frame(result);
     }
     case RequestType::Check: {
@@ -392,17 +390,13 @@ Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request,
       request.expect_end();
       return integer_frame(values_.erase(key) > 0 ? 1 : 0);
     }
-    case RequestType::NumKeys:
-      request.expect_end();
-      return integer_frame(static_cast<std::int64_t>(values_.size()));
-    case RequestType::Hello:
-      throw ProtocolViolation{"hello sent twice"};
+    case RequestType::NumKeys: request.expect_end(); return integer_frame(static_cast<std::int64_t>(values_.size()));
+    case RequestType::Hello: throw ProtocolViolation{"hello sent twice"};
   }
   throw ProtocolViolation{"unknown request type " + std::to_string(static_cast<int>(type))};
 }
 
-TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string host)
-    : impl_(std::make_unique<Impl>(port, host)) {}
+TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string host) : impl_(std::make_unique<Impl>(port, host)) {}
 
 TcpStoreServer::~TcpStoreServer() = default;
 

@@ -12,11 +12,11 @@
 #include <cstring>
 #include <string>
 
+#include "algorithms/reduce.hpp"
 #include "comm/comm.hpp"
+#include "cuda/device.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/reduce.hpp"
-#include "cuda/device.hpp"
-#include "algorithms/reduce.hpp"
 #include "tests/support/reduce_reference.hpp"
 
 using namespace comm::testing;
@@ -52,7 +52,8 @@ int main() {
         group->all_reduce(comm::Buffer(buffer.data(), count, dtype, {comm::Device::Kind::Cuda, device}), op);
         std::vector<std::uint8_t> result(bytes);
         cuda::copy(result.data(), buffer.data(), bytes, device);
-        std::string what = std::string(comm::to_string(dtype)) + " " + comm::to_string(op) + " x " + std::to_string(count);
+        std::string what =
+            std::string(comm::to_string(dtype)) + " " + comm::to_string(op) + " x " + std::to_string(count);
         if (count_wrong(result, inputs, dtype, op, count) != 0) fail(what + ": wrong values");
         // Bitwise identical: everyone's result against rank 0's, gathered on the CPU.
         std::vector<std::uint8_t> everyone(bytes * static_cast<std::size_t>(size));
@@ -77,7 +78,8 @@ int main() {
       if (!comm::algorithms::supports(dtype, op)) continue;
       std::size_t element = comm::element_size(dtype);
       for (std::size_t count : {std::size_t{7}, std::size_t{1003}}) {
-        std::string what = std::string(comm::to_string(dtype)) + " " + comm::to_string(op) + " x " + std::to_string(count);
+        std::string what =
+            std::string(comm::to_string(dtype)) + " " + comm::to_string(op) + " x " + std::to_string(count);
         int root = size - 1;
         auto inputs = all_inputs(size, dtype, count, ++salt);
         std::size_t bytes = count * element;
@@ -86,7 +88,8 @@ int main() {
         group->reduce(comm::Buffer(data.data(), count, dtype, gpu), root, op);
         std::vector<std::uint8_t> result(bytes);
         cuda::copy(result.data(), data.data(), bytes, device);
-        if (rank == root ? count_wrong(result, inputs, dtype, op, count) != 0 : result != inputs[static_cast<std::size_t>(rank)]) {
+        if (rank == root ? count_wrong(result, inputs, dtype, op, count) != 0
+                         : result != inputs[static_cast<std::size_t>(rank)]) {
           fail("reduce " + what);
         }
         auto n_blocks = static_cast<std::size_t>(size);
@@ -149,10 +152,12 @@ int main() {
         auto input = upload(inputs[me]);
         void* input_at = input.data();
         if (in_place) {
-          cuda::copy(static_cast<std::uint8_t*>(output.data()) + me * count * element, inputs[me].data(), count * element, device);
+          cuda::copy(static_cast<std::uint8_t*>(output.data()) + me * count * element, inputs[me].data(),
+                     count * element, device);
           input_at = static_cast<std::uint8_t*>(output.data()) + me * count * element;
         }
-        group->all_gather(comm::Buffer(output.data(), n * count, dtype, gpu), comm::Buffer(input_at, count, dtype, gpu));
+        group->all_gather(comm::Buffer(output.data(), n * count, dtype, gpu),
+                          comm::Buffer(input_at, count, dtype, gpu));
         if (download(output.data(), n * count * element) != expected) fail("all_gather " + what + form);
         // reduce_scatter: block r of the reduction of every input lands on rank r
         auto blocks = all_inputs(size, dtype, n * count, ++salt);
@@ -164,8 +169,8 @@ int main() {
         auto whole = upload(blocks[me]);
         cuda::DeviceMemory separate(count * element, device);
         void* output_at = in_place ? static_cast<std::uint8_t*>(whole.data()) + me * count * element : separate.data();
-        group->reduce_scatter(comm::Buffer(output_at, count, dtype, gpu), comm::Buffer(whole.data(), n * count, dtype, gpu),
-                              ReduceOp::Sum);
+        group->reduce_scatter(comm::Buffer(output_at, count, dtype, gpu),
+                              comm::Buffer(whole.data(), n * count, dtype, gpu), ReduceOp::Sum);
         if (count_wrong(download(output_at, count * element), mine, dtype, ReduceOp::Sum, count) != 0) {
           fail("reduce_scatter " + what + form);
         }
@@ -184,7 +189,8 @@ int main() {
         group->gather(comm::Buffer(input.data(), count, dtype, gpu), output_views, root);
         if (rank == root) {
           for (int r = 0; r < size; ++r) {
-            if (download(outputs[static_cast<std::size_t>(r)].data(), count * element) != inputs[static_cast<std::size_t>(r)]) {
+            if (download(outputs[static_cast<std::size_t>(r)].data(), count * element) !=
+                inputs[static_cast<std::size_t>(r)]) {
               fail("gather " + what + " root " + std::to_string(root) + " block " + std::to_string(r));
             }
           }
@@ -198,7 +204,8 @@ int main() {
         }
         cuda::DeviceMemory received(count * element, device);
         group->scatter(comm::Buffer(received.data(), count, dtype, gpu), input_views, root);
-        if (download(received.data(), count * element) != inputs[me]) fail("scatter " + what + " root " + std::to_string(root));
+        if (download(received.data(), count * element) != inputs[me])
+          fail("scatter " + what + " root " + std::to_string(root));
         checked += 2;
       }
       for (bool in_place : {false, true}) {
@@ -212,7 +219,8 @@ int main() {
         auto input = upload(inputs[me]);
         cuda::DeviceMemory separate(n * count * element, device);
         void* output_at = in_place ? input.data() : separate.data();
-        group->all_to_all(comm::Buffer(output_at, n * count, dtype, gpu), comm::Buffer(input.data(), n * count, dtype, gpu));
+        group->all_to_all(comm::Buffer(output_at, n * count, dtype, gpu),
+                          comm::Buffer(input.data(), n * count, dtype, gpu));
         if (download(output_at, n * count * element) != expected) {
           fail("all_to_all " + what + (in_place ? " in place" : " out of place"));
         }
@@ -249,8 +257,10 @@ int main() {
     cuda::DeviceMemory big(big_bytes, device), small(16, device);
     bool threw = false;
     try {
-      if (rank % 2 == 0) group->send(comm::Buffer(big.data(), big_bytes, DType::UInt8, gpu), partner, 4);
-      else group->recv(comm::Buffer(small.data(), 16, DType::UInt8, gpu), partner, 4);
+      if (rank % 2 == 0)
+        group->send(comm::Buffer(big.data(), big_bytes, DType::UInt8, gpu), partner, 4);
+      else
+        group->recv(comm::Buffer(small.data(), 16, DType::UInt8, gpu), partner, 4);
     } catch (const comm::Error& error) {
       std::string message = error.what();
       threw = message.find("16 bytes") != std::string::npos || message.find("holds 16") != std::string::npos;
@@ -282,9 +292,10 @@ int main() {
       if (download(incoming[static_cast<std::size_t>(k)].data(), bytes) != pattern(partner, k)) {
         fail("irecv " + std::to_string(k) + " of GPU bytes: wrong or out of order");
       }
-      if (works[static_cast<std::size_t>(k)]->bytes() != bytes || works[static_cast<std::size_t>(k)]->source_rank() != partner) {
-        fail("irecv of GPU bytes reports " + std::to_string(works[static_cast<std::size_t>(k)]->bytes()) + " bytes from " +
-             std::to_string(works[static_cast<std::size_t>(k)]->source_rank()));
+      if (works[static_cast<std::size_t>(k)]->bytes() != bytes ||
+          works[static_cast<std::size_t>(k)]->source_rank() != partner) {
+        fail("irecv of GPU bytes reports " + std::to_string(works[static_cast<std::size_t>(k)]->bytes()) +
+             " bytes from " + std::to_string(works[static_cast<std::size_t>(k)]->source_rank()));
       }
     }
     checked += 3;
@@ -312,8 +323,8 @@ int main() {
   // Any-source receives of GPU buffers: staged, rank 0 hears from every other rank in whatever
   // order they arrive; through IPC, a clear error on the receiving rank.
   const char* path = std::getenv("COMM_CUDA_PATH");
-  bool staged = size > 1 && ((path != nullptr && std::string(path) == "staging") ||
-                              std::string(group->transport_name()) != "shm");
+  bool staged = size > 1 &&
+                ((path != nullptr && std::string(path) == "staging") || std::string(group->transport_name()) != "shm");
   if (size > 1) {
     const std::size_t bytes = 1000;
     auto patterns = all_inputs(size, DType::UInt8, bytes, 77);  // not salt: ranks skipped different cases
@@ -389,9 +400,10 @@ int main() {
   group->all_reduce(total);
   if (rank == 0) {
     std::printf("gpu_collectives: %d ranks, %s, %lld cases per rank, %lld failures\n", size,
-                size == 1 ? "alone" : staged ? "staged through pinned host memory" : "through CUDA IPC",
-                static_cast<long long>(checked),
-                static_cast<long long>(total[0]));
+                size == 1 ? "alone"
+                : staged  ? "staged through pinned host memory"
+                          : "through CUDA IPC",
+                static_cast<long long>(checked), static_cast<long long>(total[0]));
   }
   return total[0] == 0 ? 0 : 1;
 }

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <functional>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -66,7 +66,8 @@ int run_p2p_exchange() {
     int me = group->rank(), n = group->size();
     auto fill = [](int from, int to, std::size_t bytes) {
       std::vector<std::uint8_t> data(bytes);
-      for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<std::uint8_t>(from * 37 + to * 11 + i * 7 + (i >> 10));
+      for (std::size_t i = 0; i < bytes; ++i)
+        data[i] = static_cast<std::uint8_t>(from * 37 + to * 11 + i * 7 + (i >> 10));
       return data;
     };
     for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4096}, std::size_t{300000}}) {

@@ -45,23 +45,26 @@ void check_all_reduce(int ranks, const std::string& transport, const std::vector
   RankChecks checks;
   std::mutex mutex;
   std::map<std::tuple<int, std::size_t, int>, std::vector<std::uint8_t>> results;  // (algorithm, case, rank)
-  run_ranks(ranks, [&](comm::ProcessGroup& group) {
-    for (Algorithm algorithm : kAllReduceAlgorithms) {
-      if (!usable(algorithm, group)) continue;
-      for (std::size_t c = 0; c < cases.size(); ++c) {
-        auto [dtype, op, count] = cases[c];
-        std::vector<std::uint8_t> data = inputs[c][static_cast<std::size_t>(group.rank())];
-        group.all_reduce(comm::Buffer(data.data(), count, dtype), op, algorithm);
-        std::size_t wrong = count_wrong(data, inputs[c], dtype, op, count);
-        checks.check(wrong == 0, "values match the reference", __LINE__,
-                     std::string(comm::to_string(algorithm)) + " " + comm::to_string(dtype) + " " + comm::to_string(op) +
-                         " count " + std::to_string(count) + ": " + std::to_string(wrong) + " wrong on rank " +
-                         std::to_string(group.rank()));
-        std::lock_guard lock(mutex);
-        results[{static_cast<int>(algorithm), c, group.rank()}] = std::move(data);
-      }
-    }
-  }, std::chrono::seconds(120), transport);
+  run_ranks(
+      ranks,
+      [&](comm::ProcessGroup& group) {
+        for (Algorithm algorithm : kAllReduceAlgorithms) {
+          if (!usable(algorithm, group)) continue;
+          for (std::size_t c = 0; c < cases.size(); ++c) {
+            auto [dtype, op, count] = cases[c];
+            std::vector<std::uint8_t> data = inputs[c][static_cast<std::size_t>(group.rank())];
+            group.all_reduce(comm::Buffer(data.data(), count, dtype), op, algorithm);
+            std::size_t wrong = count_wrong(data, inputs[c], dtype, op, count);
+            checks.check(wrong == 0, "values match the reference", __LINE__,
+                         std::string(comm::to_string(algorithm)) + " " + comm::to_string(dtype) + " " +
+                             comm::to_string(op) + " count " + std::to_string(count) + ": " + std::to_string(wrong) +
+                             " wrong on rank " + std::to_string(group.rank()));
+            std::lock_guard lock(mutex);
+            results[{static_cast<int>(algorithm), c, group.rank()}] = std::move(data);
+          }
+        }
+      },
+      std::chrono::seconds(120), transport);
   REQUIRE_RANK_CHECKS(checks);
   std::size_t differing = 0;
   for (const auto& [key, bytes] : results) {
@@ -135,13 +138,16 @@ TEST_CASE("all_reduce rejects bad input on the calling rank", "[collectives][all
 
 TEST_CASE("shared_memory needs every rank on one host over shm", "[collectives][all_reduce][bad-input]") {
   RankChecks checks;
-  run_ranks(2, [&](comm::ProcessGroup& group) {
-    RANK_CHECK(checks, !group.shared_memory_usable());
-    std::vector<float> data(4, 1.0f);
-    RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::Sum, Algorithm::SharedMemory), "shared_memory needs",
-                      "one host");
-    group.all_reduce(data);  // the tuner picks another algorithm, and the group still works
-    RANK_CHECK(checks, data[0] == 2.0f);
-  }, std::chrono::seconds(60), "tcp");
+  run_ranks(
+      2,
+      [&](comm::ProcessGroup& group) {
+        RANK_CHECK(checks, !group.shared_memory_usable());
+        std::vector<float> data(4, 1.0f);
+        RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::Sum, Algorithm::SharedMemory), "shared_memory needs",
+                          "one host");
+        group.all_reduce(data);  // the tuner picks another algorithm, and the group still works
+        RANK_CHECK(checks, data[0] == 2.0f);
+      },
+      std::chrono::seconds(60), "tcp");
   REQUIRE_RANK_CHECKS(checks);
 }

@@ -58,38 +58,45 @@ TEST_CASE("broadcast and reduce: every algorithm, root and world size", "[collec
   std::string transport = GENERATE("shm", "tcp");
   INFO(ranks << " ranks over " << transport);
   RankChecks checks;
-  run_ranks(ranks, [&](comm::ProcessGroup& group) {
-    int rank = group.rank();
-    for (Algorithm algorithm : {Algorithm::Ring, Algorithm::Tree}) {
-      for (int root : roots_for(ranks)) {
-        for (DType dtype : kMovedTypes) {
-          for (std::size_t count : kCounts) {
-            Bytes data = rank_input(rank, dtype, count, static_cast<unsigned>(root));
-            group.broadcast(Buffer(data.data(), count, dtype), root, algorithm);
-            checks.check(data == rank_input(root, dtype, count, static_cast<unsigned>(root)), "broadcast delivers root's bytes",
-                         __LINE__, std::string(comm::to_string(algorithm)) + " " + describe("broadcast", dtype, count, rank, root));
-          }
-        }
-        for (DType dtype : kAllTypes) {
-          for (ReduceOp op : kAllOps) {
-            if (!comm::algorithms::supports(dtype, op)) continue;
-            for (std::size_t count : kCounts) {
-              auto inputs = all_inputs(ranks, dtype, count, 100u + static_cast<unsigned>(op));
-              Bytes data = inputs[static_cast<std::size_t>(rank)];
-              group.reduce(Buffer(data.data(), count, dtype), root, op, algorithm);
-              std::string what = std::string(comm::to_string(algorithm)) + " " + comm::to_string(op) + " " +
-                                 describe("reduce", dtype, count, rank, root);
-              if (rank == root) {
-                checks.check(count_wrong(data, inputs, dtype, op, count) == 0, "reduce result on root", __LINE__, what);
-              } else {
-                checks.check(data == inputs[static_cast<std::size_t>(rank)], "reduce leaves non-root input", __LINE__, what);
+  run_ranks(
+      ranks,
+      [&](comm::ProcessGroup& group) {
+        int rank = group.rank();
+        for (Algorithm algorithm : {Algorithm::Ring, Algorithm::Tree}) {
+          for (int root : roots_for(ranks)) {
+            for (DType dtype : kMovedTypes) {
+              for (std::size_t count : kCounts) {
+                Bytes data = rank_input(rank, dtype, count, static_cast<unsigned>(root));
+                group.broadcast(Buffer(data.data(), count, dtype), root, algorithm);
+                checks.check(
+                    data == rank_input(root, dtype, count, static_cast<unsigned>(root)),
+                    "broadcast delivers root's bytes", __LINE__,
+                    std::string(comm::to_string(algorithm)) + " " + describe("broadcast", dtype, count, rank, root));
+              }
+            }
+            for (DType dtype : kAllTypes) {
+              for (ReduceOp op : kAllOps) {
+                if (!comm::algorithms::supports(dtype, op)) continue;
+                for (std::size_t count : kCounts) {
+                  auto inputs = all_inputs(ranks, dtype, count, 100u + static_cast<unsigned>(op));
+                  Bytes data = inputs[static_cast<std::size_t>(rank)];
+                  group.reduce(Buffer(data.data(), count, dtype), root, op, algorithm);
+                  std::string what = std::string(comm::to_string(algorithm)) + " " + comm::to_string(op) + " " +
+                                     describe("reduce", dtype, count, rank, root);
+                  if (rank == root) {
+                    checks.check(count_wrong(data, inputs, dtype, op, count) == 0, "reduce result on root", __LINE__,
+                                 what);
+                  } else {
+                    checks.check(data == inputs[static_cast<std::size_t>(rank)], "reduce leaves non-root input",
+                                 __LINE__, what);
+                  }
+                }
               }
             }
           }
         }
-      }
-    }
-  }, std::chrono::seconds(120), transport);
+      },
+      std::chrono::seconds(120), transport);
   REQUIRE_RANK_CHECKS(checks);
 }
 
@@ -136,70 +143,76 @@ TEST_CASE("all_gather, reduce_scatter and all_to_all: in place and out of place"
   INFO(ranks << " ranks over " << transport);
   auto n = static_cast<std::size_t>(ranks);
   RankChecks checks;
-  run_ranks(ranks, [&](comm::ProcessGroup& group) {
-    int rank = group.rank();
-    auto me = static_cast<std::size_t>(rank);
-    for (bool in_place : {false, true}) {
-      std::string form = in_place ? " in place" : " out of place";
-      for (DType dtype : kMovedTypes) {
-        std::size_t size = comm::element_size(dtype);
-        for (std::size_t count : kCounts) {
-          std::vector<Bytes> everyone;
-          for (int r = 0; r < ranks; ++r) everyone.push_back(rank_input(r, dtype, count, 9));
-          Bytes expected = concatenated(everyone);
-          // all_gather into one flat buffer
-          Bytes flat(n * count * size, 0xEE);
-          Bytes input = everyone[me];
-          void* input_at = input.data();
-          if (in_place) {
-            if (count > 0) std::memcpy(flat.data() + me * count * size, input.data(), count * size);
-            input_at = flat.data() + me * count * size;
+  run_ranks(
+      ranks,
+      [&](comm::ProcessGroup& group) {
+        int rank = group.rank();
+        auto me = static_cast<std::size_t>(rank);
+        for (bool in_place : {false, true}) {
+          std::string form = in_place ? " in place" : " out of place";
+          for (DType dtype : kMovedTypes) {
+            std::size_t size = comm::element_size(dtype);
+            for (std::size_t count : kCounts) {
+              std::vector<Bytes> everyone;
+              for (int r = 0; r < ranks; ++r) everyone.push_back(rank_input(r, dtype, count, 9));
+              Bytes expected = concatenated(everyone);
+              // all_gather into one flat buffer
+              Bytes flat(n * count * size, 0xEE);
+              Bytes input = everyone[me];
+              void* input_at = input.data();
+              if (in_place) {
+                if (count > 0) std::memcpy(flat.data() + me * count * size, input.data(), count * size);
+                input_at = flat.data() + me * count * size;
+              }
+              group.all_gather(Buffer(flat.data(), n * count, dtype), Buffer(input_at, count, dtype));
+              checks.check(flat == expected, "all_gather (flat)", __LINE__,
+                           describe("all_gather", dtype, count, rank) + form);
+              // all_gather into a list (out of place only)
+              if (!in_place) {
+                std::vector<Bytes> outputs(n, Bytes(count * size, 0xEE));
+                std::vector<Buffer> views;
+                for (Bytes& output : outputs) views.emplace_back(output.data(), count, dtype);
+                group.all_gather(views, Buffer(input.data(), count, dtype));
+                checks.check(outputs == everyone, "all_gather (list)", __LINE__,
+                             describe("all_gather list", dtype, count, rank));
+              }
+              // all_to_all: block r of rank s's input lands in block s of rank r's output
+              Bytes send = rank_input(rank, dtype, n * count, 10);
+              Bytes want;
+              for (int s = 0; s < ranks; ++s) {
+                Bytes theirs = rank_input(s, dtype, n * count, 10);
+                Bytes block = slice(theirs, dtype, me * count, count);
+                want.insert(want.end(), block.begin(), block.end());
+              }
+              Bytes receive(n * count * size, 0xEE);
+              Bytes& out = in_place ? send : receive;
+              group.all_to_all(Buffer(out.data(), n * count, dtype), Buffer(send.data(), n * count, dtype));
+              checks.check(out == want, "all_to_all", __LINE__, describe("all_to_all", dtype, count, rank) + form);
+            }
           }
-          group.all_gather(Buffer(flat.data(), n * count, dtype), Buffer(input_at, count, dtype));
-          checks.check(flat == expected, "all_gather (flat)", __LINE__, describe("all_gather", dtype, count, rank) + form);
-          // all_gather into a list (out of place only)
-          if (!in_place) {
-            std::vector<Bytes> outputs(n, Bytes(count * size, 0xEE));
-            std::vector<Buffer> views;
-            for (Bytes& output : outputs) views.emplace_back(output.data(), count, dtype);
-            group.all_gather(views, Buffer(input.data(), count, dtype));
-            checks.check(outputs == everyone, "all_gather (list)", __LINE__, describe("all_gather list", dtype, count, rank));
+          for (DType dtype : kAllTypes) {
+            for (ReduceOp op : kAllOps) {
+              if (!comm::algorithms::supports(dtype, op)) continue;
+              for (std::size_t count : kCounts) {
+                auto inputs = all_inputs(ranks, dtype, n * count, 200u + static_cast<unsigned>(op));
+                std::vector<Bytes> my_blocks;
+                for (const Bytes& input : inputs) my_blocks.push_back(slice(input, dtype, me * count, count));
+                Bytes data = inputs[me];
+                Bytes output(count * comm::element_size(dtype), 0xEE);
+                void* output_at = in_place ? data.data() + me * count * comm::element_size(dtype) : output.data();
+                group.reduce_scatter(Buffer(output_at, count, dtype), Buffer(data.data(), n * count, dtype), op);
+                Bytes result(static_cast<std::uint8_t*>(output_at),
+                             static_cast<std::uint8_t*>(output_at) + count * comm::element_size(dtype));
+                checks.check(
+                    count_wrong(result, my_blocks, dtype, op, count) == 0, "reduce_scatter block", __LINE__,
+                    std::string(comm::to_string(op)) + " " + describe("reduce_scatter", dtype, count, rank) + form);
+                if (!in_place) checks.check(data == inputs[me], "reduce_scatter keeps its input", __LINE__);
+              }
+            }
           }
-          // all_to_all: block r of rank s's input lands in block s of rank r's output
-          Bytes send = rank_input(rank, dtype, n * count, 10);
-          Bytes want;
-          for (int s = 0; s < ranks; ++s) {
-            Bytes theirs = rank_input(s, dtype, n * count, 10);
-            Bytes block = slice(theirs, dtype, me * count, count);
-            want.insert(want.end(), block.begin(), block.end());
-          }
-          Bytes receive(n * count * size, 0xEE);
-          Bytes& out = in_place ? send : receive;
-          group.all_to_all(Buffer(out.data(), n * count, dtype), Buffer(send.data(), n * count, dtype));
-          checks.check(out == want, "all_to_all", __LINE__, describe("all_to_all", dtype, count, rank) + form);
         }
-      }
-      for (DType dtype : kAllTypes) {
-        for (ReduceOp op : kAllOps) {
-          if (!comm::algorithms::supports(dtype, op)) continue;
-          for (std::size_t count : kCounts) {
-            auto inputs = all_inputs(ranks, dtype, n * count, 200u + static_cast<unsigned>(op));
-            std::vector<Bytes> my_blocks;
-            for (const Bytes& input : inputs) my_blocks.push_back(slice(input, dtype, me * count, count));
-            Bytes data = inputs[me];
-            Bytes output(count * comm::element_size(dtype), 0xEE);
-            void* output_at = in_place ? data.data() + me * count * comm::element_size(dtype) : output.data();
-            group.reduce_scatter(Buffer(output_at, count, dtype), Buffer(data.data(), n * count, dtype), op);
-            Bytes result(static_cast<std::uint8_t*>(output_at),
-                         static_cast<std::uint8_t*>(output_at) + count * comm::element_size(dtype));
-            checks.check(count_wrong(result, my_blocks, dtype, op, count) == 0, "reduce_scatter block", __LINE__,
-                         std::string(comm::to_string(op)) + " " + describe("reduce_scatter", dtype, count, rank) + form);
-            if (!in_place) checks.check(data == inputs[me], "reduce_scatter keeps its input", __LINE__);
-          }
-        }
-      }
-    }
-  }, std::chrono::seconds(120), transport);
+      },
+      std::chrono::seconds(120), transport);
   REQUIRE_RANK_CHECKS(checks);
 }
 
@@ -210,16 +223,19 @@ TEST_CASE("barrier: no rank leaves before every rank arrived", "[collectives][ba
   INFO(ranks << " ranks over " << transport);
   std::atomic<int> arrived{0};
   RankChecks checks;
-  run_ranks(ranks, [&](comm::ProcessGroup& group) {
-    for (int round = 1; round <= 20; ++round) {
-      if (group.rank() == round % ranks) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a latecomer
-      arrived.fetch_add(1);
-      group.barrier();
-      checks.check(arrived.load() >= round * ranks, "all arrived before anyone left", __LINE__,
-                   "round " + std::to_string(round) + " rank " + std::to_string(group.rank()));
-      group.barrier();  // nobody starts the next round's count before everyone checked
-    }
-  }, std::chrono::seconds(60), transport);
+  run_ranks(
+      ranks,
+      [&](comm::ProcessGroup& group) {
+        for (int round = 1; round <= 20; ++round) {
+          if (group.rank() == round % ranks) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a latecomer
+          arrived.fetch_add(1);
+          group.barrier();
+          checks.check(arrived.load() >= round * ranks, "all arrived before anyone left", __LINE__,
+                       "round " + std::to_string(round) + " rank " + std::to_string(group.rank()));
+          group.barrier();  // nobody starts the next round's count before everyone checked
+        }
+      },
+      std::chrono::seconds(60), transport);
   REQUIRE_RANK_CHECKS(checks);
 }
 
@@ -236,9 +252,12 @@ TEST_CASE("large collectives pipeline through many chunks", "[collectives][large
     checks.check(data == inputs[1], "ring broadcast of 16 MiB", __LINE__);
     data = inputs[me];
     group.reduce(Buffer(data.data(), count, DType::Float32), 2, ReduceOp::Sum, Algorithm::Ring);
-    if (me == 2) checks.check(count_wrong(data, inputs, DType::Float32, ReduceOp::Sum, count) == 0, "ring reduce of 16 MiB", __LINE__);
+    if (me == 2)
+      checks.check(count_wrong(data, inputs, DType::Float32, ReduceOp::Sum, count) == 0, "ring reduce of 16 MiB",
+                   __LINE__);
     Bytes gathered(n * count * 4);
-    group.all_gather(Buffer(gathered.data(), n * count, DType::Float32), Buffer(inputs[me].data(), count, DType::Float32));
+    group.all_gather(Buffer(gathered.data(), n * count, DType::Float32),
+                     Buffer(inputs[me].data(), count, DType::Float32));
     checks.check(gathered == concatenated(inputs), "all_gather of 16 MiB per rank", __LINE__);
   });
   REQUIRE_RANK_CHECKS(checks);
@@ -268,7 +287,8 @@ TEST_CASE("1000003 elements through every algorithm of every collective", "[coll
     // reduce_scatter of 1000003 int32 per rank, then all_gather and all_to_all of the same sizes
     Bytes data = blocks[me];
     Bytes mine(count * 4);
-    group.reduce_scatter(Buffer(mine.data(), count, DType::Int32), Buffer(data.data(), count * n, DType::Int32), ReduceOp::Sum);
+    group.reduce_scatter(Buffer(mine.data(), count, DType::Int32), Buffer(data.data(), count * n, DType::Int32),
+                         ReduceOp::Sum);
     std::vector<Bytes> my_blocks;
     for (const Bytes& input : blocks) my_blocks.push_back(slice(input, DType::Int32, me * count, count));
     checks.check(count_wrong(mine, my_blocks, DType::Int32, ReduceOp::Sum, count) == 0, "reduce_scatter", __LINE__);
@@ -278,7 +298,8 @@ TEST_CASE("1000003 elements through every algorithm of every collective", "[coll
     for (const Bytes& input : blocks) firsts.push_back(slice(input, DType::Int32, 0, count));
     checks.check(gathered == concatenated(firsts), "all_gather", __LINE__);
     Bytes exchanged(count * n * 4);
-    group.all_to_all(Buffer(exchanged.data(), count * n, DType::Int32), Buffer(blocks[me].data(), count * n, DType::Int32));
+    group.all_to_all(Buffer(exchanged.data(), count * n, DType::Int32),
+                     Buffer(blocks[me].data(), count * n, DType::Int32));
     std::vector<Bytes> received;
     for (const Bytes& input : blocks) received.push_back(slice(input, DType::Int32, me * count, count));
     checks.check(exchanged == concatenated(received), "all_to_all", __LINE__);

@@ -27,8 +27,7 @@ TEST_CASE("a GPU pointer tagged as host memory, and the reverse, are refused", "
                     ContainsSubstring("tagged cpu but its memory is on cuda:0"));
   CHECK_THROWS_WITH(group->broadcast(Buffer(host.data(), 64, DType::Float32, Device{Device::Kind::Cuda, 0}), 0),
                     ContainsSubstring("tagged cuda:0 but its memory is host memory"));
-  CHECK_THROWS_WITH(group->send(Buffer(device_memory.data(), 64, DType::Float32), 0),
-                    ContainsSubstring("tagged cpu"));
+  CHECK_THROWS_WITH(group->send(Buffer(device_memory.data(), 64, DType::Float32), 0), ContainsSubstring("tagged cpu"));
 }
 
 TEST_CASE("one call does not mix host and GPU buffers", "[cuda][bad-input]") {

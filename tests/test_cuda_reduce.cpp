@@ -7,9 +7,9 @@
 
 #include <random>
 
+#include "algorithms/reduce.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/reduce.hpp"
-#include "algorithms/reduce.hpp"
 #include "tests/support/reduce_reference.hpp"
 
 using namespace comm::testing;
@@ -37,7 +37,8 @@ TEST_CASE("GPU reductions equal the CPU loops and the reference", "[cuda][reduce
       if (!algorithms::supports(dtype, op)) continue;
       INFO(comm::to_string(dtype) << " " << comm::to_string(op) << ", count " << count << ", offsets " << out_offset
                                   << "/" << a_offset << "/" << b_offset);
-      std::vector<std::vector<std::uint8_t>> inputs{random_buffer(dtype, count, random), random_buffer(dtype, count, random)};
+      std::vector<std::vector<std::uint8_t>> inputs{random_buffer(dtype, count, random),
+                                                    random_buffer(dtype, count, random)};
       std::size_t bytes = count * size;
       cuda::DeviceMemory out(bytes + 16 * size, 0), a(bytes + 16 * size, 0), b(bytes + 16 * size, 0);
       auto* out_at = static_cast<std::uint8_t*>(out.data()) + out_offset * size;
@@ -62,7 +63,8 @@ TEST_CASE("GPU reductions equal the CPU loops and the reference", "[cuda][reduce
 
       // GPU in place through the seam (dst op= src on the device).
       algorithms::reduce(a_at, b_at, count, dtype, op, {comm::Device::Kind::Cuda, 0}, stream.handle());
-      if (op == ReduceOp::Avg) algorithms::divide(a_at, count, dtype, 2, {comm::Device::Kind::Cuda, 0}, stream.handle());
+      if (op == ReduceOp::Avg)
+        algorithms::divide(a_at, count, dtype, 2, {comm::Device::Kind::Cuda, 0}, stream.handle());
       stream.synchronize();
       CHECK(to_host(a_at, bytes) == expected);
     }

@@ -101,7 +101,8 @@ TEST_CASE("i-forms complete in issue order, and independent groups progress conc
       // Everything issued before a completed call has completed too.
       for (int j = 0; j < i; ++j) RANK_CHECK(checks, works[static_cast<std::size_t>(j)]->is_completed());
       float want = i % 2 == 0 ? static_cast<float>(3 * i + 3) : static_cast<float>(i + i % 3);
-      RANK_CHECK(checks, buffers[static_cast<std::size_t>(i)][0] == want && buffers[static_cast<std::size_t>(i)][9999] == want);
+      RANK_CHECK(checks,
+                 buffers[static_cast<std::size_t>(i)][0] == want && buffers[static_cast<std::size_t>(i)][9999] == want);
     }
     // Two groups over the same ranks: waiting on the second first must not deadlock.
     auto first = world.new_group({0, 1, 2});
@@ -134,8 +135,9 @@ TEST_CASE("collectives reject bad input on the calling rank", "[collectives][bad
     std::vector<Buffer> one{Buffer(data)};
     RANK_CHECK_THROWS(checks, group.all_gather(one, data), "pass one per rank");
     // Without a GPU (or without CUDA in the build), a buffer tagged cuda:0 is refused clearly.
-    RANK_CHECK_THROWS(checks, group.all_reduce(Buffer(data.data(), 4, DType::Float32, comm::Device{comm::Device::Kind::Cuda, 0})),
-                      "cuda:0");
+    RANK_CHECK_THROWS(
+        checks, group.all_reduce(Buffer(data.data(), 4, DType::Float32, comm::Device{comm::Device::Kind::Cuda, 0})),
+        "cuda:0");
     if (group.rank() == 0) RANK_CHECK_THROWS(checks, group.gather(data, one, 0), "pass one per rank");
     group.all_reduce(data);  // the group still works afterwards
     RANK_CHECK(checks, data[0] == 2.0f);

@@ -76,8 +76,9 @@ TEST_CASE("init_process_group with ranks as threads, every init method, 1..8 ran
   SECTION("tcp:// with rank and world size in the URL") {
     std::string url = "tcp://localhost:" + std::to_string(comm::testing::free_port());
     check_joined(init_threads(ranks, [&](int rank) {
-      return comm::InitOptions{.init_method = url + "?rank=" + std::to_string(rank) + "&world_size=" + std::to_string(ranks),
-                               .timeout = 20s};
+      return comm::InitOptions{
+          .init_method = url + "?rank=" + std::to_string(rank) + "&world_size=" + std::to_string(ranks),
+          .timeout = 20s};
     }));
   }
   SECTION("file://") {
@@ -158,7 +159,8 @@ TEST_CASE("init_process_group with ranks as processes", "[init][process]") {
       INFO("rank " << rank << ": " << children[rank]->output());
       REQUIRE(status.has_value());
       CHECK(*status == 0);
-      CHECK_THAT(children[rank]->output(), ContainsSubstring("joined " + std::to_string(rank) + "/" + std::to_string(ranks)));
+      CHECK_THAT(children[rank]->output(),
+                 ContainsSubstring("joined " + std::to_string(rank) + "/" + std::to_string(ranks)));
     }
   };
   std::string port = std::to_string(comm::testing::free_port());
@@ -174,18 +176,26 @@ TEST_CASE("init_process_group with ranks as processes", "[init][process]") {
                 {"file://" + (directory.path() / "f").string(), "RANK", std::to_string(ranks)});
   }
   SECTION("mpirun's variables") {
-    start_ranks(3, [&](int rank) {
-      return std::map<std::string, std::string>{{"OMPI_COMM_WORLD_RANK", std::to_string(rank)}, {"OMPI_COMM_WORLD_SIZE", "3"},
-                                                {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank)},
-                                                {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
-    }, {});
+    start_ranks(3,
+                [&](int rank) {
+                  return std::map<std::string, std::string>{{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+                                                            {"OMPI_COMM_WORLD_SIZE", "3"},
+                                                            {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank)},
+                                                            {"MASTER_ADDR", "127.0.0.1"},
+                                                            {"MASTER_PORT", port}};
+                },
+                {});
   }
   SECTION("srun's variables") {
-    start_ranks(2, [&](int rank) {
-      return std::map<std::string, std::string>{{"SLURM_PROCID", std::to_string(rank)}, {"SLURM_NTASKS", "2"},
-                                                {"SLURM_LOCALID", std::to_string(rank)},
-                                                {"MASTER_ADDR", "localhost"}, {"MASTER_PORT", port}};
-    }, {});
+    start_ranks(2,
+                [&](int rank) {
+                  return std::map<std::string, std::string>{{"SLURM_PROCID", std::to_string(rank)},
+                                                            {"SLURM_NTASKS", "2"},
+                                                            {"SLURM_LOCALID", std::to_string(rank)},
+                                                            {"MASTER_ADDR", "localhost"},
+                                                            {"MASTER_PORT", port}};
+                },
+                {});
   }
 }
 
@@ -204,11 +214,12 @@ TEST_CASE("malformed init URLs are rejected with the URL and the expected forms"
 }
 
 TEST_CASE("ranks outside the world are rejected before any connection", "[init][bad-input]") {
-  auto [rank, world_size] = GENERATE(std::pair{2, 2}, std::pair{5, 3}, std::pair{-5, 4}, std::pair{0, 0}, std::pair{0, -3});
+  auto [rank, world_size] =
+      GENERATE(std::pair{2, 2}, std::pair{5, 3}, std::pair{-5, 4}, std::pair{0, 0}, std::pair{0, -3});
   INFO(rank << " of " << world_size);
   auto start = Clock::now();
-  CHECK_THROWS_AS(comm::init_process_group({.init_method = "tcp://127.0.0.1:1", .rank = rank, .world_size = world_size,
-                                            .timeout = 10s}),
+  CHECK_THROWS_AS(comm::init_process_group(
+                      {.init_method = "tcp://127.0.0.1:1", .rank = rank, .world_size = world_size, .timeout = 10s}),
                   comm::InvalidArgumentError);
   CHECK(Clock::now() - start < 1s);
 }
@@ -262,8 +273,10 @@ TEST_CASE("rank 0 alone over tcp:// times out naming the others", "[init][bad-in
 TEST_CASE("rank 0 cannot host the store on a port in use", "[init][bad-input]") {
   comm::TcpStoreServer occupant(0, "127.0.0.1");
   try {
-    comm::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(occupant.port()), .rank = 0,
-                              .world_size = 2, .timeout = 2s});
+    comm::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(occupant.port()),
+                              .rank = 0,
+                              .world_size = 2,
+                              .timeout = 2s});
     FAIL("rank 0 started on a busy port");
   } catch (const comm::IoError& error) {
     CHECK_THAT(std::string(error.what()), ContainsSubstring("already in use") && ContainsSubstring("[rank 0]"));

@@ -98,9 +98,13 @@ TEST_CASE("commrun reports programs it cannot start and bad options", "[launcher
   ChildProcess missing({commrun(), "-n", "2", "/no/such/program"});
   CHECK(missing.wait_for(10s) == 127);
   CHECK_THAT(missing.output(), ContainsSubstring("cannot execute '/no/such/program'"));
-  for (auto arguments : std::vector<std::vector<std::string>>{
-           {"-n", "0", "x"}, {"-n", "two", "x"}, {"--nnodes", "2", "--node-rank", "2", "x"}, {"--frobnicate", "x"},
-           {"-n", "2"}, {"--nnodes", "2", "--node-rank", "1", "x"}, {"--master-port", "70000", "x"}}) {
+  for (auto arguments : std::vector<std::vector<std::string>>{{"-n", "0", "x"},
+                                                              {"-n", "two", "x"},
+                                                              {"--nnodes", "2", "--node-rank", "2", "x"},
+                                                              {"--frobnicate", "x"},
+                                                              {"-n", "2"},
+                                                              {"--nnodes", "2", "--node-rank", "1", "x"},
+                                                              {"--master-port", "70000", "x"}}) {
     arguments.insert(arguments.begin(), commrun());
     ChildProcess bad(arguments);
     CHECK(bad.wait_for(10s) == 2);
@@ -109,7 +113,8 @@ TEST_CASE("commrun reports programs it cannot start and bad options", "[launcher
 
 TEST_CASE("two commruns form one job across 'nodes'", "[launcher]") {
   std::string port = std::to_string(comm::testing::free_port());
-  ChildProcess node0({commrun(), "--nnodes", "2", "--node-rank", "0", "--master-port", port, "-n", "2", helper(), "init"});
+  ChildProcess node0(
+      {commrun(), "--nnodes", "2", "--node-rank", "0", "--master-port", port, "-n", "2", helper(), "init"});
   ChildProcess node1({commrun(), "--nnodes=2", "--node_rank=1", "--master-addr", "127.0.0.1", "--master-port", port,
                       "--nproc-per-node", "2", helper(), "init"});
   auto status0 = node0.wait_for(30s);
@@ -117,6 +122,8 @@ TEST_CASE("two commruns form one job across 'nodes'", "[launcher]") {
   INFO(node0.output() << node1.output());
   CHECK(status0 == 0);
   CHECK(status1 == 0);
-  CHECK_THAT(node0.output(), ContainsSubstring("[0] joined 0/4 local 0/2") && ContainsSubstring("[1] joined 1/4 local 1/2"));
-  CHECK_THAT(node1.output(), ContainsSubstring("[2] joined 2/4 local 0/2") && ContainsSubstring("[3] joined 3/4 local 1/2"));
+  CHECK_THAT(node0.output(),
+             ContainsSubstring("[0] joined 0/4 local 0/2") && ContainsSubstring("[1] joined 1/4 local 1/2"));
+  CHECK_THAT(node1.output(),
+             ContainsSubstring("[2] joined 2/4 local 0/2") && ContainsSubstring("[3] joined 3/4 local 1/2"));
 }

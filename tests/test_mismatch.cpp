@@ -26,17 +26,22 @@ void expect_mismatch(int ranks, const std::function<void(comm::ProcessGroup&, in
                      std::initializer_list<const char*> fragments, const std::string& transport = "shm") {
   RankChecks checks;
   auto start = std::chrono::steady_clock::now();
-  run_ranks(ranks, [&](comm::ProcessGroup& group) {
-    try {
-      call(group, group.rank());
-      group.barrier();
-      checks.check(false, "every rank gets an error", __LINE__, "rank " + std::to_string(group.rank()) + " did not");
-    } catch (const comm::Error& error) {
-      std::string text = error.what();
-      checks.check(text.find("mismatch") != std::string::npos, "the error says mismatch", __LINE__, text);
-      for (const char* fragment : fragments) checks.check(text.find(fragment) != std::string::npos, fragment, __LINE__, text);
-    }
-  }, std::chrono::seconds(20), transport);
+  run_ranks(
+      ranks,
+      [&](comm::ProcessGroup& group) {
+        try {
+          call(group, group.rank());
+          group.barrier();
+          checks.check(false, "every rank gets an error", __LINE__,
+                       "rank " + std::to_string(group.rank()) + " did not");
+        } catch (const comm::Error& error) {
+          std::string text = error.what();
+          checks.check(text.find("mismatch") != std::string::npos, "the error says mismatch", __LINE__, text);
+          for (const char* fragment : fragments)
+            checks.check(text.find(fragment) != std::string::npos, fragment, __LINE__, text);
+        }
+      },
+      std::chrono::seconds(20), transport);
   REQUIRE_RANK_CHECKS(checks);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
@@ -46,50 +51,73 @@ void expect_mismatch(int ranks, const std::function<void(comm::ProcessGroup&, in
 TEST_CASE("mismatched counts are reported on every rank", "[mismatch]") {
   for (std::string transport : {"shm", "tcp"}) {
     INFO(transport);
-    expect_mismatch(2, [](comm::ProcessGroup& group, int rank) {
-      std::vector<float> data(rank == 0 ? 10 : 20, 1.0f);
-      group.all_reduce(data);
-    }, {"all_reduce(float32 x 10, sum", "all_reduce(float32 x 20, sum"}, transport);
+    expect_mismatch(
+        2,
+        [](comm::ProcessGroup& group, int rank) {
+          std::vector<float> data(rank == 0 ? 10 : 20, 1.0f);
+          group.all_reduce(data);
+        },
+        {"all_reduce(float32 x 10, sum", "all_reduce(float32 x 20, sum"}, transport);
   }
   // Large enough for the ring (rendezvous messages), on three ranks.
-  expect_mismatch(3, [](comm::ProcessGroup& group, int rank) {
-    std::vector<float> data(rank == 2 ? 300000 : 200000, 1.0f);
-    group.all_reduce(data);
-  }, {"x 200000", "x 300000"});
+  expect_mismatch(3,
+                  [](comm::ProcessGroup& group, int rank) {
+                    std::vector<float> data(rank == 2 ? 300000 : 200000, 1.0f);
+                    group.all_reduce(data);
+                  },
+                  {"x 200000", "x 300000"});
 }
 
 TEST_CASE("different collectives in the same slot are reported on every rank", "[mismatch]") {
-  expect_mismatch(2, [](comm::ProcessGroup& group, int rank) {
-    std::vector<float> data(4, 1.0f);
-    if (rank == 0) group.all_reduce(data);
-    else group.broadcast(data, 1);
-  }, {"all_reduce(", "broadcast("});
-  expect_mismatch(3, [](comm::ProcessGroup& group, int rank) {
-    std::vector<float> data(6, 1.0f), out(2);
-    if (rank == 1) group.reduce_scatter(out, data);
-    else group.all_reduce(data);
-  }, {"reduce_scatter(", "all_reduce("});
+  expect_mismatch(2,
+                  [](comm::ProcessGroup& group, int rank) {
+                    std::vector<float> data(4, 1.0f);
+                    if (rank == 0)
+                      group.all_reduce(data);
+                    else
+                      group.broadcast(data, 1);
+                  },
+                  {"all_reduce(", "broadcast("});
+  expect_mismatch(3,
+                  [](comm::ProcessGroup& group, int rank) {
+                    std::vector<float> data(6, 1.0f), out(2);
+                    if (rank == 1)
+                      group.reduce_scatter(out, data);
+                    else
+                      group.all_reduce(data);
+                  },
+                  {"reduce_scatter(", "all_reduce("});
 }
 
 TEST_CASE("different dtypes, ops, roots and algorithms are reported on every rank", "[mismatch]") {
-  expect_mismatch(2, [](comm::ProcessGroup& group, int rank) {
-    std::vector<std::int32_t> integers(8, 1);
-    std::vector<float> floats(8, 1.0f);
-    if (rank == 0) group.all_reduce(integers);
-    else group.all_reduce(floats);
-  }, {"int32 x 8", "float32 x 8"});
-  expect_mismatch(2, [](comm::ProcessGroup& group, int rank) {
-    std::vector<float> data(8, 1.0f);
-    group.all_reduce(data, rank == 0 ? ReduceOp::Sum : ReduceOp::Max);
-  }, {"sum", "max"});
-  expect_mismatch(3, [](comm::ProcessGroup& group, int rank) {
-    std::vector<float> data(8, 1.0f);
-    group.reduce(data, rank == 0 ? 0 : 1);
-  }, {"root 0", "root 1"});
-  expect_mismatch(2, [](comm::ProcessGroup& group, int rank) {
-    std::vector<float> data(8, 1.0f);
-    group.all_reduce(data, ReduceOp::Sum, rank == 0 ? Algorithm::Ring : Algorithm::Tree);
-  }, {"ring)", "tree)"});
+  expect_mismatch(2,
+                  [](comm::ProcessGroup& group, int rank) {
+                    std::vector<std::int32_t> integers(8, 1);
+                    std::vector<float> floats(8, 1.0f);
+                    if (rank == 0)
+                      group.all_reduce(integers);
+                    else
+                      group.all_reduce(floats);
+                  },
+                  {"int32 x 8", "float32 x 8"});
+  expect_mismatch(2,
+                  [](comm::ProcessGroup& group, int rank) {
+                    std::vector<float> data(8, 1.0f);
+                    group.all_reduce(data, rank == 0 ? ReduceOp::Sum : ReduceOp::Max);
+                  },
+                  {"sum", "max"});
+  expect_mismatch(3,
+                  [](comm::ProcessGroup& group, int rank) {
+                    std::vector<float> data(8, 1.0f);
+                    group.reduce(data, rank == 0 ? 0 : 1);
+                  },
+                  {"root 0", "root 1"});
+  expect_mismatch(2,
+                  [](comm::ProcessGroup& group, int rank) {
+                    std::vector<float> data(8, 1.0f);
+                    group.all_reduce(data, ReduceOp::Sum, rank == 0 ? Algorithm::Ring : Algorithm::Tree);
+                  },
+                  {"ring)", "tree)"});
 }
 
 TEST_CASE("matching calls are not disturbed by the check", "[mismatch]") {

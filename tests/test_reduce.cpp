@@ -9,10 +9,10 @@
 #include <cstring>
 #include <random>
 
-#include "comm/error.hpp"
 #include "algorithms/cpu_reduce.hpp"
 #include "algorithms/half.hpp"
 #include "algorithms/reduce.hpp"
+#include "comm/error.hpp"
 #include "tests/support/reduce_reference.hpp"
 
 using Catch::Matchers::ContainsSubstring;
@@ -23,7 +23,8 @@ namespace algorithms = comm::algorithms;
 using namespace comm::testing;
 
 TEST_CASE("every dtype x op matches an independent reference", "[reduce]") {
-  auto [ranks, count] = GENERATE(table<int, std::size_t>({{2, 1}, {2, 7}, {3, 7}, {5, 1}, {5, 7}, {2, 1000003}, {3, 4099}}));
+  auto [ranks, count] =
+      GENERATE(table<int, std::size_t>({{2, 1}, {2, 7}, {3, 7}, {5, 1}, {5, 7}, {2, 1000003}, {3, 4099}}));
   std::mt19937 random(static_cast<unsigned>(ranks * 1000 + count));
   for (DType dtype : kAllTypes) {
     for (ReduceOp op : kAllOps) {
@@ -71,7 +72,8 @@ TEST_CASE("combine gives reduce's bits whichever operand the output is", "[reduc
       std::vector<std::uint8_t> expected = a;
       algorithms::reduce(expected.data(), b.data(), count, dtype, op);
       // (Avg is a Sum until divide(); the reference of the first test case covers it.)
-      if (op != ReduceOp::Avg) CHECK(count_wrong(expected, {a, b}, dtype, op, count) <= (dtype == DType::Float32 ? 4u : 0u));
+      if (op != ReduceOp::Avg)
+        CHECK(count_wrong(expected, {a, b}, dtype, op, count) <= (dtype == DType::Float32 ? 4u : 0u));
 
       std::vector<std::uint8_t> apart(a.size()), into_a = a, into_b = b;
       algorithms::combine(apart.data(), a.data(), b.data(), count, dtype, op);
@@ -151,8 +153,8 @@ TEST_CASE("half conversions round-trip every value and round to nearest even", "
   CHECK(float16_wrong == 0);
   CHECK(bfloat16_wrong == 0);
   // Ties go to even; overflow goes to infinity; the smallest subnormal survives.
-  CHECK(algorithms::float_to_float16(1.0f + 0x1p-11f) == 0x3C00);            // halfway, even stays
-  CHECK(algorithms::float_to_float16(1.0f + 3 * 0x1p-11f) == 0x3C02);        // halfway, odd rounds up
+  CHECK(algorithms::float_to_float16(1.0f + 0x1p-11f) == 0x3C00);      // halfway, even stays
+  CHECK(algorithms::float_to_float16(1.0f + 3 * 0x1p-11f) == 0x3C02);  // halfway, odd rounds up
   CHECK(algorithms::float_to_float16(70000.0f) == 0x7C00);
   CHECK(algorithms::float_to_float16(0x1p-24f) == 0x0001);
   CHECK(algorithms::float16_to_float(0x0001) == 0x1p-24f);

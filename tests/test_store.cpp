@@ -15,7 +15,6 @@ using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
-
 // Each fixture hands out clients of one store; clients of one fixture see the same keys.
 struct HashFixture {
   std::shared_ptr<comm::HashStore> store = std::make_shared<comm::HashStore>(10s);

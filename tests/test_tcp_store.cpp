@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "comm/store.hpp"
-#include "tests/support/child_process.hpp"
 #include "rendezvous/tcp_store_protocol.hpp"
+#include "tests/support/child_process.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;
@@ -38,7 +38,9 @@ class RawConnection {
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   }
   ~RawConnection() { ::close(fd_); }
-  void send(const comm::Bytes& bytes) const { REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())); }
+  void send(const comm::Bytes& bytes) const {
+    REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+  }
   void send(const std::string& text) const { send(comm::Bytes(text.begin(), text.end())); }
   // True when the server closed the connection (reads end of file or a reset).
   bool closed_by_server() const {
@@ -51,7 +53,9 @@ class RawConnection {
   }
   void say_hello() const {
     send(protocol::FrameWriter(static_cast<std::uint8_t>(protocol::RequestType::Hello))
-             .u32(protocol::kMagic).u32(protocol::kVersion).finish());
+             .u32(protocol::kMagic)
+             .u32(protocol::kVersion)
+             .finish());
     char reply[5];
     REQUIRE(::recv(fd_, reply, sizeof reply, MSG_WAITALL) == 5);
   }
@@ -60,7 +64,8 @@ class RawConnection {
   int fd_ = -1;
 };
 
-comm::TcpStore client(std::uint16_t port, std::chrono::milliseconds timeout = 10s, const std::string& host = "127.0.0.1") {
+comm::TcpStore client(std::uint16_t port, std::chrono::milliseconds timeout = 10s,
+                      const std::string& host = "127.0.0.1") {
   return comm::TcpStore(host, port, comm::TcpStoreOptions{.timeout = timeout});
 }
 
@@ -111,7 +116,10 @@ TEST_CASE("hostile input on the store port closes that connection only", "[tcp_s
   SECTION("a second request while the first is parked") {
     RawConnection raw(server.port());
     raw.say_hello();
-    auto get = protocol::FrameWriter(static_cast<std::uint8_t>(protocol::RequestType::Get)).bytes(std::string("never")).i64(60000).finish();
+    auto get = protocol::FrameWriter(static_cast<std::uint8_t>(protocol::RequestType::Get))
+                   .bytes(std::string("never"))
+                   .i64(60000)
+                   .finish();
     raw.send(get);
     raw.send(get);
     CHECK(raw.closed_by_server());
@@ -151,7 +159,8 @@ TEST_CASE("hundreds of parked clients are all released by one set", "[tcp_store]
   constexpr int kClients = 512;
   std::vector<std::unique_ptr<comm::TcpStore>> clients;
   for (int i = 0; i < kClients; ++i) {
-    clients.push_back(std::make_unique<comm::TcpStore>("127.0.0.1", server.port(), comm::TcpStoreOptions{.timeout = 30s}));
+    clients.push_back(
+        std::make_unique<comm::TcpStore>("127.0.0.1", server.port(), comm::TcpStoreOptions{.timeout = 30s}));
   }
   std::atomic<int> released{0};
   std::vector<std::thread> threads;
@@ -192,7 +201,8 @@ TEST_CASE("a waiting client learns at once that the server went away", "[tcp_sto
     std::uint16_t port = 0;
     for (auto deadline = Clock::now() + 10s; port == 0 && Clock::now() < deadline;) {
       auto text = server.output();
-      if (auto at = text.find("listening on port "); at != std::string::npos && text.find('\n', at) != std::string::npos) {
+      if (auto at = text.find("listening on port ");
+          at != std::string::npos && text.find('\n', at) != std::string::npos) {
         port = static_cast<std::uint16_t>(std::stoi(text.substr(at + 18)));
       }
       std::this_thread::sleep_for(10ms);
@@ -215,8 +225,8 @@ TEST_CASE("connecting, resolving and binding fail with clear errors", "[tcp_stor
   SECTION("nobody listening: times out naming where and what to check") {
     std::uint16_t port = comm::testing::free_port();
     auto start = Clock::now();
-    CHECK_THROWS_WITH(client(port, 500ms), ContainsSubstring("127.0.0.1:" + std::to_string(port)) &&
-                                               ContainsSubstring("MASTER_ADDR"));
+    CHECK_THROWS_WITH(client(port, 500ms),
+                      ContainsSubstring("127.0.0.1:" + std::to_string(port)) && ContainsSubstring("MASTER_ADDR"));
     CHECK(Clock::now() - start < 5s);
   }
   SECTION("unknown host name") {
@@ -227,9 +237,7 @@ TEST_CASE("connecting, resolving and binding fail with clear errors", "[tcp_stor
     CHECK_THROWS_WITH(comm::TcpStoreServer(first.port(), "127.0.0.1"), ContainsSubstring("already in use"));
     CHECK_THROWS_AS(comm::TcpStore("127.0.0.1", first.port(), comm::TcpStoreOptions{.is_server = true}), comm::IoError);
   }
-  SECTION("port 0 for a client") {
-    CHECK_THROWS_AS(client(0), comm::InvalidArgumentError);
-  }
+  SECTION("port 0 for a client") { CHECK_THROWS_AS(client(0), comm::InvalidArgumentError); }
 }
 
 TEST_CASE("TcpStore reaches the server by IPv6 address and by host name", "[tcp_store]") {

@@ -60,17 +60,19 @@ TEST_CASE("ranks as processes exchange all pairs, a ring and any-source messages
   INFO(run.output());
   REQUIRE(status.has_value());
   CHECK(*status == 0);
-  for (int rank = 0; rank < ranks; ++rank) CHECK_THAT(run.output(), ContainsSubstring("p2p ok rank " + std::to_string(rank)));
+  for (int rank = 0; rank < ranks; ++rank)
+    CHECK_THAT(run.output(), ContainsSubstring("p2p ok rank " + std::to_string(rank)));
 }
 
-TEST_CASE("a peer killed with SIGKILL mid-transfer fails the survivor's wait within 2 s, naming it", "[transport][process]") {
+TEST_CASE("a peer killed with SIGKILL mid-transfer fails the survivor's wait within 2 s, naming it",
+          "[transport][process]") {
   // p2p-stream: a stream of 16 MiB messages; arena-stream: all_reduce through shared memory.
   std::string mode = GENERATE("p2p-stream", "arena-stream");
   INFO(mode);
   std::string port = std::to_string(comm::testing::free_port());
   auto environment = [&](int rank) {
-    return std::map<std::string, std::string>{{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"},
-                                              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+    return std::map<std::string, std::string>{
+        {"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
   };
   ChildProcess survivor({helper(), mode}, environment(0));
   ChildProcess victim({helper(), mode}, environment(1));
@@ -83,15 +85,16 @@ TEST_CASE("a peer killed with SIGKILL mid-transfer fails the survivor's wait wit
   REQUIRE(status.has_value());
   CHECK(*status == 10);
   CHECK(reaction < 2s);
-  CHECK_THAT(survivor.output(), ContainsSubstring("FAILED peer closed") &&
-                                    ContainsSubstring("rank 1 (") && ContainsSubstring(":" + std::to_string(victim.pid()) + ")"));
+  CHECK_THAT(survivor.output(), ContainsSubstring("FAILED peer closed") && ContainsSubstring("rank 1 (") &&
+                                    ContainsSubstring(":" + std::to_string(victim.pid()) + ")"));
   // Shared-memory segments are unlinked during set-up, so even a SIGKILL leaves none behind. The
   // pair's segment is named after its creator's pid (comm-<token>-<pid>-...); other tests running
   // beside this one have segments of their own for a moment, so only this pair's count.
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     std::string name = entry.path().filename().string();
-    bool ours = name.rfind("comm-", 0) == 0 && (name.find("-" + std::to_string(survivor.pid()) + "-") != std::string::npos ||
-                                               name.find("-" + std::to_string(victim.pid()) + "-") != std::string::npos);
+    bool ours =
+        name.rfind("comm-", 0) == 0 && (name.find("-" + std::to_string(survivor.pid()) + "-") != std::string::npos ||
+                                        name.find("-" + std::to_string(victim.pid()) + "-") != std::string::npos);
     CHECK_FALSE(ours);
   }
 }
@@ -117,13 +120,17 @@ class GatedStore final : public comm::Store {
     }
     inner.set(key, value);
   }
-  comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override { return inner.get(key, timeout); }
+  comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return inner.get(key, timeout);
+  }
   std::int64_t do_add(const std::string& key, std::int64_t delta) override { return inner.add(key, delta); }
   comm::Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
                              std::span<const std::uint8_t> desired) override {
     return inner.compare_set(key, expected, desired);
   }
-  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override { inner.wait(keys, timeout); }
+  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    inner.wait(keys, timeout);
+  }
   bool do_check(const std::vector<std::string>& keys) override { return inner.check(keys); }
   bool do_delete_key(const std::string& key) override { return inner.delete_key(key); }
   std::int64_t do_num_keys() override { return inner.num_keys(); }
@@ -157,9 +164,9 @@ TEST_CASE("strangers on a data port are refused and the job goes on", "[transpor
   // Rank 0 is accepting now; rank 2 is held back before publishing its address.
   std::string address = store->inner.get_string("default_pg/tcp/0");
   CHECK(knock(address, std::vector<std::uint8_t>(300, 0x41)));  // garbage
-  CHECK(knock(address, {0x43, 0x54, 0x43, 0x50}));               // a truncated hello
-  std::vector<std::uint8_t> hello(4 * 5 + 68 + 160, 0);           // a hello with the wrong token
-  const std::uint32_t header[5] = {0x50435443, 1, 2, 0, 3};       // magic, version, from 2, to 0, world 3
+  CHECK(knock(address, {0x43, 0x54, 0x43, 0x50}));              // a truncated hello
+  std::vector<std::uint8_t> hello(4 * 5 + 68 + 160, 0);         // a hello with the wrong token
+  const std::uint32_t header[5] = {0x50435443, 1, 2, 0, 3};     // magic, version, from 2, to 0, world 3
   std::memcpy(hello.data(), header, sizeof header);
   std::memcpy(hello.data() + sizeof header, "not-the-token", 13);
   CHECK(knock(address, hello));

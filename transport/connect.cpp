@@ -63,7 +63,8 @@ std::shared_ptr<Transport> connect_transport(Store& store, const MeshOptions& op
     if (peer == rank) continue;
     set_nonblocking(mesh.sockets[peer].fd());
     if (same_host[peer]) {
-      streams[peer] = std::make_unique<ShmStream>(pairs.take(peer), std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
+      streams[peer] =
+          std::make_unique<ShmStream>(pairs.take(peer), std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
       over_shm.push_back(peer);
     } else {
       streams[peer] = std::make_unique<SocketStream>(std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);

@@ -55,7 +55,8 @@ void Matcher::remove_unexpected(const UnexpectedMessage* message) {
   if (it != unexpected_.end()) unexpected_.erase(it);
 }
 
-std::vector<PostedReceive> Matcher::take_conflicting_receives(int source, std::uint64_t tag, std::uint64_t fingerprint) {
+std::vector<PostedReceive> Matcher::take_conflicting_receives(int source, std::uint64_t tag,
+                                                              std::uint64_t fingerprint) {
   std::vector<PostedReceive> taken;
   if (fingerprint == 0) return taken;
   auto keep = std::stable_partition(posted_.begin(), posted_.end(), [&](const PostedReceive& receive) {

@@ -33,9 +33,9 @@ struct UnexpectedMessage {
   int source = -1;
   std::uint64_t tag = 0;
   std::size_t bytes = 0;
-  bool rendezvous = false;   // only announced: the payload comes once the receiver asks for it
-  std::uint64_t id = 0;      // the sender's id for a rendezvous message
-  bool arrived = false;      // an eager payload fully read into `payload`
+  bool rendezvous = false;  // only announced: the payload comes once the receiver asks for it
+  std::uint64_t id = 0;     // the sender's id for a rendezvous message
+  bool arrived = false;     // an eager payload fully read into `payload`
   std::vector<std::uint8_t> payload;
   std::optional<PostedReceive> claimed_by;  // a receive matched while the payload was arriving
   std::uint64_t fingerprint = 0;

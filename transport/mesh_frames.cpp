@@ -52,7 +52,8 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
           clear_to_send(peer, header.id, std::move(*receive));
         }
       } else {
-        matcher_.add_unexpected({peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra});
+        matcher_.add_unexpected(
+            {peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra});
         fail_conflicting(peer, header.tag, header.extra);
       }
       return {};
@@ -63,7 +64,8 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
       }
       PendingSend send = std::move(found->second);
       state.awaiting_clearance.erase(found);
-      send_frame(peer, make_frame(FrameKind::Data, send.tag, send.bytes, header.id), send.data, std::move(send.completion));
+      send_frame(peer, make_frame(FrameKind::Data, send.tag, send.bytes, header.id), send.data,
+                 std::move(send.completion));
       return {};
     }
     case FrameKind::Data: {
@@ -81,11 +83,13 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
       state.goodbye_reason.assign(header.bytes, '\0');
       return {reinterpret_cast<std::uint8_t*>(state.goodbye_reason.data())};
     case FrameKind::Refused: {
-      std::string message = "the send of " + std::to_string(header.bytes) + " bytes with tag " + std::to_string(header.tag) +
-                            " to " + peer_name(peer) + " did not fit its receive buffer of " + std::to_string(header.extra) +
+      std::string message = "the send of " + std::to_string(header.bytes) + " bytes with tag " +
+                            std::to_string(header.tag) + " to " + peer_name(peer) +
+                            " did not fit its receive buffer of " + std::to_string(header.extra) +
                             " bytes; post a receive at least as large as what is sent";
       auto error = make_error<InvalidArgumentError>(message, peer, "send");
-      if (auto found = state.awaiting_clearance.find(header.id); header.id != 0 && found != state.awaiting_clearance.end()) {
+      if (auto found = state.awaiting_clearance.find(header.id);
+          header.id != 0 && found != state.awaiting_clearance.end()) {
         found->second.completion->fail(error);
         state.awaiting_clearance.erase(found);
       } else {

@@ -23,10 +23,11 @@ bool MeshTransport::all_peers_lost() const {
 void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
   Peer& state = peers_[peer];
   if (state.departing) {
-    std::string why = state.goodbye_reason.empty() ? "it finished, aborted, or destroyed the group" : state.goodbye_reason;
-    error = make_error<PeerClosedError>(peer_name(peer) + " has shut down its process group (" + why +
-                                          ") while this operation still needed it",
-                                      peer, "transport");
+    std::string why =
+        state.goodbye_reason.empty() ? "it finished, aborted, or destroyed the group" : state.goodbye_reason;
+    error = make_error<PeerClosedError>(
+        peer_name(peer) + " has shut down its process group (" + why + ") while this operation still needed it", peer,
+        "transport");
   } else {
     try {
       std::rethrow_exception(error);

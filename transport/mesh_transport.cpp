@@ -17,8 +17,8 @@ std::shared_ptr<detail::Completion> MeshTransport::new_completion(int peer) {
   return std::make_shared<detail::Completion>(std::weak_ptr<detail::Progressor>(weak_from_this()), peer);
 }
 
-std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
-                                                         std::uint64_t fingerprint) {
+std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* data, std::size_t bytes,
+                                                         std::uint64_t tag, std::uint64_t fingerprint) {
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);
   if (aborted_) {
@@ -40,7 +40,8 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
 
 // The common case of a small send, without a Completion: written straight into the stream
 // when nothing is queued before it (what the stream does not take is copied and queued).
-bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint) {
+bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
+                             std::uint64_t fingerprint) {
   if (bytes > kEagerBytes || peer == rank_) return false;
   std::lock_guard lock(mutex_);
   Peer& state = peers_[peer];
@@ -118,7 +119,8 @@ void MeshTransport::post_receive(PostedReceive receive) {
       return;
     }
     if (peer == kAnySource && all_peers_lost()) {
-      receive.completion->fail(make_error<PeerClosedError>("every peer is gone; nobody is left to send to a receive from any source", -1, "recv"));
+      receive.completion->fail(make_error<PeerClosedError>(
+          "every peer is gone; nobody is left to send to a receive from any source", -1, "recv"));
       return;
     }
     matcher_.post(std::move(receive));
@@ -146,14 +148,16 @@ void MeshTransport::post_receive(PostedReceive receive) {
 }
 
 // Checks the receive buffer holds the message; if not, fails the receive and tells the sender.
-bool MeshTransport::fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id) {
+bool MeshTransport::fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes,
+                         std::uint64_t id) {
   if (bytes <= receive.capacity) return true;
   receive.completion->fail(make_error<InvalidArgumentError>(
       "the message from " + peer_name(source) + " with tag " + std::to_string(tag) + " has " + std::to_string(bytes) +
           " bytes but the receive buffer holds " + std::to_string(receive.capacity) +
           "; post a receive at least as large as what is sent (nothing was truncated: the message is dropped)",
       source, "recv"));
-  if (source != rank_) send_frame(source, make_frame(FrameKind::Refused, tag, bytes, id, receive.capacity), nullptr, nullptr);
+  if (source != rank_)
+    send_frame(source, make_frame(FrameKind::Refused, tag, bytes, id, receive.capacity), nullptr, nullptr);
   return false;
 }
 
@@ -180,7 +184,7 @@ void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::ui
 }
 
 void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* payload,
-                              std::shared_ptr<detail::Completion> on_written) {
+                               std::shared_ptr<detail::Completion> on_written) {
   Peer& state = peers_[peer];
   if (!state.connection) {
     if (on_written) on_written->fail(state.error);
@@ -198,7 +202,8 @@ void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* 
 }
 
 std::unique_ptr<SharedArena> MeshTransport::map_shared_arena(Store& store, const std::string& key, int rank, int size,
-                                                             std::chrono::milliseconds timeout, std::size_t slot_bytes) {
+                                                             std::chrono::milliseconds timeout,
+                                                             std::size_t slot_bytes) {
   if (!capabilities_.same_host_shared_memory) return nullptr;
   return create_shared_arena(store, key, rank, size, timeout, slot_bytes);
 }

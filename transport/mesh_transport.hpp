@@ -28,8 +28,9 @@
 
 namespace comm::transport {
 
-class MeshTransport final : public Transport, private StreamConnection::Sink,
-                           public std::enable_shared_from_this<MeshTransport> {
+class MeshTransport final : public Transport,
+                            private StreamConnection::Sink,
+                            public std::enable_shared_from_this<MeshTransport> {
  public:
   static constexpr std::size_t kEagerBytes = 64 * 1024;
 
@@ -40,7 +41,8 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
 
   std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
                                             std::uint64_t fingerprint = 0) override;
-  bool send_now(int peer, const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint = 0) override;
+  bool send_now(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
+                std::uint64_t fingerprint = 0) override;
   void irecv_into(std::shared_ptr<detail::Completion> completion, int peer, void* data, std::size_t capacity,
                   std::uint64_t tag, std::uint64_t fingerprint = 0) override;
   bool cancel(const detail::Completion* completion) override;
@@ -78,10 +80,10 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
     UnexpectedMessage* unexpected = nullptr;
   };
   struct Peer {
-    std::unique_ptr<StreamConnection> connection;        // null once lost
-    std::exception_ptr error;                         // why it is unusable
+    std::unique_ptr<StreamConnection> connection;                       // null once lost
+    std::exception_ptr error;                                           // why it is unusable
     std::unordered_map<std::uint64_t, PendingSend> awaiting_clearance;  // our large sends
-    std::unordered_map<std::uint64_t, PostedReceive> cleared;          // their large sends
+    std::unordered_map<std::uint64_t, PostedReceive> cleared;           // their large sends
     Arrival arrival;
     bool departing = false;  // said Goodbye: its end of file is an orderly shutdown
     std::string goodbye_reason;
@@ -95,7 +97,8 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
 
   // All under mutex_.
   void post_receive(PostedReceive receive);
-  void send_frame(int peer, const FrameHeader& header, const void* payload, std::shared_ptr<detail::Completion> on_written);
+  void send_frame(int peer, const FrameHeader& header, const void* payload,
+                  std::shared_ptr<detail::Completion> on_written);
   void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
   bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
   void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
@@ -130,7 +133,7 @@ class MeshTransport final : public Transport, private StreamConnection::Sink,
   Matcher matcher_;
   std::uint64_t next_id_ = 1;
   std::exception_ptr aborted_;
-  int servicing_peer_ = -1;  // the peer whose receive() is on the stack
+  int servicing_peer_ = -1;                      // the peer whose receive() is on the stack
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
   EpollSet epoll_;       // every peer's descriptor and wake_

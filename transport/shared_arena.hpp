@@ -43,8 +43,9 @@ class SharedArena {
   Control& control(int rank) const { return controls_[rank]; }
   // Rank `rank`'s input slot, and the shared result area, of buffer 0 or 1.
   std::uint8_t* slot(int buffer, int rank) const {
-    return data_ + (static_cast<std::size_t>(buffer) * static_cast<std::size_t>(size_ + 1) + static_cast<std::size_t>(rank)) *
-                       slot_bytes_;
+    return data_ +
+           (static_cast<std::size_t>(buffer) * static_cast<std::size_t>(size_ + 1) + static_cast<std::size_t>(rank)) *
+               slot_bytes_;
   }
   std::uint8_t* result(int buffer) const { return slot(buffer, size_); }
   // Numbers the pieces every rank goes through, identically everywhere.

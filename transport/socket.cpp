@@ -131,9 +131,8 @@ bool transfer_all(int fd, std::uint8_t* bytes, std::size_t size, short events, D
 
 bool send_all(int fd, std::span<const std::uint8_t> bytes, Deadline deadline, std::string& error) {
   return transfer_all(fd, const_cast<std::uint8_t*>(bytes.data()), bytes.size(), POLLOUT, deadline, error,
-                      "connection closed", [&](std::uint8_t* at, std::size_t left) {
-                        return ::send(fd, at, left, MSG_NOSIGNAL);
-                      });
+                      "connection closed",
+                      [&](std::uint8_t* at, std::size_t left) { return ::send(fd, at, left, MSG_NOSIGNAL); });
 }
 
 bool receive_all(int fd, std::span<std::uint8_t> bytes, Deadline deadline, std::string& error) {

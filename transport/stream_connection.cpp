@@ -10,9 +10,9 @@ namespace comm::transport {
 
 void throw_peer_lost(const std::string& peer_name, int peer, const char* what, int error) {
   std::string reason = error == 0 ? "closed the connection" : std::string("connection failed: ") + std::strerror(error);
-  throw PeerClosedError(peer_name + " " + reason + " while " + what +
-                            "; that process has probably exited or crashed: look at its output",
-                        ErrorContext{.peer = peer});
+  throw PeerClosedError(
+      peer_name + " " + reason + " while " + what + "; that process has probably exited or crashed: look at its output",
+      ErrorContext{.peer = peer});
 }
 
 namespace {
@@ -45,7 +45,7 @@ StreamConnection::StreamConnection(int peer, std::string peer_name, std::unique_
     : peer_(peer), peer_name_(std::move(peer_name)), stream_(std::move(stream)), inbox_(kInboxBytes) {}
 
 void StreamConnection::queue(const FrameHeader& header, const void* payload,
-                          std::shared_ptr<detail::Completion> on_written) {
+                             std::shared_ptr<detail::Completion> on_written) {
   std::size_t payload_bytes = has_payload(header.kind) ? header.bytes : 0;
   outbox_.push_back({header, static_cast<const std::uint8_t*>(payload), payload_bytes, 0, std::move(on_written), {}});
 }
@@ -130,7 +130,8 @@ void StreamConnection::receive(Sink& sink) {
       inbox_end_ -= inbox_begin_;
       inbox_begin_ = 0;
     }
-    std::size_t n = stream_->read_some(inbox_.data() + inbox_end_, std::min(inbox_.size() - inbox_end_, kInboxReadBytes));
+    std::size_t n =
+        stream_->read_some(inbox_.data() + inbox_end_, std::min(inbox_.size() - inbox_end_, kInboxReadBytes));
     if (n == 0) return;
     bytes_moved_ += n;
     inbox_end_ += n;

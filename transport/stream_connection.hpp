@@ -22,13 +22,13 @@
 namespace comm::transport {
 
 enum class FrameKind : std::uint8_t {
-  Eager = 1,     // tag, bytes, payload follows
-  ReadyToSend,   // tag, bytes, id: a large message waits for the receiver's ClearToSend
-  ClearToSend,   // id: the receiver matched it; send the payload
-  Data,          // id, bytes, payload follows
-  Refused,       // tag, bytes (the message), id (the sender's, 0 if eager), extra (the receiver's
-                 // capacity): the message did not fit the receive buffer
-  Goodbye,       // the sender is shutting its process group down: end of file follows; payload: why
+  Eager = 1,    // tag, bytes, payload follows
+  ReadyToSend,  // tag, bytes, id: a large message waits for the receiver's ClearToSend
+  ClearToSend,  // id: the receiver matched it; send the payload
+  Data,         // id, bytes, payload follows
+  Refused,      // tag, bytes (the message), id (the sender's, 0 if eager), extra (the receiver's
+                // capacity): the message did not fit the receive buffer
+  Goodbye,      // the sender is shutting its process group down: end of file follows; payload: why
 };
 
 struct FrameHeader {
@@ -98,7 +98,7 @@ class ByteStream {
 class StreamConnection {
  public:
   struct PayloadTarget {
-    std::uint8_t* data = nullptr;  // nullptr with a payload: read and throw away
+    std::uint8_t* data = nullptr;          // nullptr with a payload: read and throw away
     const Reduction* reduction = nullptr;  // set: combine the payload into data (valid until on_payload)
   };
   class Sink {

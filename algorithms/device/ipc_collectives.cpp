@@ -20,7 +20,8 @@ constexpr std::uint64_t kAnnounceStep = 0, kFinishedStep = 1;
 
 // Sends `payload` to every peer and receives theirs into `incoming[peer]`, on one step.
 template <class T>
-void exchange_with_all(const CollectiveContext& context, const T& payload, std::vector<T>& incoming, std::uint64_t step) {
+void exchange_with_all(const CollectiveContext& context, const T& payload, std::vector<T>& incoming,
+                       std::uint64_t step) {
   TransferSet transfers;
   for (int offset = 1; offset < context.size; ++offset) {
     int from = context.wrap(context.rank - offset), to = context.wrap(context.rank + offset);
@@ -59,7 +60,8 @@ class IpcCall {
           state.peers_[p].push_back(std::make_unique<cuda::InterprocessEvent>(announcement.events[phase], device));
         }
       }
-      peers_[p] = static_cast<std::uint8_t*>(state.opened_[p].open(announcement.allocation, device)) + announcement.offset;
+      peers_[p] =
+          static_cast<std::uint8_t*>(state.opened_[p].open(announcement.allocation, device)) + announcement.offset;
       state.peers_[p][0]->wait(stream);
     }
   }
@@ -144,7 +146,8 @@ void ipc_all_gather(const CollectiveContext& context, IpcState& state, void* out
   IpcCall call(context, state, output, stream);
   for (int peer = 0; peer < n; ++peer) {
     if (peer != r) {
-      cuda::copy_async(call.peer(peer) + static_cast<std::size_t>(r) * block_bytes, own_block, block_bytes, device, stream);
+      cuda::copy_async(call.peer(peer) + static_cast<std::size_t>(r) * block_bytes, own_block, block_bytes, device,
+                       stream);
     }
   }
   call.finish();
@@ -166,7 +169,8 @@ void ipc_reduce_scatter(const CollectiveContext& context, IpcState& state, void*
     }
     call.finish();
   }
-  if (op == ReduceOp::Avg && n > 1) cuda::divide(output, block_count, dtype, static_cast<std::size_t>(n), device, stream);
+  if (op == ReduceOp::Avg && n > 1)
+    cuda::divide(output, block_count, dtype, static_cast<std::size_t>(n), device, stream);
 }
 
 void ipc_gather(const CollectiveContext& context, IpcState& state, const void* input, std::size_t bytes,
@@ -179,7 +183,8 @@ void ipc_gather(const CollectiveContext& context, IpcState& state, const void* i
   IpcCall call(context, state, input, stream);
   if (context.rank == root) {
     for (int peer = 0; peer < context.size; ++peer) {
-      if (peer != root) cuda::copy_async(outputs[static_cast<std::size_t>(peer)], call.peer(peer), bytes, device, stream);
+      if (peer != root)
+        cuda::copy_async(outputs[static_cast<std::size_t>(peer)], call.peer(peer), bytes, device, stream);
     }
   }
   call.finish();
@@ -195,7 +200,8 @@ void ipc_scatter(const CollectiveContext& context, IpcState& state, void* output
   IpcCall call(context, state, output, stream);
   if (context.rank == root) {
     for (int peer = 0; peer < context.size; ++peer) {
-      if (peer != root) cuda::copy_async(call.peer(peer), inputs[static_cast<std::size_t>(peer)], bytes, device, stream);
+      if (peer != root)
+        cuda::copy_async(call.peer(peer), inputs[static_cast<std::size_t>(peer)], bytes, device, stream);
     }
   }
   call.finish();
@@ -206,7 +212,8 @@ void ipc_all_to_all(const CollectiveContext& context, IpcState& state, void* out
   int n = context.size, r = context.rank, device = state.device();
   auto block = [&](int rank) { return static_cast<std::size_t>(rank) * block_bytes; };
   const auto* in = static_cast<const std::uint8_t*>(input);
-  if (block_bytes > 0) cuda::copy_async(static_cast<std::uint8_t*>(output) + block(r), in + block(r), block_bytes, device, stream);
+  if (block_bytes > 0)
+    cuda::copy_async(static_cast<std::uint8_t*>(output) + block(r), in + block(r), block_bytes, device, stream);
   if (n == 1 || block_bytes == 0) return;
   IpcCall call(context, state, output, stream);
   for (int peer = 0; peer < n; ++peer) {

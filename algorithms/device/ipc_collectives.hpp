@@ -43,9 +43,9 @@ class IpcState {
   friend class IpcCall;
   static constexpr int kPhases = 2;  // buffer ready; finished with the peers' buffers
   int device_;
-  std::vector<std::unique_ptr<cuda::InterprocessEvent>> own_;                  // [phase]
-  std::vector<std::vector<std::unique_ptr<cuda::InterprocessEvent>>> peers_;   // [peer][phase]
-  std::vector<cuda::ImportCache> opened_;  // [peer]
+  std::vector<std::unique_ptr<cuda::InterprocessEvent>> own_;                 // [phase]
+  std::vector<std::vector<std::unique_ptr<cuda::InterprocessEvent>>> peers_;  // [peer][phase]
+  std::vector<cuda::ImportCache> opened_;                                     // [peer]
 };
 
 // `stream` is a cudaStream_t; every pointer is device memory of state.device().

@@ -60,8 +60,9 @@ void IpcPointToPoint::send(transport::Transport& transport, int peer, const void
   wait(transport.isend(peer, &announcement, sizeof announcement, tag | kGpuAnnounceTagBit), timeout, peer, "send");
   wait(answered, timeout, peer, "send");
   if (answer.capacity < bytes) {
-    throw InvalidArgumentError("the GPU send of " + std::to_string(bytes) + " bytes did not fit the receiver's buffer of " +
-                                   std::to_string(answer.capacity) + " bytes",
+    throw InvalidArgumentError("the GPU send of " + std::to_string(bytes) +
+                                   " bytes did not fit the receiver's buffer of " + std::to_string(answer.capacity) +
+                                   " bytes",
                                ErrorContext{.peer = peer, .op = "send"});
   }
   imported(peer, answer.done).wait(stream);  // the buffer is the caller's again once the peer copied it

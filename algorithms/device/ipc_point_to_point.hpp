@@ -42,9 +42,9 @@ class IpcPointToPoint {
 
   int device_;
   cuda::InterprocessEvent ready_, done_;
-  using Key = std::vector<unsigned char>;  // a handle's bytes
+  using Key = std::vector<unsigned char>;                                          // a handle's bytes
   std::map<int, std::map<Key, std::unique_ptr<cuda::InterprocessEvent>>> events_;  // [peer]
-  std::map<int, cuda::ImportCache> opened_;  // [peer]
+  std::map<int, cuda::ImportCache> opened_;                                        // [peer]
 };
 
 }  // namespace comm::algorithms

@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <string>
 
+#include "algorithms/device/staged_collectives.hpp"
+#include "algorithms/shared_memory.hpp"
 #include "cuda/reduce.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
-#include "algorithms/shared_memory.hpp"
-#include "algorithms/device/staged_collectives.hpp"
 
 namespace comm::algorithms {
 
@@ -32,7 +32,8 @@ transport::SharedArena* StagingState::shared_arena(const CollectiveContext& cont
   if (shared_tried_) return shared_.get();
   shared_tried_ = true;
   std::string key = "gpu-arena/" + std::to_string(context.group_id) + "/" + std::to_string(context.sequence);
-  shared_ = context.transport.map_shared_arena(store, key, context.rank, context.size, context.timeout, shared_slot_bytes());
+  shared_ =
+      context.transport.map_shared_arena(store, key, context.rank, context.size, context.timeout, shared_slot_bytes());
   if (shared_) {
     try {
       shared_pinned_ = std::make_unique<cuda::HostRegistration>(shared_->base(), shared_->bytes());
@@ -68,7 +69,9 @@ void shared_staged_all_reduce(const CollectiveContext& context, transport::Share
   };
   auto piece_at = [&](std::size_t index) {
     std::size_t elements = std::min(piece_count, count - index * piece_count);
-    auto begin_of = [&](int rank) { return elements * static_cast<std::size_t>(rank) / static_cast<std::size_t>(n) * element; };
+    auto begin_of = [&](int rank) {
+      return elements * static_cast<std::size_t>(rank) / static_cast<std::size_t>(n) * element;
+    };
     return Piece{all + index * piece_count * element, begin_of(r), begin_of(r + 1), elements * element};
   };
   // Every byte but this rank's segment (which only it reads) into its slot, on the side stream.

@@ -3,9 +3,9 @@
 #include <cstdint>
 
 #include "algorithms/chunking.hpp"
-#include "cuda/reduce.hpp"
 #include "algorithms/direct.hpp"
 #include "algorithms/ring.hpp"
+#include "cuda/reduce.hpp"
 
 namespace comm::algorithms {
 
@@ -100,7 +100,8 @@ void staged_ring(const CollectiveContext& context, StagingState& state, std::uin
       cuda::copy_async(slot, incoming + chunk * slot_bytes, bytes, device, stream);
       cuda::reduce(data + offset, data + offset, slot, elements, dtype, op, device, stream);
       // The owner finishes an average once, so every rank receives the same divided bytes.
-      if (step == n - 2 && op == ReduceOp::Avg) cuda::divide(data + offset, elements, dtype, static_cast<std::size_t>(n), device, stream);
+      if (step == n - 2 && op == ReduceOp::Avg)
+        cuda::divide(data + offset, elements, dtype, static_cast<std::size_t>(n), device, stream);
       if (step + 1 < last) cuda::copy_async(mirror + offset, data + offset, bytes, device, stream);
       state.event(chunk).record(stream);
       if (queued < chunks) release(step, queued);
@@ -135,7 +136,8 @@ void staged_reduce_scatter(const CollectiveContext& context, StagingState& state
                            std::size_t block_count, DType dtype, ReduceOp op, void* stream, std::size_t chunk_bytes) {
   int n = context.size, device = state.device();
   std::size_t block_bytes = block_count * element_size(dtype), total = block_bytes * static_cast<std::size_t>(n);
-  const auto* own_block = static_cast<const std::uint8_t*>(input) + static_cast<std::size_t>(context.rank) * block_bytes;
+  const auto* own_block =
+      static_cast<const std::uint8_t*>(input) + static_cast<std::size_t>(context.rank) * block_bytes;
   if (block_count == 0) return;
   if (n == 1) {
     if (own_block != output) cuda::copy_async(output, own_block, block_bytes, device, stream);
@@ -236,7 +238,8 @@ void staged_gather(const CollectiveContext& context, StagingState& state, const 
                    const std::vector<void*>& outputs, int root, void* stream) {
   int device = state.device();
   auto n = static_cast<std::size_t>(context.size), r = static_cast<std::size_t>(root);
-  if (context.rank == root && bytes > 0 && outputs[r] != input) cuda::copy_async(outputs[r], input, bytes, device, stream);
+  if (context.rank == root && bytes > 0 && outputs[r] != input)
+    cuda::copy_async(outputs[r], input, bytes, device, stream);
   if (n == 1 || bytes == 0) return;
   std::uint8_t* host = state.host(0, bytes * n);
   if (context.rank != root) {
@@ -258,7 +261,8 @@ void staged_scatter(const CollectiveContext& context, StagingState& state, void*
                     const std::vector<const void*>& inputs, int root, void* stream) {
   int device = state.device();
   auto n = static_cast<std::size_t>(context.size), r = static_cast<std::size_t>(root);
-  if (context.rank == root && bytes > 0 && inputs[r] != output) cuda::copy_async(output, inputs[r], bytes, device, stream);
+  if (context.rank == root && bytes > 0 && inputs[r] != output)
+    cuda::copy_async(output, inputs[r], bytes, device, stream);
   if (n == 1 || bytes == 0) return;
   std::uint8_t* host = state.host(0, bytes * n);
   if (context.rank != root) {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "comm/comm.hpp"
-#include "cuda/memory.hpp"
 #include "cuda/device.hpp"
+#include "cuda/memory.hpp"
 
 namespace cuda = comm::cuda;
 
@@ -32,8 +32,10 @@ int main(int argc, char** argv) {
   int iterations = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--max-bytes") max_bytes = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (flag == "--iterations") iterations = std::atoi(argv[i + 1]);
+    if (flag == "--max-bytes")
+      max_bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--iterations")
+      iterations = std::atoi(argv[i + 1]);
   }
   auto status = cuda::device_status();
   if (status.device_count == 0) {

@@ -25,10 +25,10 @@
 #include <vector>
 
 #include "comm/error.hpp"
+#include "cuda/device.hpp"
 #include "cuda/ipc.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/reduce.hpp"
-#include "cuda/device.hpp"
 
 namespace cuda = comm::cuda;
 
@@ -111,9 +111,12 @@ int main(int argc, char** argv) {
   bool host_waits = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--bytes") bytes = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (flag == "--rounds") rounds = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (flag == "--wait") host_waits = std::string(argv[i + 1]) == "host";
+    if (flag == "--bytes")
+      bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--rounds")
+      rounds = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--wait")
+      host_waits = std::string(argv[i + 1]) == "host";
   }
   // fork() before any CUDA call: a child may not use a CUDA context made by its parent.
   void* mapping = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "comm/types.hpp"
+#include "cuda/device.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/reduce.hpp"
-#include "cuda/device.hpp"
 
 namespace cuda = comm::cuda;
 using comm::DType;
@@ -44,10 +44,14 @@ Options parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (flag == "--bytes") options.bytes = std::strtoull(value(), nullptr, 10);
-    else if (flag == "--repeats") options.repeats = std::atoi(value());
-    else if (flag == "--batch") options.batch = std::atoi(value());
-    else if (flag == "--csv") options.csv = true;
+    if (flag == "--bytes")
+      options.bytes = std::strtoull(value(), nullptr, 10);
+    else if (flag == "--repeats")
+      options.repeats = std::atoi(value());
+    else if (flag == "--batch")
+      options.batch = std::atoi(value());
+    else if (flag == "--csv")
+      options.csv = true;
     else {
       std::fprintf(stderr, "usage: reduce_kernel_perf [--bytes N] [--repeats N] [--batch N] [--csv]\n");
       std::exit(2);
@@ -98,32 +102,42 @@ int main(int argc, char** argv) {
   auto measure = [&](std::string name, double moved, const std::function<void()>& operation) {
     rows.push_back({std::move(name), time_operation(options, stream, operation), moved});
   };
-  measure("copy device->device", 2, [&] { cuda::copy_async(out.data(), a.data(), options.bytes, device, stream.handle()); });
-  measure("copy host->device (pinned)", 1, [&] { cuda::copy_async(a.data(), host.data(), options.bytes, device, stream.handle()); });
-  measure("copy device->host (pinned)", 1, [&] { cuda::copy_async(host.data(), a.data(), options.bytes, device, stream.handle()); });
+  measure("copy device->device", 2,
+          [&] { cuda::copy_async(out.data(), a.data(), options.bytes, device, stream.handle()); });
+  measure("copy host->device (pinned)", 1,
+          [&] { cuda::copy_async(a.data(), host.data(), options.bytes, device, stream.handle()); });
+  measure("copy device->host (pinned)", 1,
+          [&] { cuda::copy_async(host.data(), a.data(), options.bytes, device, stream.handle()); });
   cuda::fill(a.data(), 0x3c, options.bytes, device);
   for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64, DType::Int32, DType::Int8}) {
     std::size_t count = options.bytes / comm::element_size(dtype);
     std::string type = comm::to_string(dtype);
-    measure("reduce " + type + " sum out-of-place", 3,
-            [&] { cuda::reduce(out.data(), a.data(), b.data(), count, dtype, ReduceOp::Sum, device, stream.handle()); });
+    measure("reduce " + type + " sum out-of-place", 3, [&] {
+      cuda::reduce(out.data(), a.data(), b.data(), count, dtype, ReduceOp::Sum, device, stream.handle());
+    });
     measure("reduce " + type + " sum in-place", 3,
             [&] { cuda::reduce(a.data(), a.data(), b.data(), count, dtype, ReduceOp::Sum, device, stream.handle()); });
     cuda::fill(a.data(), 0x3c, options.bytes, device);
   }
   measure("reduce float32 max out-of-place", 3, [&] {
-    cuda::reduce(out.data(), a.data(), b.data(), options.bytes / 4, DType::Float32, ReduceOp::Max, device, stream.handle());
+    cuda::reduce(out.data(), a.data(), b.data(), options.bytes / 4, DType::Float32, ReduceOp::Max, device,
+                 stream.handle());
   });
 
   double copy_bandwidth = rows[0].moved * gigabytes / rows[0].seconds;
-  if (options.csv) std::printf("name,bytes,time_us,bandwidth_gbps,ratio_to_device_copy\n");
-  else std::printf("# %zu bytes per buffer, median of %d samples of %d operations\n# %-36s %10s %12s %9s\n",
-                   options.bytes, options.repeats, options.batch, "operation", "time(us)", "bw(GB/s)", "vs copy");
+  if (options.csv)
+    std::printf("name,bytes,time_us,bandwidth_gbps,ratio_to_device_copy\n");
+  else
+    std::printf("# %zu bytes per buffer, median of %d samples of %d operations\n# %-36s %10s %12s %9s\n", options.bytes,
+                options.repeats, options.batch, "operation", "time(us)", "bw(GB/s)", "vs copy");
   for (const Row& row : rows) {
     double bandwidth = row.moved * gigabytes / row.seconds;
-    if (options.csv) std::printf("%s,%zu,%.2f,%.1f,%.3f\n", row.name.c_str(), options.bytes, row.seconds * 1e6, bandwidth,
-                                 bandwidth / copy_bandwidth);
-    else std::printf("  %-36s %10.2f %12.1f %8.1f%%\n", row.name.c_str(), row.seconds * 1e6, bandwidth, 100 * bandwidth / copy_bandwidth);
+    if (options.csv)
+      std::printf("%s,%zu,%.2f,%.1f,%.3f\n", row.name.c_str(), options.bytes, row.seconds * 1e6, bandwidth,
+                  bandwidth / copy_bandwidth);
+    else
+      std::printf("  %-36s %10.2f %12.1f %8.1f%%\n", row.name.c_str(), row.seconds * 1e6, bandwidth,
+                  100 * bandwidth / copy_bandwidth);
   }
   return 0;
 }

@@ -13,9 +13,9 @@ std::string with_location(const std::string& message, const char* file, int line
 }  // namespace comm::detail
 
 // COMM_CHECK(condition, ErrorClass, context, message): the message is only built on failure.
-#define COMM_CHECK(condition, ErrorClass, context, message)                                   \
-  do {                                                                                         \
-    if (!(condition)) [[unlikely]] {                                                           \
+#define COMM_CHECK(condition, ErrorClass, context, message)                                      \
+  do {                                                                                           \
+    if (!(condition)) [[unlikely]] {                                                             \
       throw ErrorClass(::comm::detail::with_location((message), __FILE__, __LINE__), (context)); \
-    }                                                                                          \
+    }                                                                                            \
   } while (false)

@@ -20,7 +20,7 @@ struct BFloat16 {
 // The type integer Sum and Product compute in: unsigned for signed integers, so overflow wraps
 // (two's complement, as documented) instead of being undefined behaviour; the type itself
 // otherwise (small types promote to int, whose range their products cannot leave).
-template <class C, bool = std::is_integral_v<C> && std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
+template <class C, bool = std::is_integral_v<C>&& std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
 struct Wrapping {
   using type = C;
 };

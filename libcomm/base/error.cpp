@@ -18,8 +18,7 @@ const char* to_string(ErrorCode code) {
 }
 
 Error::Error(ErrorCode code, std::string message, ErrorContext context)
-    : std::runtime_error(message), code_(code), message_(std::move(message)),
-      context_(std::move(context)) {
+    : std::runtime_error(message), code_(code), message_(std::move(message)), context_(std::move(context)) {
   render();
 }
 

@@ -18,7 +18,8 @@ std::uint64_t field(std::uint64_t fingerprint, int shift, int bits) {
 std::uint64_t fingerprint(const CallSignature& call) {
   auto root = static_cast<std::uint64_t>(std::min(call.root + 1, 1023));
   return static_cast<std::uint64_t>(call.collective + 1) << kCollectiveShift |
-         static_cast<std::uint64_t>(call.dtype + 1) << kDTypeShift | static_cast<std::uint64_t>(call.op + 1) << kOpShift |
+         static_cast<std::uint64_t>(call.dtype + 1) << kDTypeShift |
+         static_cast<std::uint64_t>(call.op + 1) << kOpShift |
          static_cast<std::uint64_t>(call.algorithm) << kAlgorithmShift | root << kRootShift |
          static_cast<std::uint64_t>(call.gpu) << kGpuShift | (static_cast<std::uint64_t>(call.count) & kCountMask);
 }

@@ -18,9 +18,9 @@ struct CallSignature {
   int dtype = -1;       // DType, or -1 when the collective has none
   int op = -1;          // ReduceOp, or -1
   Algorithm algorithm = Algorithm::Auto;
-  int root = -1;        // or -1
+  int root = -1;  // or -1
   std::size_t count = 0;
-  bool gpu = false;     // the call's buffers are GPU memory (a different protocol from host buffers)
+  bool gpu = false;  // the call's buffers are GPU memory (a different protocol from host buffers)
 };
 
 std::uint64_t fingerprint(const CallSignature& call);

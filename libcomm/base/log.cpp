@@ -35,9 +35,7 @@ class RankFlag final : public spdlog::custom_flag_formatter {
     std::string text = "[rank " + std::to_string(rank) + "/" + std::to_string(world_size) + "] ";
     dest.append(text.data(), text.data() + text.size());
   }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<RankFlag>();
-  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<RankFlag>(); }
 };
 
 spdlog::level::level_enum level_from_environment() {
@@ -45,8 +43,10 @@ spdlog::level::level_enum level_from_environment() {
   if (value == nullptr || *value == '\0') return spdlog::level::warn;
   auto level = spdlog::level::from_str(value);  // unknown names map to off
   if (level == spdlog::level::off && std::string(value) != "off") {
-    std::fprintf(stderr, "libcomm: COMM_LOG_LEVEL='%s' is not one of trace, debug, info, warn, "
-                 "error, off; using warn\n", value);
+    std::fprintf(stderr,
+                 "libcomm: COMM_LOG_LEVEL='%s' is not one of trace, debug, info, warn, "
+                 "error, off; using warn\n",
+                 value);
     return spdlog::level::warn;
   }
   return level;

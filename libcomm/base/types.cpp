@@ -6,10 +6,17 @@ namespace comm {
 
 std::size_t element_size(DType dtype) {
   switch (dtype) {
-    case DType::Int8: case DType::UInt8: case DType::Bool: return 1;
-    case DType::Float16: case DType::BFloat16: return 2;
-    case DType::Int32: case DType::UInt32: case DType::Float32: return 4;
-    case DType::Int64: case DType::UInt64: case DType::Float64: return 8;
+    case DType::Int8:
+    case DType::UInt8:
+    case DType::Bool: return 1;
+    case DType::Float16:
+    case DType::BFloat16: return 2;
+    case DType::Int32:
+    case DType::UInt32:
+    case DType::Float32: return 4;
+    case DType::Int64:
+    case DType::UInt64:
+    case DType::Float64: return 8;
   }
   return 0;
 }
@@ -80,10 +87,11 @@ Algorithm parse_algorithm(std::string_view name, const char* source) {
   }
   if (name == "rd") return Algorithm::RecursiveDoubling;
   if (name == "shm") return Algorithm::SharedMemory;
-  throw InvalidArgumentError(std::string(source) + " is '" + std::string(name) +
-                                 "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination, "
-                                 "shared_memory (shm)",
-                             ErrorContext{.op = "tuner"});
+  throw InvalidArgumentError(
+      std::string(source) + " is '" + std::string(name) +
+          "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination, "
+          "shared_memory (shm)",
+      ErrorContext{.op = "tuner"});
 }
 
 std::string to_string(Device device) {

@@ -18,18 +18,21 @@ void ProcessGroup::Impl::check_member(const char* op) const {
 
 void ProcessGroup::Impl::check_buffer(const Buffer& buffer, const char* op) const {
   check_member(op);
-  COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
+  COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError,
+             (ErrorContext{.rank = rank(), .op = op}),
              "the buffer is a null pointer with a count of " + std::to_string(buffer.count));
   if (buffer.device.kind == Device::Kind::Cuda) {
     ErrorContext context{.rank = rank(), .op = op};
     COMM_CHECK(cuda::built_with_cuda(), InvalidArgumentError, context,
-               "the buffer is on " + to_string(buffer.device) + " but this libcomm was built without CUDA; rebuild "
-               "with nvcc on PATH, or pass host memory");
+               "the buffer is on " + to_string(buffer.device) +
+                   " but this libcomm was built without CUDA; rebuild "
+                   "with nvcc on PATH, or pass host memory");
     int actual = cuda::device_of(buffer.data);
-    COMM_CHECK(buffer.count == 0 || actual == buffer.device.index, InvalidArgumentError, context,
-               "the buffer is tagged " + to_string(buffer.device) + " but its memory is " +
-                   (actual < 0 ? std::string("host memory (or unknown to CUDA)") : "on cuda:" + std::to_string(actual)) +
-                   "; tag a buffer with the device its memory is on");
+    COMM_CHECK(
+        buffer.count == 0 || actual == buffer.device.index, InvalidArgumentError, context,
+        "the buffer is tagged " + to_string(buffer.device) + " but its memory is " +
+            (actual < 0 ? std::string("host memory (or unknown to CUDA)") : "on cuda:" + std::to_string(actual)) +
+            "; tag a buffer with the device its memory is on");
   } else if (buffer.count > 0 && cuda::devices_present()) {
     // Reading device memory from the host would crash: say what is wrong instead.
     int actual = cuda::device_of(buffer.data);
@@ -63,11 +66,13 @@ void ProcessGroup::Impl::check_recv(const Buffer& buffer, int src, int tag) cons
   check_tag(tag, "recv");
   // The transport reports any-source senders by transport rank, which only the world group
   // shares with its ranks.
-  COMM_CHECK(src != kAnySource || layout_.members.empty(), InvalidArgumentError, (ErrorContext{.rank = rank(), .op = "recv"}),
+  COMM_CHECK(src != kAnySource || layout_.members.empty(), InvalidArgumentError,
+             (ErrorContext{.rank = rank(), .op = "recv"}),
              "receiving from kAnySource works on the world group only; name the source rank");
 }
 
-void ProcessGroup::Impl::check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op, GpuPath path) const {
+void ProcessGroup::Impl::check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op,
+                                            GpuPath path) const {
   bool receiving = std::string(op) == "recv";
   check_peer(peer, op, receiving);
   check_tag(tag, op);
@@ -88,8 +93,8 @@ void ProcessGroup::Impl::check_pair(const Buffer& output, const Buffer& input, c
   COMM_CHECK(output.dtype == input.dtype, InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
              std::string("the input is ") + to_string(input.dtype) + " and the output " + to_string(output.dtype) +
                  "; both must have the same dtype");
-  COMM_CHECK(output.device.kind == input.device.kind && output.device.index == input.device.index,
-             InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
+  COMM_CHECK(output.device.kind == input.device.kind && output.device.index == input.device.index, InvalidArgumentError,
+             (ErrorContext{.rank = rank(), .op = op}),
              "the input is on " + to_string(input.device) + " and the output on " + to_string(output.device) +
                  "; one call takes buffers of one device (mixing host and GPU memory is not allowed)");
 }

@@ -16,8 +16,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::start_collective(Collective collective
   const char* op = to_string(collective);
   std::uint64_t sequence = collective_sequence_++;
   auto run = [this, op, sequence, fingerprint, body = std::move(body)] {
-    algorithms::CollectiveContext context{*transport_, rank(), size(), sequence, timeout_, op, layout_.id,
-                                          layout_.members, 0, fingerprint, scratch_.get()};
+    algorithms::CollectiveContext context{*transport_, rank(),          size(), sequence,    timeout_,      op,
+                                          layout_.id,  layout_.members, 0,      fingerprint, scratch_.get()};
     try {
       body(context);
     } catch (Error& error) {
@@ -44,8 +44,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::start_collective(Collective collective
 inline std::uint64_t call_fingerprint(Collective collective, Algorithm algorithm, const Buffer* buffer, int op,
                                       int root, std::size_t count) {
   bool gpu = buffer != nullptr && buffer->device.kind == Device::Kind::Cuda;
-  return detail::fingerprint({static_cast<int>(collective), buffer ? static_cast<int>(buffer->dtype) : -1, op,
-                              algorithm, root, count, gpu});
+  return detail::fingerprint(
+      {static_cast<int>(collective), buffer ? static_cast<int>(buffer->dtype) : -1, op, algorithm, root, count, gpu});
 }
 
 }  // namespace comm

@@ -42,8 +42,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::all_gather(Buffer output, Buffer input
   check_pair_buffers(output, input, op);
   auto n = static_cast<std::size_t>(size());
   check_count(output.count >= input.count * n, op,
-              "the output holds " + std::to_string(output.count) + " elements; it needs size() x input count = " +
-                  std::to_string(input.count * n));
+              "the output holds " + std::to_string(output.count) +
+                  " elements; it needs size() x input count = " + std::to_string(input.count * n));
   if (on_gpu(output)) return device_all_gather(output, input, async);
   return host_all_gather(output, input, requested, async);
 }
@@ -73,8 +73,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::gather(Buffer input, std::span<Buffer>
   return host_gather(input, std::move(blocks), root, async);
 }
 
-std::shared_ptr<Work> ProcessGroup::Impl::scatter(Buffer output, std::span<const Buffer> inputs, int root,
-                                                  bool async) {
+std::shared_ptr<Work> ProcessGroup::Impl::scatter(Buffer output, std::span<const Buffer> inputs, int root, bool async) {
   const char* op = "scatter";
   check_buffer(output, op);
   check_root(root, op);
@@ -87,15 +86,15 @@ std::shared_ptr<Work> ProcessGroup::Impl::scatter(Buffer output, std::span<const
   return host_scatter(output, std::move(blocks), root, async);
 }
 
-std::shared_ptr<Work> ProcessGroup::Impl::reduce_scatter(Buffer output, Buffer input, ReduceOp op_,
-                                                         Algorithm requested, bool async) {
+std::shared_ptr<Work> ProcessGroup::Impl::reduce_scatter(Buffer output, Buffer input, ReduceOp op_, Algorithm requested,
+                                                         bool async) {
   const char* op = "reduce_scatter";
   check_pair_buffers(output, input, op);
   algorithms::check_supported(input.dtype, op_, rank());
   auto n = static_cast<std::size_t>(size());
   check_count(input.count >= output.count * n, op,
-              "the input holds " + std::to_string(input.count) + " elements; it needs size() x output count = " +
-                  std::to_string(output.count * n));
+              "the input holds " + std::to_string(input.count) +
+                  " elements; it needs size() x output count = " + std::to_string(output.count * n));
   if (on_gpu(output)) return device_reduce_scatter(output, input, op_, async);
   return host_reduce_scatter(output, input, op_, requested, async);
 }

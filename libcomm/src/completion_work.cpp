@@ -18,7 +18,8 @@ bool CompletionWork::is_completed() {
 void CompletionWork::wait() {
   if (wait_for(timeout_)) return;
   std::string what = std::string(label_.op) + " of " + std::to_string(label_.bytes) + " bytes";
-  if (label_.peer >= 0) what += (std::string(label_.op) == "recv" ? " from rank " : " to rank ") + std::to_string(label_.peer);
+  if (label_.peer >= 0)
+    what += (std::string(label_.op) == "recv" ? " from rank " : " to rank ") + std::to_string(label_.peer);
   if (label_.peer < 0 && std::string(label_.op) == "recv") what += " from any source";
   what += " with tag " + std::to_string(label_.tag);
   throw TimeoutError(what + " did not complete within " + seconds_text(timeout_) +

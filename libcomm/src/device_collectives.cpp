@@ -54,7 +54,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::on_device(const DeviceCall& call, Ipc 
   std::uint64_t fingerprint = call_fingerprint(call.collective, through_ipc ? Algorithm::Direct : call.staged,
                                                call.typed, call.op, call.root, call.typed->count);
   void* stream = cuda_stream_;
-  return start_collective(call.collective, call.buffer.bytes(), fingerprint,
+  return start_collective(
+      call.collective, call.buffer.bytes(), fingerprint,
       [=](const CollectiveContext& context) {
         if (ipc_state != nullptr) {
           ipc(context, *ipc_state, stream);
@@ -62,24 +63,28 @@ std::shared_ptr<Work> ProcessGroup::Impl::on_device(const DeviceCall& call, Ipc 
           staged(context, *staging_state, stream);
         }
         cuda::Stream::synchronize_handle(stream, device);
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::device_broadcast(Buffer buffer, int root, bool async) {
-  return on_device({Collective::Broadcast, buffer, &buffer, -1, root},
+  return on_device(
+      {Collective::Broadcast, buffer, &buffer, -1, root},
       [=](const CollectiveContext& context, IpcState& state, void* stream) {
         algorithms::ipc_broadcast(context, state, buffer.data, buffer.bytes(), root, stream);
       },
       [=](const CollectiveContext& context, StagingState& state, void* stream) {
         algorithms::staged_broadcast(context, state, buffer.data, buffer.bytes(), root, stream,
                                      algorithms::ring_chunk_bytes());
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::device_all_reduce(Buffer buffer, ReduceOp op, bool async) {
   bool one_host = arena_ != nullptr;
   Store* store = store_.get();
-  return on_device({Collective::AllReduce, buffer, &buffer, static_cast<int>(op)},
+  return on_device(
+      {Collective::AllReduce, buffer, &buffer, static_cast<int>(op)},
       [=](const CollectiveContext& context, IpcState& state, void* stream) {
         algorithms::ipc_all_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op, stream);
       },
@@ -87,89 +92,104 @@ std::shared_ptr<Work> ProcessGroup::Impl::device_all_reduce(Buffer buffer, Reduc
         // Ranks on one host (the group has a host arena) stage through a shared segment.
         transport::SharedArena* shared = one_host ? state.shared_arena(context, *store) : nullptr;
         if (shared != nullptr) {
-          return algorithms::shared_staged_all_reduce(context, *shared, state, buffer.data, buffer.count,
-                                                      buffer.dtype, op, stream);
+          return algorithms::shared_staged_all_reduce(context, *shared, state, buffer.data, buffer.count, buffer.dtype,
+                                                      op, stream);
         }
         algorithms::staged_all_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op, stream,
                                       algorithms::ring_chunk_bytes());
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::device_reduce(Buffer buffer, int root, ReduceOp op, bool async) {
-  return on_device({Collective::Reduce, buffer, &buffer, static_cast<int>(op), root, Algorithm::Direct},
+  return on_device(
+      {Collective::Reduce, buffer, &buffer, static_cast<int>(op), root, Algorithm::Direct},
       [=](const CollectiveContext& context, IpcState& state, void* stream) {
         algorithms::ipc_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op, root, stream);
       },
       [=](const CollectiveContext& context, StagingState& state, void* stream) {
         algorithms::staged_reduce(context, state, buffer.data, buffer.count, buffer.dtype, op, root, stream);
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::device_all_gather(Buffer output, Buffer input, bool async) {
   std::size_t block = input.bytes();
-  return on_device({Collective::AllGather, output, &input},
+  return on_device(
+      {Collective::AllGather, output, &input},
       [=](const CollectiveContext& context, IpcState& state, void* stream) {
         algorithms::ipc_all_gather(context, state, output.data, input.data, block, stream);
       },
       [=](const CollectiveContext& context, StagingState& state, void* stream) {
         algorithms::staged_all_gather(context, state, output.data, input.data, block, stream,
                                       algorithms::ring_chunk_bytes());
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::device_all_gather(std::vector<void*> outputs, Buffer input, bool async) {
   std::size_t block = input.bytes();
   int device = input.device.index;
-  return on_device({Collective::AllGather, input, &input},
+  return on_device(
+      {Collective::AllGather, input, &input},
       [=](const CollectiveContext& context, IpcState& state, void* stream) {
         // Peers push into one allocation, gathered flat, then copied out.
         cuda::DeviceMemory flat(block * outputs.size(), device);
         auto* at = static_cast<std::uint8_t*>(flat.data());
         algorithms::ipc_all_gather(context, state, at, input.data, block, stream);
-        for (std::size_t r = 0; r < outputs.size(); ++r) cuda::copy_async(outputs[r], at + r * block, block, device, stream);
+        for (std::size_t r = 0; r < outputs.size(); ++r)
+          cuda::copy_async(outputs[r], at + r * block, block, device, stream);
         cuda::Stream::synchronize_handle(stream, device);  // before the flat buffer is freed
       },
       [=](const CollectiveContext& context, StagingState& state, void* stream) {
         algorithms::staged_all_gather(context, state, outputs, input.data, block, stream,
                                       algorithms::ring_chunk_bytes());
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::device_gather(Buffer input, std::vector<void*> outputs, int root,
                                                         bool async) {
-  return on_device({Collective::Gather, input, &input, -1, root, Algorithm::Direct},
+  return on_device(
+      {Collective::Gather, input, &input, -1, root, Algorithm::Direct},
       [=](const CollectiveContext& context, IpcState& state, void* stream) {
         algorithms::ipc_gather(context, state, input.data, input.bytes(), outputs, root, stream);
       },
       [=](const CollectiveContext& context, StagingState& state, void* stream) {
         algorithms::staged_gather(context, state, input.data, input.bytes(), outputs, root, stream);
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::device_scatter(Buffer output, std::vector<const void*> inputs, int root,
                                                          bool async) {
-  return on_device({Collective::Scatter, output, &output, -1, root, Algorithm::Direct},
+  return on_device(
+      {Collective::Scatter, output, &output, -1, root, Algorithm::Direct},
       [=](const CollectiveContext& context, IpcState& state, void* stream) {
         algorithms::ipc_scatter(context, state, output.data, output.bytes(), inputs, root, stream);
       },
       [=](const CollectiveContext& context, StagingState& state, void* stream) {
         algorithms::staged_scatter(context, state, output.data, output.bytes(), inputs, root, stream);
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::device_reduce_scatter(Buffer output, Buffer input, ReduceOp op, bool async) {
-  return on_device({Collective::ReduceScatter, output, &output, static_cast<int>(op)},
+  return on_device(
+      {Collective::ReduceScatter, output, &output, static_cast<int>(op)},
       [=](const CollectiveContext& context, IpcState& state, void* stream) {
         algorithms::ipc_reduce_scatter(context, state, output.data, input.data, output.count, output.dtype, op, stream);
       },
       [=](const CollectiveContext& context, StagingState& state, void* stream) {
         algorithms::staged_reduce_scatter(context, state, output.data, input.data, output.count, output.dtype, op,
                                           stream, algorithms::ring_chunk_bytes());
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::device_all_to_all(Buffer output, Buffer input, bool async) {
-  return on_device({Collective::AllToAll, output, &input, -1, -1, Algorithm::Direct},
+  return on_device(
+      {Collective::AllToAll, output, &input, -1, -1, Algorithm::Direct},
       [=](const CollectiveContext& context, IpcState& state, void* stream) {
         std::size_t block = input.bytes() / static_cast<std::size_t>(context.size);
         if (input.data != output.data) {
@@ -184,7 +204,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::device_all_to_all(Buffer output, Buffe
       [=](const CollectiveContext& context, StagingState& state, void* stream) {
         algorithms::staged_all_to_all(context, state, output.data, input.data,
                                       input.bytes() / static_cast<std::size_t>(context.size), stream);
-      }, async);
+      },
+      async);
 }
 
 }  // namespace comm

@@ -15,14 +15,14 @@ detail::GpuLane& ProcessGroup::Impl::gpu_lane(const Buffer& buffer, int peer, bo
   auto& lane = gpu_lanes_[{receiving, peer}];
   if (!lane) lane = std::make_unique<detail::GpuLane>(buffer.device.index);
   COMM_CHECK(lane->device == buffer.device.index, InvalidArgumentError, (ErrorContext{.rank = rank(), .op = op}),
-             "this group's GPU transfers with rank " + std::to_string(peer) + " use cuda:" +
-                 std::to_string(lane->device) + ", not " + to_string(buffer.device) +
+             "this group's GPU transfers with rank " + std::to_string(peer) +
+                 " use cuda:" + std::to_string(lane->device) + ", not " + to_string(buffer.device) +
                  "; use one device per rank and group");
   return *lane;
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::gpu_transfer(Buffer buffer, int peer, int tag, bool receiving, bool async,
-                                                 int* source) {
+                                                       int* source) {
   const char* op = receiving ? "recv" : "send";
   check_buffer(buffer, op);  // before choosing a path: a build without CUDA says so first
   GpuPath path = gpu_path(op);
@@ -45,12 +45,12 @@ std::shared_ptr<Work> ProcessGroup::Impl::gpu_transfer(Buffer buffer, int peer, 
     return nullptr;
   }
   return std::make_shared<detail::CompletionWork>(lane.queue.submit_transfer(task), timeout_,
-                                detail::WorkLabel{op, rank(), peer, tag, buffer.bytes()});
+                                                  detail::WorkLabel{op, rank(), peer, tag, buffer.bytes()});
 }
 
 // Staged: the bytes travel as a host message from and into the lane's pinned buffer.
 std::pair<std::size_t, int> ProcessGroup::Impl::staged_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer,
-                                                         int tag, bool receiving) {
+                                                                int tag, bool receiving) {
   if (!lane.staging) lane.staging = std::make_unique<algorithms::StagingState>(lane.device);
   Buffer staged = buffer;
   staged.data = lane.staging->host(0, buffer.bytes());
@@ -67,7 +67,7 @@ std::pair<std::size_t, int> ProcessGroup::Impl::staged_transfer(detail::GpuLane&
 }
 
 std::pair<std::size_t, int> ProcessGroup::Impl::ipc_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer,
-                                                      int tag, bool receiving) {
+                                                             int tag, bool receiving) {
   if (!lane.ipc) lane.ipc = std::make_unique<algorithms::IpcPointToPoint>(lane.device);
   if (!receiving) {
     lane.ipc->send(*transport_, transport_rank(peer), buffer.data, buffer.bytes(), point_to_point_tag(tag),

@@ -7,9 +7,9 @@
 
 #include <memory>
 
-#include "libcomm/src/collective_queue.hpp"
 #include "algorithms/device/ipc_point_to_point.hpp"
 #include "algorithms/device/staged_collectives.hpp"
+#include "libcomm/src/collective_queue.hpp"
 
 namespace comm::detail {
 

@@ -15,8 +15,12 @@ namespace comm {
 ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
                          std::shared_ptr<transport::Transport> transport, std::chrono::milliseconds timeout,
                          GroupLayout layout)
-    : identity_(std::move(identity)), store_(std::move(store)), transport_(std::move(transport)), timeout_(timeout),
-      layout_(std::move(layout)), scratch_(std::make_unique<algorithms::ScratchPool>()),
+    : identity_(std::move(identity)),
+      store_(std::move(store)),
+      transport_(std::move(transport)),
+      timeout_(timeout),
+      layout_(std::move(layout)),
+      scratch_(std::make_unique<algorithms::ScratchPool>()),
       queue_(std::make_unique<detail::CollectiveQueue>()) {
   // Every member constructs the group at the same point (init_process_group, new_group), so the
   // segment of the shared-memory collectives is made here, collectively.
@@ -27,7 +31,9 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
 
 ProcessGroup::Impl::~Impl() = default;
 
-void ProcessGroup::Impl::abort() { transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank())); }
+void ProcessGroup::Impl::abort() {
+  transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank()));
+}
 
 // CUDA IPC needs every rank of the group on this host, which a group over shared memory has;
 // anything else stages. COMM_CUDA_PATH overrides (it must be the same on every rank: ranks on

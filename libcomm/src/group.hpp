@@ -46,7 +46,7 @@ class ProcessGroup::Impl {
     int size = 1;
     int local_rank = -1;  // from LOCAL_RANK and the like; -1 when no launcher said
     int local_size = -1;
-    std::string name{};   // the store prefix of this group
+    std::string name{};  // the store prefix of this group
   };
 
   // Collective over the group's members when the transport can map a shared segment (every
@@ -172,9 +172,9 @@ class ProcessGroup::Impl {
   GroupLayout layout_;
   std::atomic<std::uint64_t> collective_sequence_{0};
   std::uint32_t groups_created_ = 0;
-  std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
-  std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none
-  std::unique_ptr<algorithms::IpcState> ipc_;         // GPU collectives' state, made on first use
+  std::unique_ptr<algorithms::ScratchPool> scratch_;   // the collectives' temporary memory
+  std::unique_ptr<transport::SharedArena> arena_;      // shared-memory collectives' segment; null: none
+  std::unique_ptr<algorithms::IpcState> ipc_;          // GPU collectives' state, made on first use
   std::unique_ptr<algorithms::StagingState> staging_;  // staged GPU collectives' memory
   std::optional<GpuPath> gpu_path_;
   std::mutex gpu_lanes_mutex_;

@@ -24,7 +24,8 @@ std::uint8_t* bytes_of(const Buffer& buffer) { return static_cast<std::uint8_t*>
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_broadcast(Buffer buffer, int root, Algorithm requested, bool async) {
   Algorithm algorithm = algorithm_for(Collective::Broadcast, buffer.bytes(), requested);
-  return start_collective(Collective::Broadcast, buffer.bytes(),
+  return start_collective(
+      Collective::Broadcast, buffer.bytes(),
       call_fingerprint(Collective::Broadcast, algorithm, &buffer, -1, root, buffer.count),
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::Ring) {
@@ -32,17 +33,20 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_broadcast(Buffer buffer, int root
         } else {
           algorithms::tree_broadcast(context, buffer.data, buffer.bytes(), root);
         }
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceOp op, Algorithm requested, bool async) {
   Algorithm algorithm = algorithm_for(Collective::AllReduce, buffer.bytes(), requested);
   transport::SharedArena* arena = arena_.get();
-  return start_collective(Collective::AllReduce, buffer.bytes(),
+  return start_collective(
+      Collective::AllReduce, buffer.bytes(),
       call_fingerprint(Collective::AllReduce, algorithm, &buffer, static_cast<int>(op), -1, buffer.count),
       [=](const CollectiveContext& context) {
         switch (algorithm) {
-          case Algorithm::Tree: return algorithms::tree_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op);
+          case Algorithm::Tree:
+            return algorithms::tree_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op);
           case Algorithm::RecursiveDoubling:
             return algorithms::recursive_doubling_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op);
           case Algorithm::SharedMemory:
@@ -52,13 +56,15 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceO
             return algorithms::ring_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op,
                                                algorithms::ring_chunk_bytes());
         }
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_reduce(Buffer buffer, int root, ReduceOp op, Algorithm requested,
                                                       bool async) {
   Algorithm algorithm = algorithm_for(Collective::Reduce, buffer.bytes(), requested);
-  return start_collective(Collective::Reduce, buffer.bytes(),
+  return start_collective(
+      Collective::Reduce, buffer.bytes(),
       call_fingerprint(Collective::Reduce, algorithm, &buffer, static_cast<int>(op), root, buffer.count),
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::Ring) {
@@ -67,25 +73,29 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce(Buffer buffer, int root, R
         } else {
           algorithms::tree_reduce(context, buffer.data, buffer.count, buffer.dtype, op, root);
         }
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(Buffer output, Buffer input, Algorithm requested,
                                                           bool async) {
   algorithm_for(Collective::AllGather, input.bytes(), requested);  // checks the request: the ring is all there is
   std::size_t block = input.bytes();
-  return start_collective(Collective::AllGather, block,
+  return start_collective(
+      Collective::AllGather, block,
       call_fingerprint(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count),
       [=](const CollectiveContext& context) {
         std::uint8_t* own = bytes_of(output) + static_cast<std::size_t>(context.rank) * block;
         if (own != input.data && block > 0) std::memmove(own, input.data, block);
         algorithms::ring_all_gather(context, output.data, block, algorithms::ring_chunk_bytes());
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(std::vector<Buffer> outputs, Buffer input, bool async) {
   std::size_t block = input.bytes();
-  return start_collective(Collective::AllGather, block,
+  return start_collective(
+      Collective::AllGather, block,
       call_fingerprint(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count),
       [=, outputs = std::move(outputs)](const CollectiveContext& context) {
         // Gathered flat, then copied out: the ring wants one buffer.
@@ -95,31 +105,37 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(std::vector<Buffer> ou
         for (std::size_t r = 0; r < outputs.size(); ++r) {
           if (block > 0) std::memcpy(outputs[r].data, flat + r * block, block);
         }
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_gather(Buffer input, std::vector<void*> outputs, int root, bool async) {
-  return start_collective(Collective::Gather, input.bytes(),
+  return start_collective(
+      Collective::Gather, input.bytes(),
       call_fingerprint(Collective::Gather, Algorithm::Direct, &input, -1, root, input.count),
       [=, outputs = std::move(outputs)](const CollectiveContext& context) {
         algorithms::direct_gather(context, input.data, input.bytes(), outputs, root);
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_scatter(Buffer output, std::vector<const void*> inputs, int root,
                                                        bool async) {
-  return start_collective(Collective::Scatter, output.bytes(),
+  return start_collective(
+      Collective::Scatter, output.bytes(),
       call_fingerprint(Collective::Scatter, Algorithm::Direct, &output, -1, root, output.count),
       [=, inputs = std::move(inputs)](const CollectiveContext& context) {
         algorithms::direct_scatter(context, output.data, output.bytes(), inputs, root);
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_reduce_scatter(Buffer output, Buffer input, ReduceOp op,
                                                               Algorithm requested, bool async) {
   algorithm_for(Collective::ReduceScatter, output.bytes(), requested);  // checks the request: the ring is all there is
   auto n = static_cast<std::size_t>(size());
-  return start_collective(Collective::ReduceScatter, output.bytes(),
+  return start_collective(
+      Collective::ReduceScatter, output.bytes(),
       call_fingerprint(Collective::ReduceScatter, Algorithm::Ring, &output, static_cast<int>(op), -1, output.count),
       [=](const CollectiveContext& context) {
         std::size_t block = output.bytes();
@@ -133,12 +149,14 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce_scatter(Buffer output, Buf
         algorithms::ring_reduce_scatter(context, data, output.count, input.dtype, op, algorithms::ring_chunk_bytes());
         std::uint8_t* reduced = data + static_cast<std::size_t>(context.rank) * block;
         if (reduced != output.data && block > 0) std::memcpy(output.data, reduced, block);
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_to_all(Buffer output, Buffer input, bool async) {
   auto n = static_cast<std::size_t>(size());
-  return start_collective(Collective::AllToAll, input.bytes() / n,
+  return start_collective(
+      Collective::AllToAll, input.bytes() / n,
       call_fingerprint(Collective::AllToAll, Algorithm::Direct, &input, -1, -1, input.count),
       [=](const CollectiveContext& context) {
         std::size_t block = input.bytes() / n;
@@ -149,17 +167,20 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_to_all(Buffer output, Buffer 
           source = copy;
         }
         algorithms::direct_all_to_all(context, output.data, source, block);
-      }, async);
+      },
+      async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_barrier(bool async) {
   Algorithm algorithm = algorithm_for(Collective::Barrier, 0, Algorithm::Auto);
   transport::SharedArena* arena = arena_.get();
-  return start_collective(Collective::Barrier, 0, call_fingerprint(Collective::Barrier, algorithm, nullptr, -1, -1, 0),
+  return start_collective(
+      Collective::Barrier, 0, call_fingerprint(Collective::Barrier, algorithm, nullptr, -1, -1, 0),
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::SharedMemory) return algorithms::shared_memory_barrier(context, *arena);
         algorithms::dissemination_barrier(context);
-      }, async);
+      },
+      async);
 }
 
 }  // namespace comm

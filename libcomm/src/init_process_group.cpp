@@ -2,14 +2,14 @@
 // a world size and a store, then runs the join protocol (rendezvous/join.hpp).
 #include <chrono>
 
-#include "libcomm/base/check.hpp"
 #include "comm/process_group.hpp"
-#include "libcomm/src/group.hpp"
+#include "libcomm/base/check.hpp"
 #include "libcomm/base/environment.hpp"
+#include "libcomm/base/log.hpp"
+#include "libcomm/src/group.hpp"
 #include "rendezvous/init_method.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/launch_environment.hpp"
-#include "libcomm/base/log.hpp"
 #include "transport/connect.hpp"
 
 namespace comm {
@@ -75,8 +75,8 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
     auto address = environment::get("MASTER_ADDR");
     auto port_text = environment::get("MASTER_PORT");
     COMM_CHECK(address && port_text, InvalidArgumentError, ErrorContext{.op = kOp},
-               std::string("env:// needs MASTER_ADDR and MASTER_PORT (missing: ") +
-                   (address ? "" : "MASTER_ADDR ") + (port_text ? "" : "MASTER_PORT") +
+               std::string("env:// needs MASTER_ADDR and MASTER_PORT (missing: ") + (address ? "" : "MASTER_ADDR ") +
+                   (port_text ? "" : "MASTER_PORT") +
                    "); start the program with commrun, or set them to rank 0's address and a free port");
     host = *address;
     port = parse_port(*port_text, "MASTER_PORT");
@@ -89,7 +89,8 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
 }
 
 std::shared_ptr<transport::Transport> open_transport(const InitOptions& options, const Placement& placement,
-                                                    Store& store, const JobStore& job, std::chrono::milliseconds timeout) {
+                                                     Store& store, const JobStore& job,
+                                                     std::chrono::milliseconds timeout) {
   auto from_environment = environment::get("COMM_TRANSPORT");
   auto choice = transport::parse_medium_choice(from_environment.value_or(options.transport),
                                                from_environment ? "COMM_TRANSPORT" : "InitOptions::transport");

@@ -9,13 +9,15 @@ namespace comm {
 
 // The callers check the arguments first (check_send, check_recv).
 detail::CompletionWork ProcessGroup::Impl::start_send(Buffer buffer, int dst, int tag) {
-  return detail::CompletionWork(transport_->isend(transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
-              detail::WorkLabel{"send", rank(), dst, tag, buffer.bytes()});
+  return detail::CompletionWork(
+      transport_->isend(transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
+      detail::WorkLabel{"send", rank(), dst, tag, buffer.bytes()});
 }
 
 detail::CompletionWork ProcessGroup::Impl::start_recv(Buffer buffer, int src, int tag) {
-  return detail::CompletionWork(transport_->irecv(source_rank_of(src), buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
-              detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
+  return detail::CompletionWork(
+      transport_->irecv(source_rank_of(src), buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
+      detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
 }
 
 // kAnySource stays itself; a named group rank becomes its transport rank.

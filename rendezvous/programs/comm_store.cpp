@@ -31,8 +31,9 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: comm-store [--port PORT] [--host ADDRESS]\n"
-                           "Serves a libcomm TcpStore until SIGINT or SIGTERM; port 0 or none: any free port.\n");
+      std::fprintf(stderr,
+                   "usage: comm-store [--port PORT] [--host ADDRESS]\n"
+                   "Serves a libcomm TcpStore until SIGINT or SIGTERM; port 0 or none: any free port.\n");
       return arg == "-h" || arg == "--help" ? 0 : 2;
     }
   }

@@ -152,7 +152,8 @@ void leave_job(const Options& options, const std::string& master_addr, std::uint
     comm::TcpStore store(master_addr, master_port, comm::TcpStoreOptions{.timeout = std::chrono::seconds(30)});
     if (store.add("commrun/nodes_done", 1) == options.nnodes) store.set("commrun/all_nodes_done", "1");
     if (options.node_rank == 0 && succeeded) {
-      store.wait({"commrun/all_nodes_done"}, std::chrono::milliseconds(static_cast<long long>(options.exit_wait_seconds * 1000)));
+      store.wait({"commrun/all_nodes_done"},
+                 std::chrono::milliseconds(static_cast<long long>(options.exit_wait_seconds * 1000)));
     }
   } catch (const comm::Error& error) {
     std::fprintf(stderr, "commrun: while waiting for the other nodes to finish: %s\n", error.what());
@@ -173,8 +174,8 @@ int main(int argc, char** argv) {
   if (options.node_rank == 0) {
     try {
       // Binding port 0 lets the kernel choose a free port: no guessing, no race.
-      store = std::make_unique<comm::TcpStoreServer>(master_port, single_node && options.master_addr.empty()
-                                                                      ? "127.0.0.1" : "");
+      store = std::make_unique<comm::TcpStoreServer>(master_port,
+                                                     single_node && options.master_addr.empty() ? "127.0.0.1" : "");
       master_port = store->port();
     } catch (const comm::Error& error) {
       std::fprintf(stderr, "commrun: %s\n", error.what());
@@ -196,7 +197,8 @@ int main(int argc, char** argv) {
       if (CPU_ISSET(cpu, &allowed)) cores.push_back(cpu);
     }
   }
-  bool bind = options.bind == "core" || (options.bind == "auto" && options.nproc_per_node <= static_cast<int>(cores.size()));
+  bool bind =
+      options.bind == "core" || (options.bind == "auto" && options.nproc_per_node <= static_cast<int>(cores.size()));
   for (int local = 0; local < options.nproc_per_node; ++local) {
     int rank = options.node_rank * options.nproc_per_node + local;
     plan.ranks.push_back({rank,

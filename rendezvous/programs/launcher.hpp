@@ -12,7 +12,7 @@ namespace comm::launcher {
 struct RankSpec {
   int rank = 0;
   std::map<std::string, std::string> environment;  // added to commrun's own
-  int cpu = -1;  // pin the rank to this CPU; -1: leave it where the scheduler puts it
+  int cpu = -1;                                    // pin the rank to this CPU; -1: leave it where the scheduler puts it
 };
 
 struct LaunchPlan {

@@ -112,7 +112,8 @@ TemporaryDirectory::~TemporaryDirectory() {
 
 std::string program_path(const char* variable) {
   const char* value = std::getenv(variable);
-  if (value == nullptr) throw std::runtime_error(std::string(variable) + " is not set; run the tests through meson test");
+  if (value == nullptr)
+    throw std::runtime_error(std::string(variable) + " is not set; run the tests through meson test");
   return value;
 }
 

@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "comm/types.hpp"
 #include "algorithms/half.hpp"
+#include "comm/types.hpp"
 
 namespace comm::testing {
 
@@ -19,10 +19,10 @@ using comm::DType;
 using comm::ReduceOp;
 namespace algorithms = comm::algorithms;
 
-
-constexpr DType kAllTypes[] = {DType::Int8,    DType::UInt8,    DType::Int32,   DType::UInt32,  DType::Int64, DType::UInt64,
-                               DType::Float16, DType::BFloat16, DType::Float32, DType::Float64, DType::Bool};
-constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Product, ReduceOp::Min,  ReduceOp::Max,
+constexpr DType kAllTypes[] = {DType::Int8,    DType::UInt8,   DType::Int32,   DType::UInt32,
+                               DType::Int64,   DType::UInt64,  DType::Float16, DType::BFloat16,
+                               DType::Float32, DType::Float64, DType::Bool};
+constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max,
                                 ReduceOp::Avg, ReduceOp::BAnd,    ReduceOp::BOr, ReduceOp::BXor};
 
 inline bool is_float(DType dtype) {
@@ -58,10 +58,23 @@ inline double read_float(const std::vector<std::uint8_t>& bytes, DType dtype, st
 inline std::int64_t read_integer(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t i) {
   switch (dtype) {
     case DType::Int8: return static_cast<std::int8_t>(bytes[i]);
-    case DType::UInt8: case DType::Bool: return bytes[i];
-    case DType::Int32: { std::int32_t v; std::memcpy(&v, &bytes[4 * i], 4); return v; }
-    case DType::UInt32: { std::uint32_t v; std::memcpy(&v, &bytes[4 * i], 4); return v; }
-    default: { std::int64_t v; std::memcpy(&v, &bytes[8 * i], 8); return v; }
+    case DType::UInt8:
+    case DType::Bool: return bytes[i];
+    case DType::Int32: {
+      std::int32_t v;
+      std::memcpy(&v, &bytes[4 * i], 4);
+      return v;
+    }
+    case DType::UInt32: {
+      std::uint32_t v;
+      std::memcpy(&v, &bytes[4 * i], 4);
+      return v;
+    }
+    default: {
+      std::int64_t v;
+      std::memcpy(&v, &bytes[8 * i], 8);
+      return v;
+    }
   }
 }
 
@@ -73,17 +86,39 @@ inline std::vector<std::uint8_t> random_buffer(DType dtype, std::size_t count, s
   for (std::size_t i = 0; i < count; ++i) {
     int value = small(random);
     switch (dtype) {
-      case DType::Float16: { auto bits = algorithms::float_to_float16(static_cast<float>(value) * 0.5f); std::memcpy(&bytes[2 * i], &bits, 2); break; }
-      case DType::BFloat16: { auto bits = algorithms::float_to_bfloat16(static_cast<float>(value) * 0.5f); std::memcpy(&bytes[2 * i], &bits, 2); break; }
-      case DType::Float32: { float v = static_cast<float>(value) * 0.37f; std::memcpy(&bytes[4 * i], &v, 4); break; }
-      case DType::Float64: { double v = value * 0.37; std::memcpy(&bytes[8 * i], &v, 8); break; }
+      case DType::Float16: {
+        auto bits = algorithms::float_to_float16(static_cast<float>(value) * 0.5f);
+        std::memcpy(&bytes[2 * i], &bits, 2);
+        break;
+      }
+      case DType::BFloat16: {
+        auto bits = algorithms::float_to_bfloat16(static_cast<float>(value) * 0.5f);
+        std::memcpy(&bytes[2 * i], &bits, 2);
+        break;
+      }
+      case DType::Float32: {
+        float v = static_cast<float>(value) * 0.37f;
+        std::memcpy(&bytes[4 * i], &v, 4);
+        break;
+      }
+      case DType::Float64: {
+        double v = value * 0.37;
+        std::memcpy(&bytes[8 * i], &v, 8);
+        break;
+      }
       case DType::Bool: bytes[i] = value > 0 ? 1 : 0; break;
-      case DType::UInt8: case DType::UInt32: case DType::UInt64: {
+      case DType::UInt8:
+      case DType::UInt32:
+      case DType::UInt64: {
         std::uint64_t v = static_cast<std::uint64_t>(value + 3) * 37u;  // some bits to play with
         std::memcpy(&bytes[i * size], &v, size);
         break;
       }
-      default: { std::int64_t v = value * 37; std::memcpy(&bytes[i * size], &v, size); break; }
+      default: {
+        std::int64_t v = value * 37;
+        std::memcpy(&bytes[i * size], &v, size);
+        break;
+      }
     }
   }
   return bytes;
@@ -95,7 +130,8 @@ inline double reference_float(const std::vector<double>& values, ReduceOp op) {
   for (std::size_t r = 1; r < values.size(); ++r) {
     double v = values[r];
     switch (op) {
-      case ReduceOp::Sum: case ReduceOp::Avg: result += v; break;
+      case ReduceOp::Sum:
+      case ReduceOp::Avg: result += v; break;
       case ReduceOp::Product: result *= v; break;
       case ReduceOp::Min: result = std::min(result, v); break;
       case ReduceOp::Max: result = std::max(result, v); break;
@@ -110,7 +146,8 @@ inline std::int64_t reference_integer(const std::vector<std::int64_t>& values, R
   for (std::size_t r = 1; r < values.size(); ++r) {
     std::int64_t v = values[r];
     switch (op) {
-      case ReduceOp::Sum: case ReduceOp::Avg: result = dtype == DType::Bool ? (result | v) : result + v; break;
+      case ReduceOp::Sum:
+      case ReduceOp::Avg: result = dtype == DType::Bool ? (result | v) : result + v; break;
       case ReduceOp::Product: result = dtype == DType::Bool ? (result & v) : result * v; break;
       case ReduceOp::Min: result = std::min(result, v); break;
       case ReduceOp::Max: result = std::max(result, v); break;
@@ -125,17 +162,18 @@ inline std::int64_t reference_integer(const std::vector<std::int64_t>& values, R
     std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
     std::uint64_t wrapped = static_cast<std::uint64_t>(result) & mask;
     bool is_signed = dtype == DType::Int8 || dtype == DType::Int32;
-    result = is_signed && (wrapped >> (bits - 1)) ? static_cast<std::int64_t>(wrapped | ~mask) : static_cast<std::int64_t>(wrapped);
+    result = is_signed && (wrapped >> (bits - 1)) ? static_cast<std::int64_t>(wrapped | ~mask)
+                                                  : static_cast<std::int64_t>(wrapped);
   }
   if (op == ReduceOp::Avg && dtype != DType::Bool) result /= static_cast<std::int64_t>(values.size());
   return result;
 }
 
-
 // How many elements of `result` differ from the reference fold of `inputs` (exact for integers;
 // for floats within one rounding per step of the type).
-inline std::size_t count_wrong(const std::vector<std::uint8_t>& result, const std::vector<std::vector<std::uint8_t>>& inputs,
-                               DType dtype, ReduceOp op, std::size_t count) {
+inline std::size_t count_wrong(const std::vector<std::uint8_t>& result,
+                               const std::vector<std::vector<std::uint8_t>>& inputs, DType dtype, ReduceOp op,
+                               std::size_t count) {
   std::size_t wrong = 0;
   std::vector<double> values;
   std::vector<std::int64_t> integers;
@@ -145,7 +183,10 @@ inline std::size_t count_wrong(const std::vector<std::uint8_t>& result, const st
       for (auto& input : inputs) values.push_back(read_float(input, dtype, i));
       double expected = reference_float(values, op);
       // Exact inputs; one rounding per step for the half types, none beyond float's for float.
-      double tolerance = dtype == DType::Float16 ? 1e-2 : dtype == DType::BFloat16 ? 6e-2 : dtype == DType::Float32 ? 1e-5 : 1e-12;
+      double tolerance = dtype == DType::Float16    ? 1e-2
+                         : dtype == DType::BFloat16 ? 6e-2
+                         : dtype == DType::Float32  ? 1e-5
+                                                    : 1e-12;
       if (std::abs(read_float(result, dtype, i) - expected) > tolerance * std::max(1.0, std::abs(expected))) ++wrong;
     } else {
       integers.clear();

@@ -16,7 +16,8 @@ namespace comm::testing {
 // Runs body(group) on `ranks` threads; rethrows the first exception any rank threw (after all
 // have finished, so no thread outlives the call).
 inline void run_ranks(int ranks, const std::function<void(ProcessGroup&)>& body,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(60), const std::string& transport = "auto") {
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                      const std::string& transport = "auto") {
   auto store = std::make_shared<HashStore>();
   std::vector<std::future<void>> futures;
   for (int rank = 0; rank < ranks; ++rank) {
@@ -39,7 +40,9 @@ inline void run_ranks(int ranks, const std::function<void(ProcessGroup&)>& body,
 
 // A byte every (rank, message, index) gets, so any misplaced byte shows.
 inline std::uint8_t pattern(int rank, int message, std::size_t index) {
-  return static_cast<std::uint8_t>((index * 131 + static_cast<std::size_t>(rank) * 31 + static_cast<std::size_t>(message) * 7 + (index >> 12)) & 0xFF);
+  return static_cast<std::uint8_t>(
+      (index * 131 + static_cast<std::size_t>(rank) * 31 + static_cast<std::size_t>(message) * 7 + (index >> 12)) &
+      0xFF);
 }
 
 }  // namespace comm::testing

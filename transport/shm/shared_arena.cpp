@@ -17,7 +17,8 @@ namespace comm::transport {
 namespace {
 
 std::size_t segment_bytes(int size, std::size_t slot_bytes) {
-  return static_cast<std::size_t>(size) * sizeof(SharedArena::Control) + 2 * static_cast<std::size_t>(size + 1) * slot_bytes;
+  return static_cast<std::size_t>(size) * sizeof(SharedArena::Control) +
+         2 * static_cast<std::size_t>(size + 1) * slot_bytes;
 }
 
 [[noreturn]] void fail(const std::string& what, const std::string& name, int rank) {

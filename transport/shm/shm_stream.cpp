@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "comm/error.hpp"
@@ -105,7 +105,7 @@ void ShmStream::ring_doorbell() {
 
 namespace {
 
-constexpr std::size_t kRecordAlign = 64;        // a record starts on its own cache line
+constexpr std::size_t kRecordAlign = 64;  // a record starts on its own cache line
 
 std::size_t record_bytes(std::size_t payload) { return (8 + payload + kRecordAlign - 1) & ~(kRecordAlign - 1); }
 

@@ -103,7 +103,8 @@ class ShmStream final : public ByteStream {
   std::uint64_t read_position_ = 0;
   std::uint32_t read_sequence_ = 1;
   bool in_record_ = false;
-  std::size_t record_length_ = 0, record_left_ = 0, record_offset_ = 0;  // the doorbell socket ended: -1 end of file, else errno
+  std::size_t record_length_ = 0, record_left_ = 0,
+              record_offset_ = 0;  // the doorbell socket ended: -1 end of file, else errno
   int peer_;
   std::string peer_name_;
 };

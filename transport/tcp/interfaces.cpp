@@ -117,8 +117,10 @@ LocalAddress choose_local_address(const std::string& route_to_host) {
     for (const auto& candidate : candidates) {
       if (interface_matches(*filter, candidate.name)) return {candidate.address, candidate.name};
     }
-    throw InvalidArgumentError("COMM_SOCKET_IFNAME='" + *filter + "' matches no interface that is up with an "
-                               "address; this host has: " + interface_names(candidates),
+    throw InvalidArgumentError("COMM_SOCKET_IFNAME='" + *filter +
+                                   "' matches no interface that is up with an "
+                                   "address; this host has: " +
+                                   interface_names(candidates),
                                ErrorContext{.op = "transport.tcp"});
   }
   SocketAddress routed;

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "libcomm/base/environment.hpp"
-#include "transport/tcp/interfaces.hpp"
 #include "libcomm/base/log.hpp"
+#include "transport/tcp/interfaces.hpp"
 
 namespace comm::transport {
 namespace {
@@ -50,21 +50,21 @@ Hello make_hello(const MeshOptions& options, int to_rank) {
 // Why a hello is not from the peer we expect, or "" when it is.
 std::string check_hello(const Hello& hello, const MeshOptions& options, int expected_from) {
   if (hello.magic != kMagic) return "not a libcomm connection (bad magic)";
-  if (hello.version != kVersion) return "protocol version " + std::to_string(hello.version) + ", expected " + std::to_string(kVersion);
+  if (hello.version != kVersion)
+    return "protocol version " + std::to_string(hello.version) + ", expected " + std::to_string(kVersion);
   if (std::strncmp(hello.token, options.job_token.c_str(), sizeof hello.token) != 0) return "wrong job token";
   if (hello.world_size != options.size || hello.to_rank != options.rank) {
     return "it belongs to another group (world size " + std::to_string(hello.world_size) + ", rank " +
            std::to_string(hello.to_rank) + ")";
   }
-  if (hello.from_rank < 0 || hello.from_rank >= options.size || (expected_from >= 0 && hello.from_rank != expected_from)) {
+  if (hello.from_rank < 0 || hello.from_rank >= options.size ||
+      (expected_from >= 0 && hello.from_rank != expected_from)) {
     return "unexpected peer rank " + std::to_string(hello.from_rank);
   }
   return "";
 }
 
-std::string peer_name_of(const Hello& hello) {
-  return std::string(hello.name, strnlen(hello.name, sizeof hello.name));
-}
+std::string peer_name_of(const Hello& hello) { return std::string(hello.name, strnlen(hello.name, sizeof hello.name)); }
 
 [[noreturn]] void fail(const std::string& message, int peer = -1) {
   throw IoError(message, ErrorContext{.peer = peer, .op = "transport.tcp.connect"});
@@ -138,7 +138,8 @@ Socket connect_to(const SocketAddress& address, int peer, Clock::time_point dead
       Hello hello = make_hello(options, peer);
       std::string error;
       if (!send_all(socket.fd(), {reinterpret_cast<const std::uint8_t*>(&hello), sizeof hello}, deadline, error)) {
-        fail("sending the handshake to rank " + std::to_string(peer) + " at " + address.to_string() + ": " + error, peer);
+        fail("sending the handshake to rank " + std::to_string(peer) + " at " + address.to_string() + ": " + error,
+             peer);
       }
       return socket;
     }
@@ -195,8 +196,9 @@ void accept_higher_ranks(Socket& listener, Mesh& mesh, const MeshOptions& option
       Pending& connection = pending[i];
       bool drop = false;
       std::string reason;
-      ssize_t n = ::recv(connection.socket.fd(), reinterpret_cast<std::uint8_t*>(&connection.hello) + connection.received,
-                         sizeof(Hello) - connection.received, 0);
+      ssize_t n =
+          ::recv(connection.socket.fd(), reinterpret_cast<std::uint8_t*>(&connection.hello) + connection.received,
+                 sizeof(Hello) - connection.received, 0);
       if (n > 0) connection.received += static_cast<std::size_t>(n);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         drop = true;
@@ -204,11 +206,13 @@ void accept_higher_ranks(Socket& listener, Mesh& mesh, const MeshOptions& option
       } else if (connection.received == sizeof(Hello)) {
         reason = check_hello(connection.hello, options, -1);
         int peer = connection.hello.from_rank;
-        if (reason.empty() && (peer <= options.rank || mesh.sockets[peer].valid())) reason = "rank " + std::to_string(peer) + " connected twice";
+        if (reason.empty() && (peer <= options.rank || mesh.sockets[peer].valid()))
+          reason = "rank " + std::to_string(peer) + " connected twice";
         if (reason.empty()) {
           Hello answer = make_hello(options, peer);
           std::string error;
-          if (!send_all(connection.socket.fd(), {reinterpret_cast<const std::uint8_t*>(&answer), sizeof answer}, deadline, error)) {
+          if (!send_all(connection.socket.fd(), {reinterpret_cast<const std::uint8_t*>(&answer), sizeof answer},
+                        deadline, error)) {
             reason = "could not answer its handshake: " + error;
           } else {
             mesh.peer_names[peer] = peer_name_of(connection.hello);
@@ -221,7 +225,8 @@ void accept_higher_ranks(Socket& listener, Mesh& mesh, const MeshOptions& option
         reason = "sent no complete handshake within 5 s";
       }
       if (drop) {
-        if (!reason.empty()) logger().warn("refused a connection from {} to {}: {}", connection.from, mesh.local_address, reason);
+        if (!reason.empty())
+          logger().warn("refused a connection from {} to {}: {}", connection.from, mesh.local_address, reason);
         pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
       } else {
         ++i;
@@ -265,7 +270,8 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
     std::string error;
     if (!receive_all(lower[peer].fd(), {reinterpret_cast<std::uint8_t*>(&answer), sizeof answer}, deadline, error)) {
       fail("rank " + std::to_string(peer) + " did not answer the handshake (" + error +
-               "); a rank of another job, or an old address in the store?", peer);
+               "); a rank of another job, or an old address in the store?",
+           peer);
     }
     if (std::string reason = check_hello(answer, options, peer); !reason.empty()) {
       fail("rank " + std::to_string(peer) + " answered the handshake wrongly: " + reason, peer);

@@ -26,8 +26,8 @@ struct MeshOptions {
 };
 
 struct Mesh {
-  std::vector<Socket> sockets;         // [rank] invalid
-  std::vector<std::string> peer_names; // "rank 3 (host:pid)"
+  std::vector<Socket> sockets;          // [rank] invalid
+  std::vector<std::string> peer_names;  // "rank 3 (host:pid)"
   std::string local_address;
 };
 

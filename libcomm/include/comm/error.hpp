@@ -17,9 +17,9 @@ enum class ErrorCode { InvalidArgument, Timeout, Io, PeerClosed, Mismatch, Cuda,
 const char* to_string(ErrorCode code);
 
 struct ErrorContext {
-  int rank = -1;             // the rank that raised the error; -1: not known (e.g. a bare store)
-  int peer = -1;             // the other rank involved; -1: none
-  std::string op{};          // e.g. "store.get", "init_process_group"
+  int rank = -1;               // the rank that raised the error; -1: not known (e.g. a bare store)
+  int peer = -1;               // the other rank involved; -1: none
+  std::string op{};            // e.g. "store.get", "init_process_group"
   std::int64_t sequence = -1;  // the operation's sequence number in its group; -1: none
 };
 
@@ -52,11 +52,11 @@ class Error : public std::runtime_error {
 };
 
 // One subclass per code, so callers can catch exactly the failures they can handle.
-#define COMM_DECLARE_ERROR(Name, Code)                                          \
-  class Name : public Error {                                                   \
-   public:                                                                      \
-    explicit Name(std::string message, ErrorContext context = {})               \
-        : Error(ErrorCode::Code, std::move(message), std::move(context)) {}     \
+#define COMM_DECLARE_ERROR(Name, Code)                                      \
+  class Name : public Error {                                               \
+   public:                                                                  \
+    explicit Name(std::string message, ErrorContext context = {})           \
+        : Error(ErrorCode::Code, std::move(message), std::move(context)) {} \
   };
 COMM_DECLARE_ERROR(InvalidArgumentError, InvalidArgument)
 COMM_DECLARE_ERROR(TimeoutError, Timeout)

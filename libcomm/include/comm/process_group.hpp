@@ -23,12 +23,12 @@ namespace comm {
 constexpr int kAnySource = -1;
 
 struct InitOptions {
-  std::string init_method = "env://";  // env:// | tcp://host:port | file:///path
-  int rank = -1, world_size = -1;      // -1: from the URL's query or the environment
+  std::string init_method = "env://";                            // env:// | tcp://host:port | file:///path
+  int rank = -1, world_size = -1;                                // -1: from the URL's query or the environment
   std::chrono::milliseconds timeout = std::chrono::minutes(30);  // COMM_TIMEOUT (s) overrides
-  std::string group_name{};            // lets several jobs share one file:// or store
-  std::shared_ptr<Store> store{};      // or bring your own store (init_method is then ignored)
-  std::string transport = "auto";      // auto | tcp | shm
+  std::string group_name{};                                      // lets several jobs share one file:// or store
+  std::shared_ptr<Store> store{};  // or bring your own store (init_method is then ignored)
+  std::string transport = "auto";  // auto | tcp | shm
 };
 
 class ProcessGroup {

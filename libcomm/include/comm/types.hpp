@@ -43,6 +43,8 @@ std::string to_string(Device device);
 // The C++ types whose dtype Buffer can deduce.
 template <class T>
 struct DTypeOf;
+// One line per type: the table it is.
+// clang-format off
 template <> struct DTypeOf<std::int8_t> { static constexpr DType value = DType::Int8; };
 template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType::UInt8; };
 template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::Int32; };
@@ -52,9 +54,12 @@ template <> struct DTypeOf<std::uint64_t> { static constexpr DType value = DType
 template <> struct DTypeOf<float> { static constexpr DType value = DType::Float32; };
 template <> struct DTypeOf<double> { static constexpr DType value = DType::Float64; };
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::Bool; };
+// clang-format on
 
 template <class T>
-concept Element = requires { DTypeOf<std::remove_const_t<T>>::value; };
+concept Element = requires {
+  DTypeOf<std::remove_const_t<T>>::value;
+};
 
 struct Buffer {
   void* data = nullptr;
@@ -65,13 +70,12 @@ struct Buffer {
   Buffer(void* data, std::size_t count, DType dtype, Device device = {})
       : data(data), count(count), dtype(dtype), device(device) {}
   template <class T>
-    requires Element<T>
-  Buffer(std::span<T> elements)  // NOLINT(google-explicit-constructor): views convert implicitly
-      : data(const_cast<std::remove_const_t<T>*>(elements.data())), count(elements.size()),
+  requires Element<T> Buffer(std::span<T> elements)  // NOLINT(google-explicit-constructor): views convert implicitly
+      : data(const_cast<std::remove_const_t<T>*>(elements.data())),
+        count(elements.size()),
         dtype(DTypeOf<std::remove_const_t<T>>::value) {}
   template <class T>
-    requires Element<T>
-  Buffer(std::vector<T>& elements)  // NOLINT(google-explicit-constructor)
+  requires Element<T> Buffer(std::vector<T>& elements)  // NOLINT(google-explicit-constructor)
       : Buffer(std::span<T>(elements)) {}
 
   std::size_t bytes() const { return count * element_size(dtype); }
