@@ -36,6 +36,9 @@ for epoch in 0 9; do
   if [ "$(wc -l <<<"$losses")" != 1 ]; then echo "FAIL: sgd: ranks disagree on epoch $epoch: $losses"; failed=1; fi
 done
 final=$(grep "rank 0, epoch 9:" <<<"$sgd" | sed 's/.*loss //')
-if ! awk -v loss="$final" 'BEGIN { exit !(loss < 0.02) }'; then echo "FAIL: sgd did not converge (loss $final)"; failed=1; fi
+if ! awk -v loss="$final" 'BEGIN { exit !(loss < 0.02) }'; then
+  echo "FAIL: sgd did not converge (loss $final)"
+  failed=1
+fi
 [ "$failed" = 0 ] && echo "all examples behaved as the tutorials say"
 exit $failed

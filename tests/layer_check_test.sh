@@ -12,7 +12,8 @@ python=/usr/bin/python3
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/algorithms" "$scratch/transport/tcp" "$scratch/bench" "$scratch/libcomm/include/comm"
-touch "$scratch/transport/tcp/socket_stream.hpp" "$scratch/algorithms/tuner.hpp" "$scratch/libcomm/include/comm/comm.hpp"
+touch "$scratch/transport/tcp/socket_stream.hpp" "$scratch/algorithms/tuner.hpp" \
+  "$scratch/libcomm/include/comm/comm.hpp"
 printf '#include "transport/tcp/socket_stream.hpp"\n' >"$scratch/algorithms/ring.cpp"
 printf '#include "comm/comm.hpp"\n#include "algorithms/tuner.hpp"\n' >"$scratch/bench/perf.cpp"
 if output=$("$python" "$checker" "$scratch"); then

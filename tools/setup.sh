@@ -36,7 +36,8 @@ if [ -n "$need_main$need_backports" ]; then
   # shellcheck disable=SC2086
   [ -z "$need_main" ] || apt-get install -y -qq --no-install-recommends $need_main >/dev/null
   # shellcheck disable=SC2086
-  [ -z "$need_backports" ] || apt-get install -y -qq --no-install-recommends -t bookworm-backports $need_backports >/dev/null
+  [ -z "$need_backports" ] ||
+    apt-get install -y -qq --no-install-recommends -t bookworm-backports $need_backports >/dev/null
 fi
 
 if [ ! -f build/build.ninja ]; then

@@ -59,8 +59,10 @@ def main():
         rows["Open MPI tcp"].append(mpi(mpi_binary, True))
         copies.append(memcpy(memcpy_binary))
     copy = summarise(copies, higher_is_better=True)
-    print(f"{args.rounds} alternating rounds; memcpy 64 MiB single thread: median {copy[0]:.2f}, best {copy[1]:.2f} GB/s\n")
-    print("| path | 8-byte round trip (us): median | best | 64 MiB one-way (GB/s): median | best |\n|---|---|---|---|---|")
+    print(f"{args.rounds} alternating rounds; memcpy 64 MiB single thread: "
+          f"median {copy[0]:.2f}, best {copy[1]:.2f} GB/s\n")
+    print("| path | 8-byte round trip (us): median | best | 64 MiB one-way (GB/s): median | best |\n"
+          "|---|---|---|---|---|")
     latency = {name: summarise([v[0] for v in values], higher_is_better=False) for name, values in rows.items()}
     bandwidth = {name: summarise([v[1] for v in values], higher_is_better=True) for name, values in rows.items()}
     for name in rows:

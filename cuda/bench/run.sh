@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh [pack dir] [results dir]: on the GPU machine, runs the GPU tests and benches packed by
 # pack.sh and writes their output to the results dir (default $OUT, else ./gpu-results).
-# ONLY=REGEX runs the steps whose names match. Exit status: non-zero when a test failed. Skips (exit 77) count as failures here, since this
+# ONLY=REGEX runs the steps whose names match. Exit status: non-zero when a test failed. Skips
+# (exit 77) count as failures here, since this
 # script only runs where a GPU is expected.
 set -uo pipefail
 pack=${1:-.device-carry/gpu}
@@ -22,7 +23,8 @@ run() {  # run NAME COMMAND...: output to the terminal and to one log (few files
   echo "== $name: exit $rc" | tee -a "$log"
   [ "$rc" -eq 0 ] || failed=1
 }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | tee "$results/gpu.txt" || true
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
+  tee "$results/gpu.txt" || true
 run test_cuda_device "$pack/bin/test_cuda_device"
 run test_cuda_reduce "$pack/bin/test_cuda_reduce"
 run test_cuda_buffers "$pack/bin/test_cuda_buffers"
@@ -44,12 +46,16 @@ run ipc_pingpong_large "$pack/bin/ipc_pingpong" --rounds 200 --bytes 268435456
 run ipc_pingpong_host "$pack/bin/ipc_pingpong" --rounds 2000 --bytes 4096 --wait host
 run ipc_pingpong_large_host "$pack/bin/ipc_pingpong" --rounds 200 --bytes 268435456 --wait host
 run reduce_kernel_perf "$pack/bin/reduce_kernel_perf"
-for ranks in 2 4; do run device_all_reduce_perf_$ranks "$pack/bin/commrun" -n $ranks "$pack/bin/device_all_reduce_perf"; done
 for ranks in 2 4; do
-  run device_all_reduce_perf_staged_$ranks env COMM_CUDA_PATH=staging "$pack/bin/commrun" -n $ranks "$pack/bin/device_all_reduce_perf"
+  run device_all_reduce_perf_$ranks "$pack/bin/commrun" -n $ranks "$pack/bin/device_all_reduce_perf"
+done
+for ranks in 2 4; do
+  run device_all_reduce_perf_staged_$ranks env COMM_CUDA_PATH=staging \
+    "$pack/bin/commrun" -n $ranks "$pack/bin/device_all_reduce_perf"
 done
 run device_all_reduce_perf_tcp_2 env COMM_TRANSPORT=tcp "$pack/bin/commrun" -n 2 "$pack/bin/device_all_reduce_perf"
 # The same all_reduce of host buffers on this machine: what the staged path adds to the transport.
 run host_all_reduce_perf_2 "$pack/bin/commrun" -n 2 "$pack/bin/all_reduce_perf" -b 1M -e 256M -f 4
-run host_all_reduce_perf_tcp_2 env COMM_TRANSPORT=tcp "$pack/bin/commrun" -n 2 "$pack/bin/all_reduce_perf" -b 1M -e 256M -f 4
+run host_all_reduce_perf_tcp_2 env COMM_TRANSPORT=tcp \
+  "$pack/bin/commrun" -n 2 "$pack/bin/all_reduce_perf" -b 1M -e 256M -f 4
 exit $failed

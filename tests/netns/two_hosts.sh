@@ -48,11 +48,13 @@ run_job() {  # $1: label, then environment assignments for the ranks
   local label=$1
   shift
   local port=29611
-  ip netns exec "$a" env "$@" COMM_JOB_TOKEN="$token" COMM_LOG_LEVEL=info timeout 60 "$commrun" --nnodes 2 --node-rank 0 \
-    --master-addr 10.77.0.1 --master-port $port -n 2 "$helper" p2p-exchange >"$work/$label.a" 2>&1 &
+  ip netns exec "$a" env "$@" COMM_JOB_TOKEN="$token" COMM_LOG_LEVEL=info timeout 60 \
+    "$commrun" --nnodes 2 --node-rank 0 --master-addr 10.77.0.1 --master-port $port -n 2 \
+    "$helper" p2p-exchange >"$work/$label.a" 2>&1 &
   local first=$!
-  ip netns exec "$b" env "$@" COMM_JOB_TOKEN="$token" COMM_LOG_LEVEL=info timeout 60 "$commrun" --nnodes 2 --node-rank 1 \
-    --master-addr 10.77.0.1 --master-port $port -n 2 "$helper" p2p-exchange >"$work/$label.b" 2>&1
+  ip netns exec "$b" env "$@" COMM_JOB_TOKEN="$token" COMM_LOG_LEVEL=info timeout 60 \
+    "$commrun" --nnodes 2 --node-rank 1 --master-addr 10.77.0.1 --master-port $port -n 2 \
+    "$helper" p2p-exchange >"$work/$label.b" 2>&1
   local second=$?
   wait $first
   local first_status=$?
