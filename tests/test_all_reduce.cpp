@@ -4,6 +4,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -149,5 +150,38 @@ TEST_CASE("shared_memory needs every rank on one host over shm", "[collectives][
         RANK_CHECK(checks, data[0] == 2.0f);
       },
       std::chrono::seconds(60), "tcp");
+  REQUIRE_RANK_CHECKS(checks);
+}
+
+// What the library reports it will run (ProcessGroup::algorithm_for, the benches' algo column)
+// follows from the transport's capabilities: shared memory only where every peer shares the host.
+TEST_CASE("algorithm_for reports the tuner's choice from the transport's capabilities", "[collectives][tuner]") {
+  if (std::getenv("COMM_ALGO") != nullptr) SKIP("COMM_ALGO overrides the tuner");
+  using comm::Collective;
+  int ranks = GENERATE(2, 4);
+  std::string transport = GENERATE("shm", "tcp");
+  INFO(ranks << " ranks over " << transport);
+  bool shm = transport == "shm";
+  RankChecks checks;
+  run_ranks(
+      ranks,
+      [&](comm::ProcessGroup& group) {
+        RANK_CHECK(checks, group.shared_memory_usable() == shm);
+        Algorithm small = group.algorithm_for(Collective::AllReduce, 8);
+        Algorithm mid = group.algorithm_for(Collective::AllReduce, std::size_t{1} << 20);
+        RANK_CHECK(checks, small == (shm ? Algorithm::SharedMemory : Algorithm::RecursiveDoubling));
+        RANK_CHECK(checks, mid == (!shm ? Algorithm::Ring : ranks == 2 ? Algorithm::Ring : Algorithm::SharedMemory));
+        RANK_CHECK(checks, group.algorithm_for(Collective::Barrier, 0) ==
+                               (shm ? Algorithm::SharedMemory : Algorithm::Dissemination));
+        RANK_CHECK(checks, group.algorithm_for(Collective::Gather, 1024) == Algorithm::Direct);
+        RANK_CHECK(checks, group.algorithm_for(Collective::Broadcast, 8, Algorithm::Ring) == Algorithm::Ring);
+        RANK_CHECK_THROWS(checks, group.algorithm_for(Collective::AllReduce, 8, Algorithm::Direct),
+                          "all_reduce has no direct");
+        // The choice is what runs: the call succeeds and sums.
+        std::vector<float> data(std::size_t{1} << 18, 1.0f);
+        group.all_reduce(data);
+        RANK_CHECK(checks, data.front() == static_cast<float>(ranks) && data.back() == static_cast<float>(ranks));
+      },
+      std::chrono::seconds(60), transport);
   REQUIRE_RANK_CHECKS(checks);
 }

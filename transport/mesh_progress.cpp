@@ -19,15 +19,17 @@ MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
     : rank_(rank), size_(static_cast<int>(streams.size())), peer_names_(std::move(peer_names)), peers_(streams.size()) {
   epoll_.add(wake_.fd(), EPOLLIN, static_cast<std::uint64_t>(size_));
   idle_epoll_.add(wake_.fd(), EPOLLIN, static_cast<std::uint64_t>(size_));
+  bool every_peer_shares_memory = size_ > 1;
   for (int peer = 0; peer < size_; ++peer) {
     if (!streams[peer]) continue;
     mediums_.insert(streams[peer]->medium());
+    every_peer_shares_memory = every_peer_shares_memory && streams[peer]->shares_host_memory();
     peers_[peer].connection = std::make_unique<StreamConnection>(peer, peer_names_[peer], std::move(streams[peer]));
     epoll_.add(peers_[peer].connection->fd(), EPOLLIN, static_cast<std::uint64_t>(peer));
   }
   for (const auto& medium : mediums_) medium_ += (medium_.empty() ? "" : "+") + medium;
   if (medium_.empty()) medium_ = "self";
-  capabilities_.same_host_shared_memory = mediums_ == std::set<std::string>{"shm"};
+  capabilities_.same_host_shared_memory = every_peer_shares_memory;
 }
 
 MeshTransport::~MeshTransport() {

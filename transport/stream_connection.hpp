@@ -92,6 +92,8 @@ class ByteStream {
   virtual void woke_up() {}
   // Whether waiting for room to write needs EPOLLOUT on wakeup_fd() (a socket does).
   virtual bool writes_wake_through_fd() const = 0;
+  // Whether the peer shares this host's memory (so the transport can offer a shared segment).
+  virtual bool shares_host_memory() const { return false; }
   virtual const char* medium() const = 0;
 };
 

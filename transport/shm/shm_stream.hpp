@@ -84,6 +84,7 @@ class ShmStream final : public ByteStream {
   bool prepare_to_sleep(bool want_write) override;
   void woke_up() override;
   bool writes_wake_through_fd() const override { return false; }
+  bool shares_host_memory() const override { return true; }
   const char* medium() const override { return "shm"; }
 
  private:
