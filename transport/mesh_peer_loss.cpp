@@ -40,7 +40,7 @@ void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
   }
   if (!state.error) state.error = error;
   if (state.connection) {
-    epoll_.remove(state.connection->fd());
+    progress_.unwatch(state.connection->fd());
     for (auto& completion : state.connection->take_queued()) completion->fail(error);
     state.connection.reset();
   }

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "comm/error.hpp"
-#include "transport/epoll_set.hpp"
 #include "transport/matcher.hpp"
+#include "transport/progress_thread.hpp"
 #include "transport/stream_connection.hpp"
 #include "transport/transport.hpp"
 
@@ -30,6 +30,7 @@ namespace comm::transport {
 
 class MeshTransport final : public Transport,
                             private StreamConnection::Sink,
+                            private ProgressThread::Driver,
                             public std::enable_shared_from_this<MeshTransport> {
  public:
   static constexpr std::size_t kEagerBytes = 64 * 1024;
@@ -116,11 +117,15 @@ class MeshTransport final : public Transport,
   }
 
   void say_goodbye(const std::string& reason);
-  bool waiters_active();
-  bool prepare_to_sleep();
-  void woke_up();
-  void run_progress_thread();
   void watch_output(int peer, bool on);
+
+  // What the progress thread drives (mesh_progress.cpp).
+  std::mutex& mutex() override { return mutex_; }
+  bool prepare_to_sleep() override;
+  void woke_up() override;
+  void service_all() override;
+  void ready(std::uint64_t peer) override;
+  void thread_failed(const std::string& reason) override;
 
   int rank_;
   int size_;
@@ -136,15 +141,7 @@ class MeshTransport final : public Transport,
   int servicing_peer_ = -1;                      // the peer whose receive() is on the stack
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
-  EpollSet epoll_;       // every peer's descriptor and wake_
-  EpollSet idle_epoll_;  // wake_ only: where the progress thread sleeps while a waiter spins
-  WakeEvent wake_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> spinners_{0};
-  std::atomic<std::uint32_t> spin_episodes_{0};  // waits that stopped spinning, so far
-  std::atomic<bool> waiter_asleep_{false};       // a waiter went to sleep since the thread looked
-  std::uint32_t seen_episodes_ = 0;              // progress thread only
-  std::thread progress_thread_;
+  ProgressThread progress_;  // last: stopped before the members it reads are destroyed
 };
 
 }  // namespace comm::transport
