@@ -75,13 +75,20 @@ SocketAddress SocketAddress::parse(const std::string& text) {
 }
 
 void set_nonblocking(int fd) {
+  // A socket left blocking would stall the progress thread inside a read: not something to go on from.
   int flags = ::fcntl(fd, F_GETFL, 0);
-  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) fail_socket_option("O_NONBLOCK");
 }
 
-void set_no_delay(int fd) {
-  int on = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+void set_no_delay(int fd) { set_option(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"); }
+
+void set_option(int fd, int level, int option, int value, const char* name) {
+  if (::setsockopt(fd, level, option, &value, sizeof value) != 0) fail_socket_option(name);
+}
+
+void fail_socket_option(const char* name) {
+  throw IoError(std::string("cannot set ") + name + " on a socket: " + std::strerror(errno),
+                ErrorContext{.op = "transport"});
 }
 
 namespace {

@@ -53,6 +53,9 @@ using Deadline = std::chrono::steady_clock::time_point;
 
 void set_nonblocking(int fd);
 void set_no_delay(int fd);
+// setsockopt with an int value; an IoError naming the option when the kernel refuses it.
+void set_option(int fd, int level, int option, int value, const char* name);
+[[noreturn]] void fail_socket_option(const char* name);
 // Blocking-style I/O on a non-blocking socket, bounded by the deadline. False on timeout or
 // when the peer closed; `error` then says which.
 bool send_all(int fd, std::span<const std::uint8_t> bytes, Deadline deadline, std::string& error);

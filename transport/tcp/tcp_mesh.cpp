@@ -73,8 +73,7 @@ std::string peer_name_of(const Hello& hello) { return std::string(hello.name, st
 Socket open_listener(const SocketAddress& address) {
   Socket listener(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!listener.valid()) fail(std::string("socket: ") + std::strerror(errno));
-  int on = 1;
-  ::setsockopt(listener.fd(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  set_option(listener.fd(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
   if (::bind(listener.fd(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) != 0) {
     fail("cannot listen on " + address.to_string() + ": " + std::strerror(errno));
   }
@@ -286,7 +285,7 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
   auto set_buffer = [](const Socket& socket, int option, long long wanted) {
     if (wanted <= 0) return;
     int bytes = static_cast<int>(std::min<long long>(wanted, 1 << 30));
-    ::setsockopt(socket.fd(), SOL_SOCKET, option, &bytes, sizeof bytes);
+    set_option(socket.fd(), SOL_SOCKET, option, bytes, option == SO_SNDBUF ? "SO_SNDBUF" : "SO_RCVBUF");
   };
   for (auto& socket : mesh.sockets) {
     if (!socket.valid()) continue;
