@@ -20,6 +20,7 @@ for program in "${programs[@]}"; do
   ldd "$builddir/$program" | awk '/=> \// {print $3}' | while read -r library; do
     case "$(basename "$library")" in
       libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libpthread.so*|libdl.so*|librt.so*) ;;
+      libcomm.so*) cp -L "$library" "$pack/lib/" && strip --strip-unneeded "$pack/lib/$(basename "$library")" ;;
       *) cp -L "$library" "$pack/lib/" ;;
     esac
   done
