@@ -28,4 +28,8 @@ Algorithm choose(const TunerQuery& query);
 // The pipelining chunk of the ring algorithms (COMM_RING_CHUNK bytes overrides).
 std::size_t ring_chunk_bytes();
 
+// Reads the tuner's variables (COMM_ALGO, COMM_RING_CHUNK) now: init_process_group calls it, so
+// a bad value is an InvalidArgumentError there rather than in the first collective.
+void read_environment();
+
 }  // namespace comm::algorithms

@@ -283,6 +283,36 @@ TEST_CASE("rank 0 cannot host the store on a port in use", "[init][bad-input]") 
   }
 }
 
+// Every tuning variable is read at init and refused there when it is not a number or is out of
+// its range (COMM_SPIN_US=abc and COMM_RING_CHUNK=1 used to be taken silently, and
+// COMM_SOCKET_BUFFER=4096 made TCP crawl until a collective timed out).
+TEST_CASE("tuning variables that are not numbers or out of range are refused at init", "[init][bad-input][process]") {
+  auto run_alone = [](const std::string& name, const std::string& value, int expected_status = 10) {
+    ChildProcess child({helper(), "init", "env://"},
+                       {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}, {name, value}});
+    auto status = child.wait_for(30s);
+    REQUIRE(status.has_value());
+    CHECK(*status == expected_status);
+    return child.output();
+  };
+  CHECK_THAT(run_alone("COMM_SPIN_US", "abc"), ContainsSubstring("COMM_SPIN_US='abc' is not an integer"));
+  CHECK_THAT(run_alone("COMM_SPIN_US", "-5"), ContainsSubstring("COMM_SPIN_US=-5 is out of range"));
+  CHECK_THAT(run_alone("COMM_RING_CHUNK", "1"), ContainsSubstring("COMM_RING_CHUNK=1 is out of range"));
+  CHECK_THAT(run_alone("COMM_RING_CHUNK", "abc"), ContainsSubstring("COMM_RING_CHUNK='abc'"));
+  CHECK_THAT(run_alone("COMM_ALGO", "fastest"), ContainsSubstring("COMM_ALGO is 'fastest'"));
+  // The socket buffers are set when the mesh is made: two ranks over TCP, both refuse.
+  for (std::string value : {"4096", "1", "-1"}) {
+    ChildProcess job({comm::testing::program_path("COMMRUN"), "-n", "2", helper(), "init"},
+                     {{"COMM_TRANSPORT", "tcp"}, {"COMM_SOCKET_BUFFER", value}});
+    auto status = job.wait_for(60s);
+    REQUIRE(status.has_value());
+    CHECK(*status != 0);
+    CHECK_THAT(job.output(), ContainsSubstring("COMM_SOCKET_BUFFER=" + value + " is out of range"));
+  }
+  // In range, they are taken.
+  CHECK_THAT(run_alone("COMM_RING_CHUNK", "4096", 0), ContainsSubstring("joined 0/1"));
+}
+
 TEST_CASE("bad environments are reported by variable name", "[init][bad-input][process]") {
   auto run = [](std::map<std::string, std::string> environment) {
     environment.emplace("MASTER_ADDR", "");

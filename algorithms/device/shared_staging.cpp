@@ -20,8 +20,9 @@ namespace {
 
 std::size_t shared_slot_bytes() {
   static const std::size_t value = [] {
-    auto bytes = environment::get_integer("COMM_CUDA_STAGING_SLOT");
-    return bytes && *bytes >= 4096 ? static_cast<std::size_t>(*bytes) : std::size_t{16} << 20;
+    auto bytes = environment::get_integer_in("COMM_CUDA_STAGING_SLOT", 4096, std::int64_t{1} << 30,
+                                             "bytes per slot of the shared GPU staging segment");
+    return bytes ? static_cast<std::size_t>(*bytes) : std::size_t{16} << 20;
   }();
   return value;
 }

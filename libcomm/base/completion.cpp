@@ -9,13 +9,15 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "libcomm/base/environment.hpp"
+
 namespace comm::detail {
 
 std::chrono::nanoseconds spin_budget() {
   static const std::chrono::nanoseconds budget = [] {
-    const char* text = std::getenv("COMM_SPIN_US");
-    long microseconds = text != nullptr ? std::strtol(text, nullptr, 10) : 100;
-    return std::chrono::nanoseconds(std::chrono::microseconds(microseconds < 0 ? 0 : microseconds));
+    auto microseconds =
+        environment::get_integer_in("COMM_SPIN_US", 0, 1'000'000, "microseconds a waiter polls before it sleeps");
+    return std::chrono::nanoseconds(std::chrono::microseconds(microseconds.value_or(100)));
   }();
   return budget;
 }

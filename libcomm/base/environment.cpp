@@ -26,6 +26,16 @@ std::optional<long long> get_integer(const char* name) {
   return value;
 }
 
+std::optional<long long> get_integer_in(const char* name, long long min, long long max, const char* why) {
+  auto value = get_integer(name);
+  if (value && (*value < min || *value > max)) {
+    throw InvalidArgumentError("environment variable " + std::string(name) + "=" + std::to_string(*value) +
+                               " is out of range: give a value from " + std::to_string(min) + " to " +
+                               std::to_string(max) + " (" + why + "), or unset it for the default");
+  }
+  return value;
+}
+
 std::optional<Found> first_integer(std::initializer_list<const char*> names) {
   for (const char* name : names) {
     if (auto value = get_integer(name)) return Found{name, *value};

@@ -14,6 +14,11 @@ std::optional<std::string> get(const char* name);
 // An integer variable; throws InvalidArgumentError naming the variable when it is not one.
 std::optional<long long> get_integer(const char* name);
 
+// An integer variable that must lie in [min, max]; throws InvalidArgumentError naming the
+// variable, the range and `why` the range is what it is otherwise. Tuning variables use this,
+// so a typo or a harmful value is an error at init_process_group, never silently a default.
+std::optional<long long> get_integer_in(const char* name, long long min, long long max, const char* why);
+
 // The first of several spellings that is set (e.g. RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID),
 // with the name that supplied it.
 struct Found {

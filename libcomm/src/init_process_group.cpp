@@ -2,8 +2,10 @@
 // a world size and a store, then runs the join protocol (rendezvous/join.hpp).
 #include <chrono>
 
+#include "algorithms/tuner.hpp"
 #include "comm/process_group.hpp"
 #include "libcomm/base/check.hpp"
+#include "libcomm/base/completion.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
 #include "libcomm/src/group.hpp"
@@ -105,6 +107,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   auto started = std::chrono::steady_clock::now();
   Placement placement;
   try {
+    // Tuning variables first: a bad one is refused before anything waits on a peer.
+    detail::spin_budget();
+    algorithms::read_environment();
     auto method = parse_init_method(options.init_method);
     auto launch = read_launch_environment();
     placement = place(options, method, launch);

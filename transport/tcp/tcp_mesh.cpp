@@ -95,6 +95,7 @@ SocketAddress bound_address(const Socket& socket) {
 // quarter (measured in docs/results/collectives.md: 1 MiB all_reduce 3.1-3.4 GB/s against
 // 1.6-2.7 with 256 KiB both ways, 64 MiB one way 4.0-5.1 against 3.1-4.5).
 constexpr long long kWithinHostSendBuffer = 256 * 1024;
+constexpr long long kMinimumSocketBuffer = 64 * 1024;  // COMM_SOCKET_BUFFER's floor
 constexpr long long kWithinHostReceiveBuffer = 1024 * 1024;
 
 // Whether both ends of a connection are addresses of this host (the same address, as over
@@ -281,7 +282,11 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
   // COMM_SOCKET_BUFFER (bytes) fixes both socket buffer sizes. Otherwise a connection within
   // this host gets the sizes above; between hosts the kernel's autotuning sizes them for the
   // path's bandwidth-delay product.
-  auto buffer_bytes = environment::get_integer("COMM_SOCKET_BUFFER").value_or(0);
+  // Below 64 KiB TCP crawls (each window waits out a delayed acknowledgement, ~200 ms: a 1 MiB
+  // all_reduce with 4 KiB buffers did not finish in 10 s), so such values are refused.
+  auto buffer_bytes = environment::get_integer_in("COMM_SOCKET_BUFFER", kMinimumSocketBuffer, std::int64_t{1} << 30,
+                                                  "bytes of SO_SNDBUF and SO_RCVBUF for data sockets")
+                          .value_or(0);
   auto set_buffer = [](const Socket& socket, int option, long long wanted) {
     if (wanted <= 0) return;
     int bytes = static_cast<int>(std::min<long long>(wanted, 1 << 30));
