@@ -17,6 +17,7 @@
 //   NumKeys                                                -> Integer
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -31,6 +32,10 @@ inline constexpr std::uint32_t kVersion = 1;
 inline constexpr std::size_t kLengthBytes = 4;
 // A compare_set of two maximal values is the largest legal request.
 inline constexpr std::size_t kMaxFrameBytes = 2 * kMaxStoreValueBytes + 64 * 1024;
+// Before its hello a connection may send no more than this in a frame, and no longer than
+// kHelloDeadline: a stranger holds a few KiB for a few seconds, whatever it announces.
+inline constexpr std::size_t kMaxHelloFrameBytes = 4096;
+inline constexpr std::chrono::seconds kHelloDeadline{5};
 
 enum class RequestType : std::uint8_t { Hello = 1, Set, Get, Add, CompareSet, Wait, Check, Delete, NumKeys };
 enum class ResponseStatus : std::uint8_t { Ok = 0, Value, Integer, Timeout, Failure };

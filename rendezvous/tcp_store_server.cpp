@@ -23,6 +23,16 @@ namespace {
 
 using namespace tcp_store_protocol;
 using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+// More simultaneous connections than any job needs (a rank holds one or two); beyond it new ones
+// are closed at once, so a flood cannot take every descriptor of the process hosting the store.
+constexpr std::size_t kMaxClients = 4096;
+constexpr std::size_t kDropWarnings = 10;
+constexpr auto kDropWindow = std::chrono::seconds(10);
+// A frame's body is read in pieces of at most this, so memory follows the bytes that arrived,
+// not the length a client announced.
+constexpr std::size_t kBodyPieceBytes = 64 * 1024;
 
 spdlog::logger& logger() { return log::get(log::Subsystem::Rendezvous); }
 
@@ -48,6 +58,10 @@ class TcpStoreServer::Impl {
   std::size_t client_count() const { return clients_.load(); }
 
   // Called from sessions, on the I/O thread.
+  asio::io_context& io() { return io_; }
+  // Logs why a client was dropped, at most kDropWarnings times per kDropWindow (a flood of bad
+  // connections must not become a flood of log lines); then one line with how many were not said.
+  void warn_dropped(const std::string& peer, const std::string& reason);
   Bytes execute(RequestType type, FrameReader& request, const std::shared_ptr<Session>& session, bool& parked);
   void session_opened() { ++clients_; }
   void session_closed() { --clients_; }
@@ -73,6 +87,8 @@ class TcpStoreServer::Impl {
   std::uint16_t port_ = 0;
   std::unordered_map<std::string, Bytes> values_;
   std::unordered_map<std::string, std::vector<std::shared_ptr<ParkedRequest>>> parked_;
+  Clock::time_point drop_window_start_{};
+  std::size_t drops_in_window_ = 0;
   std::thread thread_;
 };
 
@@ -80,7 +96,8 @@ namespace {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, TcpStoreServer::Impl& server) : socket_(std::move(socket)), server_(server) {
+  Session(tcp::socket socket, TcpStoreServer::Impl& server)
+      : socket_(std::move(socket)), server_(server), hello_timer_(server.io()) {
     std::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
     auto endpoint = socket_.remote_endpoint(ignored);
@@ -89,7 +106,16 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   ~Session() { server_.session_closed(); }
 
-  void start() { read_length(); }
+  void start() {
+    hello_timer_.expires_after(kHelloDeadline);
+    hello_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+      auto self = weak.lock();
+      if (!ec && self && !self->greeted_) {
+        self->close("no hello within " + std::to_string(kHelloDeadline.count()) + " s (not a libcomm store client?)");
+      }
+    });
+    read_length();
+  }
 
   // Queues a response frame; frames go out in order.
   void respond(Bytes frame) {
@@ -100,8 +126,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close(const std::string& reason) {
     if (!socket_.is_open()) return;
-    if (!reason.empty()) logger().warn("store server: dropping client {}: {}", peer_, reason);
+    if (!reason.empty()) server_.warn_dropped(peer_, reason);
     std::error_code ignored;
+    hello_timer_.cancel();
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
   }
@@ -113,21 +140,32 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::async_read(socket_, asio::buffer(length_), [self = shared_from_this()](std::error_code ec, std::size_t) {
       if (ec) return self->close(ec == asio::error::eof || ec == asio::error::operation_aborted ? "" : ec.message());
       std::uint32_t length = decode_length(self->length_.data());
-      if (length == 0 || length > kMaxFrameBytes) {
-        return self->close("frame length " + std::to_string(length) + " outside 1.." + std::to_string(kMaxFrameBytes) +
-                           " (not a libcomm store client?)");
+      std::size_t limit = self->greeted_ ? kMaxFrameBytes : kMaxHelloFrameBytes;
+      if (length == 0 || length > limit) {
+        return self->close("frame length " + std::to_string(length) + " outside 1.." + std::to_string(limit) +
+                           (self->greeted_ ? "" : " before its hello") + " (not a libcomm store client?)");
       }
-      self->body_.resize(length);
+      self->frame_bytes_ = length;
+      self->body_.clear();
       self->read_body();
     });
   }
 
+  // In pieces: the buffer grows with what arrives, never ahead of it.
   void read_body() {
-    asio::async_read(socket_, asio::buffer(body_), [self = shared_from_this()](std::error_code ec, std::size_t) {
-      if (ec) return self->close(ec == asio::error::eof ? "connection closed in the middle of a frame" : ec.message());
-      self->handle_request();
-      if (self->is_open()) self->read_length();
-    });
+    std::size_t received = body_.size();
+    std::size_t piece = std::min(kBodyPieceBytes, frame_bytes_ - received);
+    body_.resize(received + piece);
+    asio::async_read(
+        socket_, asio::buffer(body_.data() + received, piece),
+        [self = shared_from_this()](std::error_code ec, std::size_t) {
+          if (ec) {
+            return self->close(ec == asio::error::eof ? "connection closed in the middle of a frame" : ec.message());
+          }
+          if (self->body_.size() < self->frame_bytes_) return self->read_body();
+          self->handle_request();
+          if (self->is_open()) self->read_length();
+        });
   }
 
   void handle_request() {
@@ -146,6 +184,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                   std::to_string(kVersion) + " (mixed libcomm versions?)"};
         }
         greeted_ = true;
+        hello_timer_.cancel();
         return respond(FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Ok)).finish());
       }
       busy_ = true;
@@ -170,7 +209,9 @@ class Session : public std::enable_shared_from_this<Session> {
   TcpStoreServer::Impl& server_;
   std::string peer_;
   std::array<std::uint8_t, kLengthBytes> length_{};
+  std::size_t frame_bytes_ = 0;  // of the frame being read
   Bytes body_;
+  asio::steady_timer hello_timer_;
   std::deque<Bytes> outbox_;
   bool greeted_ = false;
   bool busy_ = false;  // a request is being answered (possibly parked)
@@ -274,9 +315,30 @@ void TcpStoreServer::Impl::accept() {
       });
       return;
     }
-    std::make_shared<Session>(std::move(socket), *this)->start();
+    if (clients_.load() >= kMaxClients) {
+      std::error_code ignored;
+      auto endpoint = socket.remote_endpoint(ignored);
+      warn_dropped(ignored ? "unknown peer" : endpoint.address().to_string(),
+                   "already " + std::to_string(kMaxClients) + " connections open");
+      socket.close(ignored);
+    } else {
+      std::make_shared<Session>(std::move(socket), *this)->start();
+    }
     accept();
   });
+}
+
+void TcpStoreServer::Impl::warn_dropped(const std::string& peer, const std::string& reason) {
+  auto now = Clock::now();
+  if (now - drop_window_start_ >= kDropWindow) {
+    if (drops_in_window_ > kDropWarnings) {
+      logger().warn("store server: {} more clients dropped in the last {} s without a word here",
+                    drops_in_window_ - kDropWarnings, kDropWindow.count());
+    }
+    drop_window_start_ = now;
+    drops_in_window_ = 0;
+  }
+  if (++drops_in_window_ <= kDropWarnings) logger().warn("store server: dropping client {}: {}", peer, reason);
 }
 
 void TcpStoreServer::Impl::put(const std::string& key, Bytes value) {

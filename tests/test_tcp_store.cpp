@@ -9,6 +9,8 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <atomic>
+#include <fstream>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -27,14 +29,14 @@ using Clock = std::chrono::steady_clock;
 // A raw socket to the store port, for sending what no well-behaved client would.
 class RawConnection {
  public:
-  explicit RawConnection(std::uint16_t port) {
+  explicit RawConnection(std::uint16_t port, long receive_timeout_seconds = 5) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    timeval limit{5, 0};
+    timeval limit{receive_timeout_seconds, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   }
   ~RawConnection() { ::close(fd_); }
@@ -62,6 +64,31 @@ class RawConnection {
 
  private:
   int fd_ = -1;
+};
+
+// This process's resident memory, in bytes.
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// A comm-store process and the port it listens on.
+struct StoreProcess {
+  comm::testing::ChildProcess process{{comm::testing::program_path("COMM_STORE")}};
+  std::uint16_t port = 0;
+  StoreProcess() {
+    for (auto deadline = Clock::now() + 10s; port == 0 && Clock::now() < deadline;) {
+      auto text = process.output();
+      if (auto at = text.find("listening on port ");
+          at != std::string::npos && text.find('\n', at) != std::string::npos) {
+        port = static_cast<std::uint16_t>(std::stoi(text.substr(at + 18)));
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE(port != 0);
+  }
 };
 
 comm::TcpStore client(std::uint16_t port, std::chrono::milliseconds timeout = 10s,
@@ -126,6 +153,64 @@ TEST_CASE("hostile input on the store port closes that connection only", "[tcp_s
   }
   check_still_serving(server.port());
   CHECK(waiting.get_string("kept") == "value");
+}
+
+// Issue 15, finding 3: four connections announcing large frames before their hello took the
+// server from 3.7 MB to 528 MB; memory must follow what arrived, and strangers hold little.
+TEST_CASE("a connection holds memory for the bytes it sent, not for the length it announced", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1");
+  std::size_t before = resident_bytes();
+  const comm::Bytes announce_100_mib{0x00, 0x00, 0x40, 0x06, 0x02};  // 100 MiB + 4 KiB, then one byte
+  SECTION("before the hello: closed at once") {
+    std::vector<std::unique_ptr<RawConnection>> strangers;
+    for (int i = 0; i < 8; ++i) {
+      strangers.push_back(std::make_unique<RawConnection>(server.port()));
+      strangers.back()->send(announce_100_mib);
+    }
+    for (auto& stranger : strangers) CHECK(stranger->closed_by_server());
+  }
+  SECTION("after the hello: the buffer grows with what arrives") {
+    std::vector<std::unique_ptr<RawConnection>> clients;
+    for (int i = 0; i < 4; ++i) {
+      clients.push_back(std::make_unique<RawConnection>(server.port()));
+      clients.back()->say_hello();
+      clients.back()->send(announce_100_mib);
+      clients.back()->send(comm::Bytes(1000, 0x01));
+    }
+    std::this_thread::sleep_for(300ms);  // let the server read what there is
+  }
+  CHECK(resident_bytes() < before + (32u << 20));
+  check_still_serving(server.port());
+}
+
+TEST_CASE("a connection that never says hello is dropped after the hello deadline", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1");
+  RawConnection silent(server.port(), 10);
+  auto start = Clock::now();
+  CHECK(silent.closed_by_server());
+  auto waited = Clock::now() - start;
+  CHECK(waited >= protocol::kHelloDeadline - 500ms);
+  CHECK(waited < protocol::kHelloDeadline + 3s);
+  check_still_serving(server.port());
+}
+
+// Finding 7: a 2000-connection flood wrote 2073 warning lines.
+TEST_CASE("a flood of bad connections is logged in a few lines", "[tcp_store]") {
+  StoreProcess store;
+  for (int i = 0; i < 200; ++i) {
+    RawConnection raw(store.port);
+    raw.send("GET / HTTP/1.1\r\n\r\n");
+    CHECK(raw.closed_by_server());
+  }
+  check_still_serving(store.port);
+  std::string text = store.process.output();
+  std::size_t lines = 0;
+  for (std::size_t at = text.find("dropping client"); at != std::string::npos;
+       at = text.find("dropping client", at + 1)) {
+    ++lines;
+  }
+  CHECK(lines >= 1);
+  CHECK(lines <= 10);
 }
 
 TEST_CASE("random frames never take the server down", "[tcp_store]") {
