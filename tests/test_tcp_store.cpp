@@ -282,22 +282,12 @@ TEST_CASE("a waiting client learns at once that the server went away", "[tcp_sto
     stopper.join();
   }
   SECTION("comm-store process killed with SIGKILL") {
-    comm::testing::ChildProcess server({comm::testing::program_path("COMM_STORE")});
-    std::uint16_t port = 0;
-    for (auto deadline = Clock::now() + 10s; port == 0 && Clock::now() < deadline;) {
-      auto text = server.output();
-      if (auto at = text.find("listening on port ");
-          at != std::string::npos && text.find('\n', at) != std::string::npos) {
-        port = static_cast<std::uint16_t>(std::stoi(text.substr(at + 18)));
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    REQUIRE(port != 0);
-    auto store = client(port, 60s);
+    StoreProcess server;
+    auto store = client(server.port, 60s);
     store.set("before", "1");
     std::thread killer([&] {
       std::this_thread::sleep_for(200ms);
-      server.signal(SIGKILL);
+      server.process.signal(SIGKILL);
     });
     auto start = Clock::now();
     CHECK_THROWS_AS(store.wait({"never-set"}), comm::IoError);
