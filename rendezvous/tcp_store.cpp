@@ -4,11 +4,13 @@
 // timeout; the client's own deadline is that plus a grace period, for a server that stalls.
 #include <asio.hpp>
 
+#include <cerrno>
 #include <mutex>
 #include <thread>
 
 #include "comm/store.hpp"
 #include "libcomm/base/check.hpp"
+#include "libcomm/base/close_on_exec.hpp"
 #include "libcomm/base/duration_text.hpp"
 #include "libcomm/base/log.hpp"
 #include "rendezvous/store_format.hpp"
@@ -139,6 +141,9 @@ class TcpStore::Client {
       }
       ec =
           connection->run(deadline, [&](auto handler) { asio::async_connect(connection->socket, endpoints, handler); });
+      if (!ec && !set_close_on_exec(connection->socket.native_handle())) {
+        ec = std::error_code(errno, std::generic_category());
+      }
       if (!ec) {
         connection->socket.set_option(tcp::no_delay(true), ec);
         Bytes hello = FrameWriter(static_cast<std::uint8_t>(RequestType::Hello)).u32(kMagic).u32(kVersion).finish();

@@ -8,12 +8,16 @@
 // fires first.
 #include <asio.hpp>
 
+#include <cerrno>
+#include <cstring>
+
 #include <algorithm>
 #include <deque>
 #include <thread>
 #include <unordered_map>
 
 #include "comm/store.hpp"
+#include "libcomm/base/close_on_exec.hpp"
 #include "libcomm/base/log.hpp"
 #include "rendezvous/store_format.hpp"
 #include "rendezvous/tcp_store_protocol.hpp"
@@ -107,6 +111,9 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session() { server_.session_closed(); }
 
   void start() {
+    if (!set_close_on_exec(socket_.native_handle())) {
+      return close(std::string("cannot mark its socket close-on-exec: ") + std::strerror(errno));
+    }
     hello_timer_.expires_after(kHelloDeadline);
     hello_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
       auto self = weak.lock();
@@ -269,6 +276,9 @@ TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host) : accept
     } else {
       endpoint = tcp::endpoint(asio::ip::make_address(host), port);
       acceptor_.open(endpoint.protocol());
+    }
+    if (!set_close_on_exec(acceptor_.native_handle())) {
+      throw std::system_error(errno, std::generic_category(), "fcntl(FD_CLOEXEC)");
     }
     acceptor_.set_option(tcp::acceptor::reuse_address(true));
     acceptor_.bind(endpoint);

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -168,6 +169,19 @@ int main(int argc, char** argv) {
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
   if (mode == "arena-stream") return run_arena_stream();
+  if (mode == "inherited-fds") {  // descriptors beyond stdin, stdout and stderr this process started with
+    std::vector<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      int fd = std::stoi(entry.path().filename().string());
+      std::error_code ec;
+      auto target = std::filesystem::read_symlink(entry.path(), ec).string();
+      if (fd > 2 && !ec && target.rfind("/proc/", 0) != 0) found.push_back(target);  // not the listing itself
+    }
+    std::cout << "inherited " << found.size();
+    for (const auto& target : found) std::cout << " " << target;
+    std::cout << std::endl;
+    return 0;
+  }
   if (mode == "env") {
     cpu_set_t cpus;
     ::sched_getaffinity(0, sizeof cpus, &cpus);

@@ -59,6 +59,17 @@ TEST_CASE("commrun gives each rank its variables and prefixes every line", "[lau
   }
 }
 
+// Issue 15, finding 6: ranks inherited commrun's listening store socket (and its pipes).
+TEST_CASE("ranks inherit no descriptor of commrun's but stdio", "[launcher]") {
+  ChildProcess run({commrun(), "-n", "3", helper(), "inherited-fds"});
+  REQUIRE(run.wait_for(30s) == 0);
+  auto output = run.output();
+  INFO(output);
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK_THAT(output, ContainsSubstring("[" + std::to_string(rank) + "] inherited 0"));
+  }
+}
+
 TEST_CASE("commrun pins ranks to their own cores when there are enough", "[launcher]") {
   ChildProcess bound({commrun(), "-n", "1", "--bind", "core", helper(), "env"});
   REQUIRE(bound.wait_for(30s) == 0);

@@ -213,6 +213,20 @@ TEST_CASE("a flood of bad connections is logged in a few lines", "[tcp_store]") 
   CHECK(lines <= 10);
 }
 
+// Issue 15, finding 6: a program hosting the store handed its sockets to every program it started.
+TEST_CASE("the store's sockets are not inherited by programs the host starts", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1");
+  auto store = client(server.port());
+  store.set("connected", "1");  // the server holds a session socket now, besides its listener
+  comm::testing::ChildProcess child({comm::testing::program_path("COMM_TEST_HELPER"), "inherited-fds"});
+  REQUIRE(child.wait_for(30s) == 0);
+  // The test runner's own pipes and /dev/null may be there; no socket may.
+  std::string output = child.output();
+  INFO(output);
+  CHECK(output.find("inherited ") != std::string::npos);
+  CHECK(output.find("socket:") == std::string::npos);
+}
+
 TEST_CASE("random frames never take the server down", "[tcp_store]") {
   comm::TcpStoreServer server(0, "127.0.0.1");
   std::mt19937 random(12345);

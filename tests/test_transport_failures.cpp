@@ -16,8 +16,10 @@
 #include <mutex>
 #include <thread>
 
+#include "comm/store.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/thread_ranks.hpp"
+#include "transport/shm/shm_stream.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;
@@ -177,4 +179,24 @@ TEST_CASE("strangers on a data port are refused and the job goes on", "[transpor
   REQUIRE_RANK_CHECKS(checks);
   // The mesh is complete, so the data port is closed.
   CHECK_FALSE(knock(address, {}));
+}
+
+// Issue 15, finding 6: when the shared-memory set-up failed part way (a peer died before
+// mapping its end), its constructor threw past the code that unlinks, and 8 MiB segments stayed
+// in /dev/shm for good.
+TEST_CASE("shared-memory set-up that fails part way leaves nothing in /dev/shm", "[transport][shm]") {
+  std::string token = "leakcheck" + std::to_string(::getpid()) + "xxxxxxxxxxxxxxxx";
+  std::string prefix = "comm-" + token.substr(0, 16) + "-";
+  auto leftovers = [&] {
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) ++count;
+    }
+    return count;
+  };
+  comm::HashStore store(std::chrono::seconds(5));
+  // Rank 0 of 3 creates the segments it shares with ranks 1 and 2, which never map them.
+  CHECK_THROWS_AS(comm::transport::SharedMemoryPairs(store, 0, 3, token, {true, true, true}, 200ms),
+                  comm::TimeoutError);
+  CHECK(leftovers() == 0);
 }

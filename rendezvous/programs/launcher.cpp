@@ -151,6 +151,9 @@ void start(Rank& rank, const RankSpec& spec, const std::vector<std::string>& com
     ::signal(SIGPIPE, SIG_DFL);
     ::dup2(out_write.get(), STDOUT_FILENO);
     ::dup2(err_write.get(), STDERR_FILENO);
+    // Nothing of commrun's but stdio: not the store's listening socket, its clients, or the
+    // other ranks' pipes.
+    ::close_range(3, ~0U, 0);
     ::execvpe(arg_pointers[0], arg_pointers.data(), env_pointers.data());
     int error = errno;
     const char* reason = std::strerror(error);

@@ -60,7 +60,7 @@ SharedMemoryPairs::SharedMemoryPairs(Store& store, int rank, int size, const std
                        std::to_string(rank) + "-" + std::to_string(peer);
     int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) fail("cannot create", name);
-    linked_.push_back(name);
+    linked_.names.push_back(name);
     if (::ftruncate(fd, static_cast<off_t>(kSegmentBytes)) != 0) {
       ::close(fd);
       fail("cannot size", name);
@@ -83,12 +83,14 @@ SharedMemoryPairs::SharedMemoryPairs(Store& store, int rank, int size, const std
     if (created[peer].empty()) continue;
     store.wait({pair_key(rank, peer) + "/mapped"}, timeout);
     ::shm_unlink(created[peer].c_str());
-    std::erase(linked_, created[peer]);
+    std::erase(linked_.names, created[peer]);
   }
 }
 
-SharedMemoryPairs::~SharedMemoryPairs() {
-  for (const auto& name : linked_) ::shm_unlink(name.c_str());
+SharedMemoryPairs::~SharedMemoryPairs() = default;
+
+SharedMemoryPairs::LinkedNames::~LinkedNames() {
+  for (const auto& name : names) ::shm_unlink(name.c_str());
 }
 
 ShmPairEnd SharedMemoryPairs::take(int peer) { return std::move(ends_[peer]); }

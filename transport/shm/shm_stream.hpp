@@ -67,8 +67,17 @@ class SharedMemoryPairs {
   ShmPairEnd take(int peer);
 
  private:
+  // Names of segments this rank created that are still linked in /dev/shm. A member with its
+  // own destructor: a constructor that throws (a peer that never maps its end) still unlinks.
+  struct LinkedNames {
+    std::vector<std::string> names;
+    LinkedNames() = default;
+    LinkedNames(const LinkedNames&) = delete;
+    LinkedNames& operator=(const LinkedNames&) = delete;
+    ~LinkedNames();
+  };
   std::vector<ShmPairEnd> ends_;
-  std::vector<std::string> linked_;  // names still to unlink
+  LinkedNames linked_;
 };
 
 class ShmStream final : public ByteStream {
