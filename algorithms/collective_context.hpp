@@ -78,6 +78,12 @@ struct CollectiveContext {
   void recv_wait(int peer, void* data, std::size_t bytes, std::uint64_t step) const {
     wait(recv(peer, data, bytes, step), peer, step);
   }
+  // For algorithms that exchange no messages (shared memory), once every rank has synchronised:
+  // reads what the peers sent before, and fails the call if the transport stopped (a message
+  // of an earlier call that disagrees with this rank's, say).
+  void check_transport() const {
+    if (std::exception_ptr error = transport.poll()) std::rethrow_exception(error);
+  }
   // Sends to one peer and receives from another (or the same) at once; returns when both are done.
   void exchange(int send_peer, const void* send_data, std::size_t send_bytes, int recv_peer, void* recv_data,
                 std::size_t recv_bytes, std::uint64_t step) const;

@@ -136,6 +136,8 @@ void check_calls(const CollectiveContext& context, SharedArena& arena, int buffe
         if (auto error = context.transport.conflict(transport_peer, context.tag(0), context.fingerprint)) {
           rethrow_with_context(context, peer, error);
         }
+        // The transport may have compared that message with this call already, and stopped.
+        if (auto error = context.transport.failure(transport_peer)) rethrow_with_context(context, peer, error);
       } while (Clock::now() < deadline);
     } else if (sequence < context.sequence) {
       // The peer is in a call this rank made elsewhere: it finds our message of that slot and
@@ -207,6 +209,7 @@ void reduce_slots(std::uint8_t* target, const SharedArena& arena, int buffer, st
 
 void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& arena, void* data, std::size_t count,
                               DType dtype, ReduceOp op) {
+  context.check_transport();  // a rank whose group stopped must not arrive: the others would go on
   int n = context.size;
   std::size_t element = element_size(dtype);
   std::size_t piece_count = arena.slot_bytes() / element;
@@ -231,8 +234,13 @@ void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& are
     }
     first += elements;
   } while (first < count);
+  context.check_transport();
 }
 
-void shared_memory_barrier(const CollectiveContext& context, SharedArena& arena) { arrive(context, arena, nullptr, 0); }
+void shared_memory_barrier(const CollectiveContext& context, SharedArena& arena) {
+  context.check_transport();
+  arrive(context, arena, nullptr, 0);
+  context.check_transport();
+}
 
 }  // namespace comm::algorithms

@@ -18,9 +18,13 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
   int peer = connection.peer();
   Peer& state = peers_[peer];
   state.arrival = {};
+  // A mismatch found earlier in this read: nothing after it may complete (a receive of the next
+  // call would let this rank leave that call before the group stops).
+  if (pending_mismatch_) return {nullptr};
   switch (header.kind) {
     case FrameKind::Eager: {
       // Eager and ReadyToSend frames carry the sender's call fingerprint in `extra`.
+      if (contradicts_my_call(peer, header.tag, header.extra)) return {nullptr};  // dropped: the group stops
       if (is_probe(header.tag)) {
         state.probe_tag = header.tag;
         state.probe_fingerprint = header.extra;
@@ -43,6 +47,7 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
       return {state.arrival.unexpected->payload.data()};
     }
     case FrameKind::ReadyToSend:
+      if (contradicts_my_call(peer, header.tag, header.extra)) return {};
       if (auto receive = matcher_.take_receive(peer, header.tag)) {
         // On a mismatch the sender's message is never cleared: the receiver's failed collective
         // aborts its group, and the Goodbye fails the sender's pending send.
@@ -80,6 +85,7 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
     case FrameKind::Goodbye:
       // Its payload, if any, says why the peer left (e.g. the error that aborted its group).
       state.departing = true;
+      state.goodbye_code = header.extra;
       state.goodbye_reason.assign(header.bytes, '\0');
       return {reinterpret_cast<std::uint8_t*>(state.goodbye_reason.data())};
     case FrameKind::Refused: {

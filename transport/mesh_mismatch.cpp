@@ -4,13 +4,14 @@
 
 #include "comm/error.hpp"
 #include "libcomm/base/fingerprint.hpp"
+#include "libcomm/base/log.hpp"
 
 namespace comm::transport {
 
 std::exception_ptr MeshTransport::mismatch_error(std::uint64_t mine, int source, std::uint64_t theirs) const {
   return make_error<MismatchError>(
-      "collective mismatch: this rank called " + detail::describe_fingerprint(mine) + " but " + peer_name(source) +
-          " called " + detail::describe_fingerprint(theirs) +
+      "collective mismatch: rank " + std::to_string(rank_) + " called " + detail::describe_fingerprint(mine) + " but " +
+          peer_name(source) + " called " + detail::describe_fingerprint(theirs) +
           " in the same slot; every rank of a group must call the same collectives, in the same order, with matching "
           "arguments",
       source, "collective");
@@ -39,6 +40,66 @@ std::exception_ptr MeshTransport::conflict(int peer, std::uint64_t tag, std::uin
 void MeshTransport::fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint) {
   for (auto& receive : matcher_.take_conflicting_receives(source, tag, fingerprint)) {
     fail_mismatch(receive, source, fingerprint);
+  }
+}
+
+namespace {
+
+// Where a call's record lives in MeshTransport::calls_: a call's slot is its group id and its
+// sequence number, and a group's calls run in order, so neighbours never collide.
+std::size_t record_index(std::uint64_t slot, std::size_t records) {
+  return static_cast<std::size_t>((slot ^ (slot >> 32) * 31) % records);
+}
+
+}  // namespace
+
+void MeshTransport::note_call(std::uint64_t tag, std::uint64_t fingerprint) {
+  if (fingerprint == 0 || (tag >> 63) == 0 || aborted_) return;
+  std::uint64_t slot = tag >> 16;
+  CallRecord& record = calls_[record_index(slot, kRecordedCalls)];
+  if (record.slot == slot) return;  // this call's every transfer after its first
+  record = {slot, fingerprint};
+  calls_noted_.fetch_add(1, std::memory_order_relaxed);
+  // Messages and probes of this call that arrived before it began, from any peer (a peer that
+  // thinks another rank is the root sends to ranks that will never receive from it).
+  PostedReceive any{kAnySource, tag, nullptr, 0, nullptr, fingerprint, {}};
+  if (const UnexpectedMessage* message = matcher_.find_conflicting(any)) {
+    return fail_on_mismatch(message->source, fingerprint, message->fingerprint);
+  }
+  for (int peer = 0; peer < size_; ++peer) {
+    const Peer& state = peers_[peer];
+    if (same_call(state.probe_tag, tag) && conflicting(state.probe_fingerprint, fingerprint)) {
+      return fail_on_mismatch(peer, fingerprint, state.probe_fingerprint);
+    }
+  }
+}
+
+bool MeshTransport::contradicts_my_call(int peer, std::uint64_t tag, std::uint64_t fingerprint) {
+  if (fingerprint == 0 || (tag >> 63) == 0) return false;  // not a collective's message
+  std::uint64_t slot = tag >> 16;
+  const CallRecord& record = calls_[record_index(slot, kRecordedCalls)];
+  if (record.slot != slot || !conflicting(record.fingerprint, fingerprint)) return false;
+  fail_on_mismatch(peer, record.fingerprint, fingerprint);
+  return true;
+}
+
+// Stops this transport with the mismatch, which every peer then gets as its own error. Inside a
+// peer's receive() the connection must outlive the call: service() does it once that unwinds.
+void MeshTransport::fail_on_mismatch(int peer, std::uint64_t mine, std::uint64_t theirs) {
+  std::exception_ptr error = mismatch_error(mine, peer, theirs);
+  if (servicing_peer_ >= 0) {
+    if (!pending_mismatch_) pending_mismatch_ = error;
+    return;
+  }
+  shut_down_on(error);
+}
+
+void MeshTransport::shut_down_on(std::exception_ptr mismatch) {
+  try {
+    std::rethrow_exception(mismatch);
+  } catch (const Error& error) {
+    log::get(log::Subsystem::Transport).error("{}", error.what());
+    shut_down(mismatch, error.message(), 1 + static_cast<std::uint64_t>(ErrorCode::Mismatch));
   }
 }
 

@@ -2,10 +2,19 @@
 // pending with that peer fails with the reason, and nothing waits on it again.
 #include "transport/mesh_transport.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include "comm/error.hpp"
 #include "libcomm/base/log.hpp"
 
 namespace comm::transport {
+namespace {
+
+// How long a transport that shuts down gives its last frames (the Goodbye) to leave.
+constexpr auto kGoodbyeFlushTime = std::chrono::seconds(1);
+
+}  // namespace
 
 std::exception_ptr MeshTransport::failure(int peer) {
   std::lock_guard lock(mutex_);
@@ -20,9 +29,20 @@ bool MeshTransport::all_peers_lost() const {
   return size_ > 1;
 }
 
+// A write failed because the peer closed: it may have said why just before (a Goodbye naming a
+// mismatch, say), and that, not "broken pipe", is what this rank's operations should fail with.
+void MeshTransport::lose_after_write_error(int peer, std::exception_ptr error) {
+  service(peer);  // reads what the peer sent last, and loses it properly at its end of file
+  if (peers_[peer].connection) lose_peer(peer, error);
+}
+
 void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
   Peer& state = peers_[peer];
-  if (state.departing) {
+  if (state.departing && state.goodbye_code == 1 + static_cast<std::uint64_t>(ErrorCode::Mismatch)) {
+    // The peer stopped over a mismatch: the same error here, with the message that names both
+    // calls (not a PeerClosedError about the rank that passed it on).
+    error = std::make_exception_ptr(MismatchError(state.goodbye_reason, ErrorContext{.rank = rank_}));
+  } else if (state.departing) {
     std::string why =
         state.goodbye_reason.empty() ? "it finished, aborted, or destroyed the group" : state.goodbye_reason;
     error = make_error<PeerClosedError>(
@@ -57,21 +77,51 @@ void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
   }
 }
 
-void MeshTransport::abort(const std::string& reason) {
+void MeshTransport::abort(const std::string& reason, const Error* cause) {
   std::lock_guard lock(mutex_);
-  say_goodbye(reason);
-  if (!aborted_) aborted_ = make_error<PeerClosedError>("aborted: " + reason, -1, "transport");
+  if (cause != nullptr && cause->code() == ErrorCode::Mismatch) {
+    shut_down(std::make_exception_ptr(MismatchError(cause->message(), ErrorContext{.rank = rank_})), cause->message(),
+              1 + static_cast<std::uint64_t>(ErrorCode::Mismatch));
+  } else {
+    shut_down(make_error<PeerClosedError>("aborted: " + reason, -1, "transport"), reason, 0);
+  }
+}
+
+void MeshTransport::shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code) {
+  say_goodbye(reason, code);
+  // What is queued before the Goodbye (a large message's data, say) gets a moment to leave, so
+  // peers learn why rather than see an end of file; their input is dropped meanwhile, so a peer
+  // blocked writing to us cannot block our writing to it.
+  auto deadline = std::chrono::steady_clock::now() + kGoodbyeFlushTime;
+  for (auto& state : peers_) {
+    if (!state.connection) continue;
+    try {
+      while (state.connection->has_output() && !state.connection->flush() &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::uint8_t discarded[4096];
+        while (state.connection->stream().read_some(discarded, sizeof discarded) > 0) {
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      state.connection->stream().close_gracefully();
+    } catch (const Error&) {
+      // That peer is gone already; nothing to tell it.
+    }
+  }
+  if (!aborted_) aborted_ = error;
+  stopped_.store(true, std::memory_order_relaxed);
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_ && peers_[peer].connection) lose_peer(peer, aborted_);
   }
   for (auto& receive : matcher_.take_receives_from(rank_, true)) receive.completion->fail(aborted_);
 }
 
-// Tells every live peer we are going, so it sees an orderly shutdown rather than a crash.
-void MeshTransport::say_goodbye(const std::string& reason) {
+// Tells every live peer we are going, and why (`code`: 1 + the ErrorCode of the cause, 0: none
+// in particular), so it sees an orderly shutdown rather than a crash.
+void MeshTransport::say_goodbye(const std::string& reason, std::uint64_t code) {
   for (auto& state : peers_) {
     if (!state.connection) continue;
-    state.connection->queue(make_frame(FrameKind::Goodbye, 0, reason.size()), reason.data(), nullptr);
+    state.connection->queue(make_frame(FrameKind::Goodbye, 0, reason.size(), 0, code), reason.data(), nullptr);
     try {
       state.connection->flush();
     } catch (const Error&) {

@@ -2,6 +2,8 @@
 // transport's ProgressThread (progress_thread.hpp) reads them while nobody waits, through the
 // Driver calls below. The message protocol itself (frames, matching, errors) is in
 // mesh_transport.cpp and mesh_frames.cpp.
+#include <utility>
+
 #include "comm/error.hpp"
 #include "transport/mesh_transport.hpp"
 
@@ -46,8 +48,11 @@ void MeshTransport::service(int peer) {
     if (state.connection && state.connection->has_output() && state.connection->flush()) watch_output(peer, false);
   } catch (const Error&) {
     servicing_peer_ = -1;
-    lose_peer(peer, std::current_exception());
+    // After a mismatch in this read the peer's end (it stopped over the same mismatch) is no
+    // news: the mismatch is what everything fails with.
+    if (!pending_mismatch_) lose_peer(peer, std::current_exception());
   }
+  if (pending_mismatch_) shut_down_on(std::exchange(pending_mismatch_, nullptr));
 }
 
 bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
@@ -67,6 +72,17 @@ bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
   }
   awaited_ = nullptr;
   return after != before;
+}
+
+std::exception_ptr MeshTransport::poll() {
+  std::uint64_t noted = calls_noted_.load(std::memory_order_relaxed);
+  if (noted == calls_polled_.load(std::memory_order_relaxed) && !stopped_.load(std::memory_order_relaxed)) {
+    return nullptr;
+  }
+  std::lock_guard lock(mutex_);
+  calls_polled_.store(noted, std::memory_order_relaxed);
+  service_all();
+  return aborted_;
 }
 
 void MeshTransport::watch_output(int peer, bool on) {

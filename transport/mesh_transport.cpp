@@ -21,6 +21,7 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
                                                          std::uint64_t tag, std::uint64_t fingerprint) {
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);
+  note_call(tag, fingerprint);
   if (aborted_) {
     completion->fail(aborted_);
   } else if (peer == rank_) {
@@ -44,12 +45,13 @@ bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std:
                              std::uint64_t fingerprint) {
   if (bytes > kEagerBytes || peer == rank_) return false;
   std::lock_guard lock(mutex_);
+  note_call(tag, fingerprint);
   Peer& state = peers_[peer];
   if (aborted_ || state.error || !state.connection) return false;
   try {
     if (!state.connection->write_now(make_frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data)) return false;
   } catch (const Error&) {
-    lose_peer(peer, std::current_exception());
+    lose_after_write_error(peer, std::current_exception());
     return false;  // isend reports the loss
   }
   if (state.connection->has_output()) watch_output(peer, true);
@@ -89,6 +91,7 @@ void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, i
 }
 
 void MeshTransport::post_receive(PostedReceive receive) {
+  note_call(receive.tag, receive.fingerprint);
   if (aborted_) {
     receive.completion->fail(aborted_);
     return;
@@ -197,7 +200,7 @@ void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* 
     // Inside that connection's receive() (answering a frame), the connection must outlive
     // the call: service() loses the peer once receive() has unwound.
     if (peer == servicing_peer_) throw;
-    lose_peer(peer, std::current_exception());
+    lose_after_write_error(peer, std::current_exception());
   }
 }
 

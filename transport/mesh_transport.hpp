@@ -12,6 +12,7 @@
 // whatever arrives while nobody waits.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -63,7 +64,8 @@ class MeshTransport final : public Transport,
   std::string peer_name(int peer) const override { return peer_names_.at(peer); }
   // "tcp", "shm", "shm+tcp" (or "self" for a group of one).
   const char* medium() const override { return medium_.c_str(); }
-  void abort(const std::string& reason) override;
+  std::exception_ptr poll() override;
+  void abort(const std::string& reason, const Error* cause = nullptr) override;
 
   // Private: use create().
   MeshTransport(int rank, std::vector<std::string> peer_names, std::vector<std::unique_ptr<ByteStream>> streams);
@@ -88,6 +90,7 @@ class MeshTransport final : public Transport,
     Arrival arrival;
     bool departing = false;  // said Goodbye: its end of file is an orderly shutdown
     std::string goodbye_reason;
+    std::uint64_t goodbye_code = 0;                      // 1 + the ErrorCode of why it left; 0: not said
     std::uint64_t probe_tag = 0, probe_fingerprint = 0;  // its latest probe (see is_probe)
   };
 
@@ -108,6 +111,7 @@ class MeshTransport final : public Transport,
   void fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint);
   void service(int peer);
   void lose_peer(int peer, std::exception_ptr error);
+  void lose_after_write_error(int peer, std::exception_ptr error);
   bool all_peers_lost() const;
   std::shared_ptr<detail::Completion> new_completion(int peer);
   // An error of this rank's, about `peer` (-1: none), as the exception_ptr completions fail with.
@@ -116,7 +120,18 @@ class MeshTransport final : public Transport,
     return std::make_exception_ptr(Error(message, ErrorContext{.rank = rank_, .peer = peer, .op = op}));
   }
 
-  void say_goodbye(const std::string& reason);
+  void say_goodbye(const std::string& reason, std::uint64_t code);
+  // Fails everything with `error` and tells the peers (abort's work, with a chosen error).
+  void shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code);
+  // Whether a collective message or probe from `peer` belongs to a call this rank began with
+  // another fingerprint (calls_); if so the mismatch is handled (at once, or after the peer's
+  // receive() unwinds) and the message must be dropped.
+  bool contradicts_my_call(int peer, std::uint64_t tag, std::uint64_t fingerprint);
+  // Records that this rank sends or receives in the call of `tag` (calls_); the first time,
+  // compares what arrived of that call before. A mismatch stops the transport (aborted_).
+  void note_call(std::uint64_t tag, std::uint64_t fingerprint);
+  void fail_on_mismatch(int peer, std::uint64_t mine, std::uint64_t theirs);
+  void shut_down_on(std::exception_ptr mismatch);
   void watch_output(int peer, bool on);
 
   // What the progress thread drives (mesh_progress.cpp).
@@ -138,7 +153,22 @@ class MeshTransport final : public Transport,
   Matcher matcher_;
   std::uint64_t next_id_ = 1;
   std::exception_ptr aborted_;
-  int servicing_peer_ = -1;                      // the peer whose receive() is on the stack
+  int servicing_peer_ = -1;              // the peer whose receive() is on the stack
+  std::exception_ptr pending_mismatch_;  // found inside that receive(): handled after it
+  // The collective calls this rank sent or received in last (slot: the tag above the step),
+  // by slot; calls of a group run in order, so a few dozen cover what can still arrive.
+  struct CallRecord {
+    std::uint64_t slot = 0;
+    std::uint64_t fingerprint = 0;
+  };
+  static constexpr std::size_t kRecordedCalls = 64;
+  std::array<CallRecord, kRecordedCalls> calls_{};
+  // poll() reads the peers only when there is something to find: a message-based call was made
+  // since it last did (calls_noted_ moved), or this transport stopped. Both are read without the
+  // lock, so shared-memory collectives that follow shared-memory collectives pay two loads.
+  std::atomic<std::uint64_t> calls_noted_{0};
+  std::atomic<std::uint64_t> calls_polled_{0};
+  std::atomic<bool> stopped_{false};
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
   ProgressThread progress_;  // last: stopped before the members it reads are destroyed

@@ -92,6 +92,9 @@ class ByteStream {
   virtual void woke_up() {}
   // Whether waiting for room to write needs EPOLLOUT on wakeup_fd() (a socket does).
   virtual bool writes_wake_through_fd() const = 0;
+  // This end is about to be closed by choice (its transport shut down): make sure the peer can
+  // still read what was sent last (the Goodbye saying why). Failures mean it is gone already.
+  virtual void close_gracefully() noexcept {}
   // Whether the peer shares this host's memory (so the transport can offer a shared segment).
   virtual bool shares_host_memory() const { return false; }
   virtual const char* medium() const = 0;

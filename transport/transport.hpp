@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/error.hpp"
 #include "comm/store.hpp"
 #include "transport/shared_arena.hpp"
 
@@ -60,6 +61,10 @@ class Transport : public detail::Progressor {
   // (detail::fingerprint): a receive whose fingerprint differs from the message's, or from that
   // of any message of the same call (same tag above the low 16 bits) from its peer, fails with
   // a MismatchError that describes both calls, instead of matching garbage or waiting forever.
+  // Beyond that, the transport remembers the calls this rank sent or received in: a message of
+  // one of them from any peer that disagrees (here already, or arriving later, even after the
+  // call finished here, even when no receive will ever match it) stops the transport with that
+  // MismatchError, as abort() does, so a call never silently pairs with another.
   virtual std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
                                                     std::uint64_t fingerprint = 0) = 0;
   // A small send the transport can take at once, with nothing for the caller to wait on: true
@@ -100,9 +105,16 @@ class Transport : public detail::Progressor {
   // "rank 3 (host:pid)", for messages.
   virtual std::string peer_name(int peer) const = 0;
   virtual const char* medium() const = 0;
+  // Reads whatever has arrived from every peer now, and returns why this transport stopped (or
+  // null). For calls that exchange no messages (the shared-memory collectives): what a peer sent
+  // before it reached the call's synchronisation is here once the call has synchronised, so a
+  // message of a disagreeing earlier call is noticed in this call, not some time later.
+  virtual std::exception_ptr poll() { return nullptr; }
   // Fails every pending transfer with the reason; later calls fail at once. Peers are told
-  // the reason, and fail what they have pending with this rank.
-  virtual void abort(const std::string& reason) = 0;
+  // the reason, and fail what they have pending with this rank. `cause` (when given) is the
+  // error that made this rank stop: peers fail with an error of its kind and its message, so a
+  // MismatchError found on one rank is a MismatchError on every rank.
+  virtual void abort(const std::string& reason, const Error* cause = nullptr) = 0;
 };
 
 }  // namespace comm::transport

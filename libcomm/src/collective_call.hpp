@@ -27,7 +27,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::start_collective(Collective collective
       // nothing lands here later and nobody waits out a timeout (as with NCCL, a group is
       // unusable after a failed call). Argument checks fail before the call starts, not here:
       // an InvalidArgumentError here is the transport's (a message that did not fit).
-      transport_->abort(error.what());
+      transport_->abort(error.what(), &error);
       throw;
     }
   };

@@ -26,6 +26,17 @@ std::size_t SocketStream::write_some(const iovec* vectors, int count) {
   return static_cast<std::size_t>(sent);
 }
 
+// A socket closed with unread input is reset, not ended, and a reset makes the peer's kernel throw
+// away what its program had not read yet: the Goodbye that says why this rank stopped (a peer
+// then saw "closed the connection" where it should have seen the mismatch). So: end the sending
+// side after what is queued in the kernel, then drop the input that is here.
+void SocketStream::close_gracefully() noexcept {
+  ::shutdown(socket_.fd(), SHUT_WR);
+  char discarded[4096];
+  while (::recv(socket_.fd(), discarded, sizeof discarded, MSG_DONTWAIT) > 0) {
+  }
+}
+
 std::size_t SocketStream::read_some(void* data, std::size_t bytes) {
   ssize_t n = ::recv(socket_.fd(), data, bytes, 0);
   if (n == 0) lost("receiving", 0);

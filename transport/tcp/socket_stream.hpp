@@ -17,6 +17,7 @@ class SocketStream final : public ByteStream {
   bool prepare_to_sleep(bool) override { return true; }
   bool writes_wake_through_fd() const override { return true; }
   const char* medium() const override { return "tcp"; }
+  void close_gracefully() noexcept override;
 
  private:
   [[noreturn]] void lost(const char* what, int error) const;
