@@ -12,7 +12,7 @@ namespace comm::transport {
 namespace {
 
 // How long a transport that shuts down gives its last frames (the Goodbye) to leave.
-constexpr auto kGoodbyeFlushTime = std::chrono::seconds(1);
+constexpr auto kGoodbyeFlushTime = std::chrono::milliseconds(250);
 
 }  // namespace
 
