@@ -213,7 +213,9 @@ TcpStore::TcpStore(std::string host, std::uint16_t port, TcpStoreOptions options
   if (host_.size() > 2 && host_.front() == '[' && host_.back() == ']') host_ = host_.substr(1, host_.size() - 2);
   COMM_CHECK(!host_.empty(), InvalidArgumentError, ErrorContext{.op = "TcpStore"}, "store host name is empty");
   if (options.is_server) {
-    server_ = std::make_unique<TcpStoreServer>(port_);
+    // Only on the address the clients were given (MASTER_ADDR=127.0.0.1: loopback only), not
+    // on every interface of the host.
+    server_ = std::make_unique<TcpStoreServer>(port_, host_);
     port_ = server_->port();
   }
   COMM_CHECK(port_ != 0, InvalidArgumentError, ErrorContext{.op = "TcpStore"},

@@ -274,7 +274,13 @@ TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host) : accept
         acceptor_.set_option(asio::ip::v6_only(false));
       }
     } else {
-      endpoint = tcp::endpoint(asio::ip::make_address(host), port);
+      std::error_code not_literal;
+      auto address = asio::ip::make_address(host, not_literal);
+      if (not_literal) {  // a host name: the address it resolves to first, as clients connect to
+        tcp::resolver resolver(io_);
+        address = resolver.resolve(host, std::to_string(port)).begin()->endpoint().address();
+      }
+      endpoint = tcp::endpoint(address, port);
       acceptor_.open(endpoint.protocol());
     }
     if (!set_close_on_exec(acceptor_.native_handle())) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "comm/store.hpp"
@@ -338,6 +339,31 @@ TEST_CASE("TcpStore reaches the server by IPv6 address and by host name", "[tcp_
   if (::access("/proc/net/if_inet6", F_OK) != 0) SKIP("no IPv6 on this machine");
   auto by_v6 = client(server.port(), 10s, "[::1]");
   CHECK(by_v6.get_string("k") == "v");
+}
+
+// Issue 15, finding 2: rank 0's store listened on every interface even with MASTER_ADDR=127.0.0.1.
+TEST_CASE("a store hosted by a rank listens only on the address it was given", "[tcp_store]") {
+  comm::TcpStore store("127.0.0.1", 0, comm::TcpStoreOptions{.is_server = true, .timeout = 5s});
+  store.set("k", "v");
+  char port_hex[8];
+  std::snprintf(port_hex, sizeof port_hex, "%04X", static_cast<unsigned>(store.port()));
+  // Listening sockets of the port, by local address, from /proc/net/tcp and tcp6.
+  std::vector<std::string> listening;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream lines(table);
+    std::string line;
+    std::getline(lines, line);  // the header
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      if (state == "0A" && local.substr(local.find(':') + 1) == port_hex) listening.push_back(local);
+    }
+  }
+  INFO("listening on port " << store.port() << ":");
+  for (const auto& local : listening) INFO(local);
+  REQUIRE(listening.size() == 1);
+  CHECK(listening[0] == std::string("0100007F:") + port_hex);  // 127.0.0.1 only
 }
 
 TEST_CASE("an in-process server picks a free port and serves its own client", "[tcp_store]") {

@@ -174,8 +174,9 @@ int main(int argc, char** argv) {
   if (options.node_rank == 0) {
     try {
       // Binding port 0 lets the kernel choose a free port: no guessing, no race.
-      store = std::make_unique<comm::TcpStoreServer>(master_port,
-                                                     single_node && options.master_addr.empty() ? "127.0.0.1" : "");
+      // On the address ranks are given: loopback for one host; --master-addr across hosts.
+      std::string listen = options.master_addr.empty() ? (single_node ? "127.0.0.1" : "") : options.master_addr;
+      store = std::make_unique<comm::TcpStoreServer>(master_port, listen);
       master_port = store->port();
     } catch (const comm::Error& error) {
       std::fprintf(stderr, "commrun: %s\n", error.what());
