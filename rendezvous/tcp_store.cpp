@@ -148,8 +148,19 @@ class TcpStore::Client {
         connection->socket.set_option(tcp::no_delay(true), ec);
         Bytes hello = FrameWriter(static_cast<std::uint8_t>(RequestType::Hello)).u32(kMagic).u32(kVersion).finish();
         std::array<std::uint8_t, kLengthBytes + 1> reply{};
-        ec = connection->write(hello, deadline);
-        if (!ec) ec = connection->read(asio::buffer(reply), deadline);
+        // A libcomm store answers at once; a program that accepts and says nothing (something
+        // else on MASTER_PORT) is named after a few seconds, not after the whole timeout.
+        auto answer_by = std::min(deadline, Clock::now() + tcp_store_protocol::kHelloDeadline);
+        ec = connection->write(hello, answer_by);
+        if (!ec) ec = connection->read(asio::buffer(reply), answer_by);
+        if (ec == asio::error::timed_out && Clock::now() < deadline) {
+          throw IoError("the program at " + where() +
+                            " accepted the connection but did not answer the store "
+                            "handshake within " +
+                            std::to_string(tcp_store_protocol::kHelloDeadline.count()) +
+                            " s: is MASTER_PORT held by another program? Pick another port (or let commrun choose one)",
+                        ErrorContext{.op = "store.connect"});
+        }
         if (!ec && (decode_length(reply.data()) != 1 || reply[4] != static_cast<std::uint8_t>(ResponseStatus::Ok))) {
           throw IoError("the server at " + where() +
                             " answered the store handshake with something else; "

@@ -366,6 +366,24 @@ TEST_CASE("a store hosted by a rank listens only on the address it was given", "
   CHECK(listening[0] == std::string("0100007F:") + port_hex);  // 127.0.0.1 only
 }
 
+// Issue 15, finding 4: with another program on MASTER_PORT, ranks waited the whole timeout and
+// then said only that the store could not be reached.
+TEST_CASE("a program on the store port that never answers is named within seconds", "[tcp_store]") {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 16) == 0);  // the kernel completes connections; nobody answers
+  socklen_t length = sizeof address;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  auto start = Clock::now();
+  CHECK_THROWS_WITH(client(ntohs(address.sin_port), 60s),
+                    ContainsSubstring("did not answer the store handshake") && ContainsSubstring("MASTER_PORT"));
+  CHECK(Clock::now() - start < protocol::kHelloDeadline + 3s);
+  ::close(listener);
+}
+
 TEST_CASE("an in-process server picks a free port and serves its own client", "[tcp_store]") {
   comm::TcpStore store("127.0.0.1", 0, comm::TcpStoreOptions{.is_server = true, .timeout = 5s});
   CHECK(store.port() != 0);
