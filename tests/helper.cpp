@@ -115,8 +115,8 @@ int until_failure(const std::function<void()>& step) {
     }
   } catch (const comm::Error& error) {
     auto after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - last);
-    std::cout << "FAILED " << comm::to_string(error.code()) << " after " << after.count() << " ms: " << error.what()
-              << std::endl;
+    std::cout << "FAILED " << comm::to_string(error.code()) << " after " << after.count() << " ms, about peer "
+              << error.peer() << ": " << error.what() << std::endl;
     return 10;
   }
 }
@@ -131,6 +131,22 @@ int run_p2p_stream() {
       while (true) group->send(buffer, 0);
     }
     return until_failure([&] { group->recv(buffer, 1); });
+  } catch (const comm::Error& error) {
+    std::cout << "ERROR " << error.what() << std::endl;
+    return 11;
+  }
+}
+
+// Every rank all_reduces 1 MiB round the ring until one fails (the test kills one of them): in a
+// ring of four, two survivors hear of the death only from the other survivors.
+int run_ring_stream() {
+  try {
+    auto group = comm::init_process_group();
+    std::vector<float> data(1 << 18, 1.0f);
+    return until_failure([&] {
+      group->all_reduce(comm::Buffer(data.data(), data.size(), comm::DType::Float32), comm::ReduceOp::Max,
+                        comm::Algorithm::Ring);
+    });
   } catch (const comm::Error& error) {
     std::cout << "ERROR " << error.what() << std::endl;
     return 11;
@@ -169,6 +185,7 @@ int main(int argc, char** argv) {
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
   if (mode == "arena-stream") return run_arena_stream();
+  if (mode == "ring-stream") return run_ring_stream();
   if (mode == "inherited-fds") {  // descriptors beyond stdin, stdout and stderr this process started with
     std::vector<std::string> found;
     for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {

@@ -101,6 +101,41 @@ TEST_CASE("a peer killed with SIGKILL mid-transfer fails the survivor's wait wit
   }
 }
 
+// Issue 15, finding 7: survivors that heard of a death from another survivor got a PeerClosed
+// error about that healthy rank, with the cause nested in "has shut down its process group (...)".
+TEST_CASE("every survivor of a killed rank names it, not the rank that passed the news on", "[transport][process]") {
+  std::string transport = GENERATE("tcp", "shm");
+  INFO(transport);
+  constexpr int kRanks = 4, kVictim = 2;
+  std::string port = std::to_string(comm::testing::free_port());
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    ranks.push_back(
+        std::make_unique<ChildProcess>(std::vector<std::string>{helper(), "ring-stream"},
+                                       std::map<std::string, std::string>{{"RANK", std::to_string(rank)},
+                                                                          {"WORLD_SIZE", std::to_string(kRanks)},
+                                                                          {"MASTER_ADDR", "127.0.0.1"},
+                                                                          {"MASTER_PORT", port},
+                                                                          {"COMM_TRANSPORT", transport}}));
+  }
+  for (auto& rank : ranks) REQUIRE(wait_for_output(*rank, "receiving", 30s));
+  ranks[kVictim]->signal(SIGKILL);
+  auto killed_at = Clock::now();
+  std::string victim = ":" + std::to_string(ranks[kVictim]->pid()) + ")";
+  for (int rank = 0; rank < kRanks; ++rank) {
+    if (rank == kVictim) continue;
+    auto status = ranks[rank]->wait_for(10s);
+    std::string output = ranks[rank]->output();
+    INFO("rank " << rank << ": " << output);
+    REQUIRE(status.has_value());
+    CHECK(*status == 10);
+    CHECK(Clock::now() - killed_at < 3s);
+    CHECK_THAT(output, ContainsSubstring("FAILED peer closed") && ContainsSubstring("about peer 2:") &&
+                           ContainsSubstring("rank 2 (") && ContainsSubstring(victim));
+    CHECK_THAT(output, !ContainsSubstring("has shut down its process group"));
+  }
+}
+
 // A HashStore whose set() of one key waits until the test opens the gate: holds one rank back
 // in the middle of building the mesh.
 class GatedStore final : public comm::Store {

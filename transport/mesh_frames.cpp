@@ -86,6 +86,7 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
       // Its payload, if any, says why the peer left (e.g. the error that aborted its group).
       state.departing = true;
       state.goodbye_code = header.extra;
+      state.goodbye_peer = header.id;
       state.goodbye_reason.assign(header.bytes, '\0');
       return {reinterpret_cast<std::uint8_t*>(state.goodbye_reason.data())};
     case FrameKind::Refused: {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "comm/error.hpp"
+#include "libcomm/base/check.hpp"
 #include "libcomm/base/log.hpp"
 
 namespace comm::transport {
@@ -38,10 +39,13 @@ void MeshTransport::lose_after_write_error(int peer, std::exception_ptr error) {
 
 void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
   Peer& state = peers_[peer];
-  if (state.departing && state.goodbye_code == 1 + static_cast<std::uint64_t>(ErrorCode::Mismatch)) {
-    // The peer stopped over a mismatch: the same error here, with the message that names both
-    // calls (not a PeerClosedError about the rank that passed it on).
-    error = std::make_exception_ptr(MismatchError(state.goodbye_reason, ErrorContext{.rank = rank_}));
+  if (state.departing && state.goodbye_code != 0) {
+    // The peer stopped over an error: the same error here, of its type, with its message and the
+    // rank it named (a dead rank, both sides of a mismatch), not a wrapper about the rank that
+    // passed it on, which would be a healthy one.
+    int about = state.goodbye_peer > 0 ? static_cast<int>(state.goodbye_peer - 1) : -1;
+    auto code = static_cast<ErrorCode>(state.goodbye_code - 1);
+    error = detail::error_of_code(code, state.goodbye_reason, ErrorContext{.rank = rank_, .peer = about});
   } else if (state.departing) {
     std::string why =
         state.goodbye_reason.empty() ? "it finished, aborted, or destroyed the group" : state.goodbye_reason;
@@ -82,13 +86,19 @@ void MeshTransport::abort(const std::string& reason, const Error* cause) {
   if (cause != nullptr && cause->code() == ErrorCode::Mismatch) {
     shut_down(std::make_exception_ptr(MismatchError(cause->message(), ErrorContext{.rank = rank_})), cause->message(),
               1 + static_cast<std::uint64_t>(ErrorCode::Mismatch));
+  } else if (cause != nullptr) {
+    // Peers get the cause itself (what failed, about which rank), not "rank r aborted".
+    shut_down(make_error<PeerClosedError>("aborted: " + reason, -1, "transport"), cause->message(),
+              1 + static_cast<std::uint64_t>(cause->code()),
+              cause->peer() >= 0 ? 1 + static_cast<std::uint64_t>(cause->peer()) : 0);
   } else {
     shut_down(make_error<PeerClosedError>("aborted: " + reason, -1, "transport"), reason, 0);
   }
 }
 
-void MeshTransport::shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code) {
-  say_goodbye(reason, code);
+void MeshTransport::shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code,
+                              std::uint64_t about) {
+  say_goodbye(reason, code, about);
   // What is queued before the Goodbye (a large message's data, say) gets a moment to leave, so
   // peers learn why rather than see an end of file; their input is dropped meanwhile, so a peer
   // blocked writing to us cannot block our writing to it.
@@ -118,10 +128,10 @@ void MeshTransport::shut_down(std::exception_ptr error, const std::string& reaso
 
 // Tells every live peer we are going, and why (`code`: 1 + the ErrorCode of the cause, 0: none
 // in particular), so it sees an orderly shutdown rather than a crash.
-void MeshTransport::say_goodbye(const std::string& reason, std::uint64_t code) {
+void MeshTransport::say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about) {
   for (auto& state : peers_) {
     if (!state.connection) continue;
-    state.connection->queue(make_frame(FrameKind::Goodbye, 0, reason.size(), 0, code), reason.data(), nullptr);
+    state.connection->queue(make_frame(FrameKind::Goodbye, 0, reason.size(), about, code), reason.data(), nullptr);
     try {
       state.connection->flush();
     } catch (const Error&) {

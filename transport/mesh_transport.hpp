@@ -91,6 +91,7 @@ class MeshTransport final : public Transport,
     bool departing = false;  // said Goodbye: its end of file is an orderly shutdown
     std::string goodbye_reason;
     std::uint64_t goodbye_code = 0;                      // 1 + the ErrorCode of why it left; 0: not said
+    std::uint64_t goodbye_peer = 0;                      // 1 + the rank that error was about; 0: none
     std::uint64_t probe_tag = 0, probe_fingerprint = 0;  // its latest probe (see is_probe)
   };
 
@@ -120,9 +121,10 @@ class MeshTransport final : public Transport,
     return std::make_exception_ptr(Error(message, ErrorContext{.rank = rank_, .peer = peer, .op = op}));
   }
 
-  void say_goodbye(const std::string& reason, std::uint64_t code);
+  // `code`: 1 + the ErrorCode of the cause (0: none); `about`: 1 + the rank it names (0: none).
+  void say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about);
   // Fails everything with `error` and tells the peers (abort's work, with a chosen error).
-  void shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code);
+  void shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code, std::uint64_t about = 0);
   // Whether a collective message or probe from `peer` belongs to a call this rank began with
   // another fingerprint (calls_); if so the mismatch is handled (at once, or after the peer's
   // receive() unwinds) and the message must be dropped.

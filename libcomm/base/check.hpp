@@ -2,6 +2,7 @@
 // file and line of the check appended so a report points at the exact rule that fired.
 #pragma once
 
+#include <exception>
 #include <string>
 
 #include "comm/error.hpp"
@@ -9,6 +10,10 @@
 namespace comm::detail {
 
 std::string with_location(const std::string& message, const char* file, int line);
+
+// The Error subclass of `code`, as an exception_ptr: for errors that crossed a process boundary
+// (a peer's Goodbye says what stopped it) and are raised again here with their own type.
+std::exception_ptr error_of_code(ErrorCode code, std::string message, ErrorContext context);
 
 }  // namespace comm::detail
 
