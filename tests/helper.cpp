@@ -137,30 +137,15 @@ int run_p2p_stream() {
   }
 }
 
-// Every rank all_reduces 1 MiB round the ring until one fails (the test kills one of them): in a
-// ring of four, two survivors hear of the death only from the other survivors.
-int run_ring_stream() {
+// Every rank all_reduces `count` floats with `algorithm` until one fails (the test kills one):
+// through shared memory (arena-stream: two ranks), or round the ring (ring-stream: in a ring of
+// four, two survivors hear of the death only from the other survivors).
+int run_all_reduce_stream(std::size_t count, comm::Algorithm algorithm) {
   try {
     auto group = comm::init_process_group();
-    std::vector<float> data(1 << 18, 1.0f);
+    std::vector<float> data(count, 1.0f);
     return until_failure([&] {
-      group->all_reduce(comm::Buffer(data.data(), data.size(), comm::DType::Float32), comm::ReduceOp::Max,
-                        comm::Algorithm::Ring);
-    });
-  } catch (const comm::Error& error) {
-    std::cout << "ERROR " << error.what() << std::endl;
-    return 11;
-  }
-}
-
-// Both ranks all_reduce through shared memory until one fails (the test kills rank 1).
-int run_arena_stream() {
-  try {
-    auto group = comm::init_process_group();
-    std::vector<float> data(1 << 20, 1.0f);
-    return until_failure([&] {
-      group->all_reduce(comm::Buffer(data.data(), data.size(), comm::DType::Float32), comm::ReduceOp::Max,
-                        comm::Algorithm::SharedMemory);
+      group->all_reduce(comm::Buffer(data.data(), data.size(), comm::DType::Float32), comm::ReduceOp::Max, algorithm);
     });
   } catch (const comm::Error& error) {
     std::cout << "ERROR " << error.what() << std::endl;
@@ -184,8 +169,8 @@ int main(int argc, char** argv) {
   if (mode == "file-add" && argc == 5) return run_file_add(argv);
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
-  if (mode == "arena-stream") return run_arena_stream();
-  if (mode == "ring-stream") return run_ring_stream();
+  if (mode == "arena-stream") return run_all_reduce_stream(1 << 20, comm::Algorithm::SharedMemory);
+  if (mode == "ring-stream") return run_all_reduce_stream(1 << 18, comm::Algorithm::Ring);
   if (mode == "inherited-fds") {  // descriptors beyond stdin, stdout and stderr this process started with
     std::vector<std::string> found;
     for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
