@@ -59,6 +59,29 @@ int run_exit(char** argv) {
   return 0;
 }
 
+// Every rank writes its pid to the directory; the `victim` rank then waits to be killed, and the
+// others exit with status 1 as soon as it is dead (gone, or a zombie nobody reaped yet): the way
+// survivors of a killed rank fail right after it.
+int run_follow(char** argv) {
+  std::string rank = env_or("RANK", "0"), victim = argv[2], directory = argv[3];
+  std::ofstream(directory + "/" + rank) << ::getpid() << std::endl;
+  if (rank == victim) {
+    std::this_thread::sleep_for(std::chrono::minutes(5));
+    return 0;
+  }
+  auto dead = [&] {
+    std::ifstream pid_file(directory + "/" + victim);
+    std::string pid;
+    if (!(pid_file >> pid)) return false;
+    std::ifstream stat("/proc/" + pid + "/stat");
+    std::string field, name, state;
+    return !(stat >> field >> name >> state) || state == "Z" || state == "X";
+  };
+  while (!dead()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::cout << "rank " << rank << " saw rank " << victim << " die" << std::endl;
+  return 1;
+}
+
 // All pairs, then a ring, then any-source gathering at rank 0; each message's bytes say who
 // sent it, to whom and which one it is.
 int run_p2p_exchange() {
@@ -167,6 +190,7 @@ int main(int argc, char** argv) {
   if (mode == "init") return run_init(argc, argv);
   if (mode == "exit" && argc == 6) return run_exit(argv);
   if (mode == "file-add" && argc == 5) return run_file_add(argv);
+  if (mode == "follow" && argc == 4) return run_follow(argv);
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
   if (mode == "arena-stream") return run_all_reduce_stream(1 << 20, comm::Algorithm::SharedMemory);

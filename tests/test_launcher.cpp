@@ -93,6 +93,25 @@ TEST_CASE("a failing rank makes commrun exit with its status and stop the others
   CHECK_THAT(run.output(), ContainsSubstring("rank 2 exited with status 3"));
 }
 
+// Issue 15, finding 7: when the killed rank and the survivors that failed because of it were
+// reaped in one pass, commrun named the lowest-numbered (a survivor). Stopping commrun while
+// they die makes that pass certain.
+TEST_CASE("commrun names the rank that was killed, not a survivor that failed after it", "[launcher]") {
+  comm::testing::TemporaryDirectory pids;
+  ChildProcess run({commrun(), "-n", "4", helper(), "follow", "2", pids.path().string()});
+  auto ranks = rank_pids(pids.path(), 4);
+  run.signal(SIGSTOP);
+  ::kill(ranks[2], SIGKILL);
+  // The survivors exit 1 once rank 2 is a zombie (commrun, stopped, cannot reap it yet).
+  std::this_thread::sleep_for(300ms);
+  run.signal(SIGCONT);
+  auto status = run.wait_for(20s);
+  REQUIRE(status.has_value());
+  INFO(run.output());
+  CHECK(*status == 128 + SIGKILL);
+  CHECK_THAT(run.output(), ContainsSubstring("rank 2 was killed by signal 9"));
+}
+
 TEST_CASE("commrun forwards SIGTERM and SIGINT to every rank", "[launcher]") {
   int signal_number = GENERATE(SIGTERM, SIGINT);
   comm::testing::TemporaryDirectory pids;

@@ -265,20 +265,33 @@ int run(const LaunchPlan& plan) {
         }
       }
     }
-    // Reap every rank that exited.
+    // Reap every rank that exited. Several failures in one pass are usually one death and the
+    // ranks that failed because of it: a rank killed by a signal is the cause, not the
+    // lowest-numbered rank that failed.
+    const Rank* culprit = nullptr;
+    bool culprit_signalled = false;
     for (auto& rank : ranks) {
       if (rank.exit_status) continue;
       int status = 0;
       if (::waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
       rank.exit_status = decode(status);
-      if (*rank.exit_status != 0 && !first_failure) {
-        first_failure = *rank.exit_status;
-        if (running()) {
-          std::fprintf(stderr, "commrun: rank %d exited with status %d; stopping the other ranks\n", rank.rank,
-                       *rank.exit_status);
-        }
-        stop_job(SIGTERM);
+      if (*rank.exit_status == 0 || first_failure) continue;
+      bool signalled = WIFSIGNALED(status);
+      if (culprit == nullptr || (signalled && !culprit_signalled)) {
+        culprit = &rank;
+        culprit_signalled = signalled;
       }
+    }
+    if (culprit != nullptr) {
+      first_failure = *culprit->exit_status;
+      const char* then = running() ? "; stopping the other ranks" : "";
+      if (culprit_signalled) {
+        std::fprintf(stderr, "commrun: rank %d was killed by signal %d%s\n", culprit->rank, *culprit->exit_status - 128,
+                     then);
+      } else {
+        std::fprintf(stderr, "commrun: rank %d exited with status %d%s\n", culprit->rank, *culprit->exit_status, then);
+      }
+      stop_job(SIGTERM);
     }
     if (kill_at && Clock::now() >= *kill_at && running()) signal_all(ranks, SIGKILL);
   }
