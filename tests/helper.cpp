@@ -5,7 +5,9 @@
 //                                      writes its pid to PID_DIR/RANK and the others sleep
 //   file-add PATH KEY COUNT            COUNT adds of 1 on KEY in a FileStore at PATH
 //   env                                prints RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -79,6 +81,23 @@ int run_follow(char** argv) {
   };
   while (!dead()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::cout << "rank " << rank << " saw rank " << victim << " die" << std::endl;
+  return 1;
+}
+
+// Rank 0 creates a shared-memory segment named as libcomm names its own and is stopped before it
+// could unlink it (the test's rank 1 fails, so commrun stops the job); commrun must remove it.
+int run_linger_shm() {
+  std::string rank = env_or("RANK", "0");
+  if (rank == "0") {
+    std::string name = "/comm-lingertest-" + std::to_string(::getpid()) + "-0-1";
+    int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return 3;
+    ::close(fd);
+    std::cout << "created " << name << std::endl;
+    std::this_thread::sleep_for(std::chrono::minutes(5));
+    return 0;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   return 1;
 }
 
@@ -191,6 +210,7 @@ int main(int argc, char** argv) {
   if (mode == "exit" && argc == 6) return run_exit(argv);
   if (mode == "file-add" && argc == 5) return run_file_add(argv);
   if (mode == "follow" && argc == 4) return run_follow(argv);
+  if (mode == "linger-shm") return run_linger_shm();
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
   if (mode == "arena-stream") return run_all_reduce_stream(1 << 20, comm::Algorithm::SharedMemory);

@@ -5,6 +5,7 @@
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -110,6 +111,20 @@ TEST_CASE("commrun names the rank that was killed, not a survivor that failed af
   INFO(run.output());
   CHECK(*status == 128 + SIGKILL);
   CHECK_THAT(run.output(), ContainsSubstring("rank 2 was killed by signal 9"));
+}
+
+// Issue 15, finding 6: a rank stopped by commrun in the middle of its shared-memory set-up left
+// its segments in /dev/shm (SIGTERM runs no destructor).
+TEST_CASE("commrun removes the shared memory of ranks it stopped mid-set-up", "[launcher]") {
+  ChildProcess run({commrun(), "-n", "2", helper(), "linger-shm"});
+  auto status = run.wait_for(30s);
+  REQUIRE(status.has_value());
+  std::string output = run.output();
+  INFO(output);
+  REQUIRE_THAT(output, ContainsSubstring("created /comm-lingertest-"));
+  auto at = output.find("/comm-lingertest-");
+  std::string name = output.substr(at + 1, output.find('\n', at) - at - 1);
+  CHECK_FALSE(std::filesystem::exists("/dev/shm/" + name));
 }
 
 TEST_CASE("commrun forwards SIGTERM and SIGINT to every rank", "[launcher]") {

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 
@@ -195,6 +197,25 @@ void block_forwarded_signals() {
   ::signal(SIGPIPE, SIG_IGN);
 }
 
+// Shared-memory segments are unlinked as soon as every rank has mapped them, but a rank stopped
+// (SIGTERM, SIGKILL) in the middle of setting them up leaves its own behind. libcomm names them
+// after their creator's pid ("comm-<token>-<pid>-<rank>-<peer>", "comm-arena-<pid>-<n>"), and
+// these ranks are dead: what carries their pids is theirs, and nobody else's.
+void remove_shared_memory_of(const std::vector<Rank>& ranks) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("comm-", 0) != 0) continue;
+    // The creator's pid is the third dash-separated field.
+    std::size_t first = name.find('-'), second = name.find('-', first + 1), third = name.find('-', second + 1);
+    if (second == std::string::npos || third == std::string::npos) continue;
+    std::string pid = name.substr(second + 1, third - second - 1);
+    for (const auto& rank : ranks) {
+      if (pid == std::to_string(rank.pid)) ::shm_unlink(("/" + name).c_str());
+    }
+  }
+}
+
 int run(const LaunchPlan& plan) {
   sigset_t set = forwarded_set();
   FileDescriptor signals(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
@@ -297,6 +318,7 @@ int run(const LaunchPlan& plan) {
   }
   // Whatever a rank left in its process group goes with it.
   for (auto& rank : ranks) ::kill(-rank.pid, SIGKILL);
+  remove_shared_memory_of(ranks);
   return first_failure.value_or(0);
 }
 
