@@ -33,7 +33,7 @@ struct InitOptions {
 
 class ProcessGroup {
  public:
-  class Impl;  // libcomm/src/group.hpp: init_process_group and new_group make groups
+  class Impl;  // the library's side; programs get groups from init_process_group and new_group
   explicit ProcessGroup(std::unique_ptr<Impl> impl);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;

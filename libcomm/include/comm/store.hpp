@@ -226,7 +226,7 @@ class TcpStoreServer {
   std::uint16_t port() const;
   std::size_t client_count() const;
 
-  class Impl;  // defined in rendezvous/tcp_store_server.cpp only
+  class Impl;  // the library's side, private to it
 
  private:
   std::unique_ptr<Impl> impl_;
