@@ -22,18 +22,25 @@ void MeshTransport::fail_mismatch(const PostedReceive& receive, int source, std:
   receive.completion->fail(mismatch_error(receive.fingerprint, source, message_fingerprint));
 }
 
+std::optional<MeshTransport::Disagreement> MeshTransport::disagreement(const PostedReceive& receive) const {
+  if (const UnexpectedMessage* message = matcher_.find_conflicting(receive)) {
+    return Disagreement{message->source, message->fingerprint};
+  }
+  for (int source = 0; source < size_; ++source) {
+    const Peer& state = peers_[source];
+    if ((receive.source == kAnySource || receive.source == source) && same_call(state.probe_tag, receive.tag) &&
+        conflicting(state.probe_fingerprint, receive.fingerprint)) {
+      return Disagreement{source, state.probe_fingerprint};
+    }
+  }
+  return std::nullopt;
+}
+
 std::exception_ptr MeshTransport::conflict(int peer, std::uint64_t tag, std::uint64_t fingerprint) {
   std::lock_guard lock(mutex_);
   if (peer < 0 || peer >= size_ || peer == rank_) return nullptr;
-  const Peer& state = peers_[peer];
-  if (same_call(state.probe_tag, tag) && conflicting(state.probe_fingerprint, fingerprint)) {
-    return mismatch_error(fingerprint, peer, state.probe_fingerprint);
-  }
-  PostedReceive receive{peer, tag, nullptr, 0, nullptr, fingerprint, {}};
-  if (const UnexpectedMessage* message = matcher_.find_conflicting(receive)) {
-    return mismatch_error(fingerprint, peer, message->fingerprint);
-  }
-  return nullptr;
+  auto other = disagreement({peer, tag, nullptr, 0, nullptr, fingerprint, {}});
+  return other ? mismatch_error(fingerprint, other->source, other->fingerprint) : nullptr;
 }
 
 // Fails the posted receives of the same call as a message that disagrees with them.
@@ -62,15 +69,8 @@ void MeshTransport::note_call(std::uint64_t tag, std::uint64_t fingerprint) {
   calls_noted_.fetch_add(1, std::memory_order_relaxed);
   // Messages and probes of this call that arrived before it began, from any peer (a peer that
   // thinks another rank is the root sends to ranks that will never receive from it).
-  PostedReceive any{kAnySource, tag, nullptr, 0, nullptr, fingerprint, {}};
-  if (const UnexpectedMessage* message = matcher_.find_conflicting(any)) {
-    return fail_on_mismatch(message->source, fingerprint, message->fingerprint);
-  }
-  for (int peer = 0; peer < size_; ++peer) {
-    const Peer& state = peers_[peer];
-    if (same_call(state.probe_tag, tag) && conflicting(state.probe_fingerprint, fingerprint)) {
-      return fail_on_mismatch(peer, fingerprint, state.probe_fingerprint);
-    }
+  if (auto other = disagreement({kAnySource, tag, nullptr, 0, nullptr, fingerprint, {}})) {
+    fail_on_mismatch(other->source, fingerprint, other->fingerprint);
   }
 }
 
@@ -99,7 +99,7 @@ void MeshTransport::shut_down_on(std::exception_ptr mismatch) {
     std::rethrow_exception(mismatch);
   } catch (const Error& error) {
     log::get(log::Subsystem::Transport).error("{}", error.what());
-    shut_down(mismatch, error.message(), 1 + static_cast<std::uint64_t>(ErrorCode::Mismatch));
+    stop_over(error);
   }
 }
 

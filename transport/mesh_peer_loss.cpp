@@ -33,7 +33,9 @@ bool MeshTransport::all_peers_lost() const {
 // A write failed because the peer closed: it may have said why just before (a Goodbye naming a
 // mismatch, say), and that, not "broken pipe", is what this rank's operations should fail with.
 void MeshTransport::lose_after_write_error(int peer, std::exception_ptr error) {
-  service(peer);  // reads what the peer sent last, and loses it properly at its end of file
+  // Reads what the peer sent last, and loses it properly at its end of file; not from inside
+  // another peer's receive(), which servicing would unseat.
+  if (servicing_peer_ < 0) service(peer);
   if (peers_[peer].connection) lose_peer(peer, error);
 }
 
@@ -83,17 +85,16 @@ void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
 
 void MeshTransport::abort(const std::string& reason, const Error* cause) {
   std::lock_guard lock(mutex_);
-  if (cause != nullptr && cause->code() == ErrorCode::Mismatch) {
-    shut_down(std::make_exception_ptr(MismatchError(cause->message(), ErrorContext{.rank = rank_})), cause->message(),
-              1 + static_cast<std::uint64_t>(ErrorCode::Mismatch));
-  } else if (cause != nullptr) {
-    // Peers get the cause itself (what failed, about which rank), not "rank r aborted".
-    shut_down(make_error<PeerClosedError>("aborted: " + reason, -1, "transport"), cause->message(),
-              1 + static_cast<std::uint64_t>(cause->code()),
-              cause->peer() >= 0 ? 1 + static_cast<std::uint64_t>(cause->peer()) : 0);
-  } else {
-    shut_down(make_error<PeerClosedError>("aborted: " + reason, -1, "transport"), reason, 0);
-  }
+  if (cause != nullptr) return stop_over(*cause);
+  shut_down(make_error<PeerClosedError>("aborted: " + reason, -1, "transport"), reason, 0);
+}
+
+// This rank and its peers fail with the cause itself (of its type, with its message, about the
+// rank it names), not with "rank r aborted" around it.
+void MeshTransport::stop_over(const Error& cause) {
+  shut_down(detail::error_of_code(cause.code(), cause.message(), ErrorContext{.rank = rank_, .peer = cause.peer()}),
+            cause.message(), 1 + static_cast<std::uint64_t>(cause.code()),
+            cause.peer() >= 0 ? 1 + static_cast<std::uint64_t>(cause.peer()) : 0);
 }
 
 void MeshTransport::shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code,

@@ -104,17 +104,9 @@ void MeshTransport::post_receive(PostedReceive receive) {
     return;
   }
   if (message == nullptr) {
-    if (const UnexpectedMessage* other = matcher_.find_conflicting(receive)) {
+    if (auto other = disagreement(receive)) {
       fail_mismatch(receive, other->source, other->fingerprint);
       return;
-    }
-    for (int source = 0; source < size_; ++source) {
-      const Peer& state = peers_[source];
-      if ((peer == kAnySource || peer == source) && same_call(state.probe_tag, tag) &&
-          conflicting(state.probe_fingerprint, fingerprint)) {
-        fail_mismatch(receive, source, state.probe_fingerprint);
-        return;
-      }
     }
     // Messages that arrived before a peer left are still delivered (above); nothing more will.
     if (peer != kAnySource && peer != rank_ && peers_[peer].error) {

@@ -134,6 +134,14 @@ class MeshTransport final : public Transport,
   void note_call(std::uint64_t tag, std::uint64_t fingerprint);
   void fail_on_mismatch(int peer, std::uint64_t mine, std::uint64_t theirs);
   void shut_down_on(std::exception_ptr mismatch);
+  void stop_over(const Error& cause);
+  // A message or probe of the same call as `receive`, from its source (or any), whose
+  // fingerprint differs: where it came from and what it says.
+  struct Disagreement {
+    int source;
+    std::uint64_t fingerprint;
+  };
+  std::optional<Disagreement> disagreement(const PostedReceive& receive) const;
   void watch_output(int peer, bool on);
 
   // What the progress thread drives (mesh_progress.cpp).
