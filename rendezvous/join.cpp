@@ -89,12 +89,9 @@ void finish_join(Store& store, const JoinRequest& request) {
   if (request.hosts_store) store.wait({"all_acked"}, request.timeout);
 }
 
-std::string agree_job_token(Store& store) {
-  if (auto token = environment::get("COMM_JOB_TOKEN")) return *token;
-  std::random_device entropy;
-  char text[33];
-  for (int i = 0; i < 4; ++i) std::snprintf(text + 8 * i, 9, "%08x", entropy());
-  return store.compare_set("job_token", "", text);
+AgreedSecret agree_job_secret(Store& store) {
+  if (auto secret = JobSecret::from_environment()) return {std::move(*secret), true};
+  return {JobSecret(store.compare_set("job_token", "", JobSecret::generate().text())), false};
 }
 
 }  // namespace comm

@@ -13,6 +13,7 @@
 #include <chrono>
 
 #include "comm/store.hpp"
+#include "libcomm/base/job_secret.hpp"
 
 namespace comm {
 
@@ -31,8 +32,13 @@ void join_group(Store& store, const JoinRequest& request);
 // the store may return (and, one day, exit) without pulling it from under the others.
 void finish_join(Store& store, const JoinRequest& request);
 
-// The job's token, agreed through the store (COMM_JOB_TOKEN wins when set): transports refuse
-// connections that do not present it.
-std::string agree_job_token(Store& store);
+// The secret the transport's handshakes prove: the job's (COMM_JOB_TOKEN or COMM_JOB_TOKEN_FILE,
+// never written to the store), else a random one agreed through the store, which keeps out
+// only programs that cannot read the store. `from_user` says which.
+struct AgreedSecret {
+  JobSecret secret;
+  bool from_user = false;
+};
+AgreedSecret agree_job_secret(Store& store);
 
 }  // namespace comm

@@ -12,6 +12,7 @@
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/close_on_exec.hpp"
 #include "libcomm/base/duration_text.hpp"
+#include "libcomm/base/job_secret.hpp"
 #include "libcomm/base/log.hpp"
 #include "rendezvous/store_format.hpp"
 #include "rendezvous/tcp_store_protocol.hpp"
@@ -34,8 +35,8 @@ std::string endpoint_text(const std::string& host, std::uint16_t port) {
 
 class TcpStore::Client {
  public:
-  Client(std::string host, std::uint16_t port, std::chrono::milliseconds timeout)
-      : host_(std::move(host)), port_(port), timeout_(timeout) {
+  Client(std::string host, std::uint16_t port, std::chrono::milliseconds timeout, std::optional<JobSecret> secret)
+      : host_(std::move(host)), port_(port), timeout_(timeout), secret_(std::move(secret)) {
     release(connect());  // fail now, in the constructor, when no server can be reached
   }
 
@@ -146,25 +147,16 @@ class TcpStore::Client {
       }
       if (!ec) {
         connection->socket.set_option(tcp::no_delay(true), ec);
-        Bytes hello = FrameWriter(static_cast<std::uint8_t>(RequestType::Hello)).u32(kMagic).u32(kVersion).finish();
-        std::array<std::uint8_t, kLengthBytes + 1> reply{};
         // A libcomm store answers at once; a program that accepts and says nothing (something
         // else on MASTER_PORT) is named after a few seconds, not after the whole timeout.
         auto answer_by = std::min(deadline, Clock::now() + tcp_store_protocol::kHelloDeadline);
-        ec = connection->write(hello, answer_by);
-        if (!ec) ec = connection->read(asio::buffer(reply), answer_by);
+        ec = handshake(*connection, answer_by);
         if (ec == asio::error::timed_out && Clock::now() < deadline) {
           throw IoError("the program at " + where() +
                             " accepted the connection but did not answer the store "
                             "handshake within " +
                             std::to_string(tcp_store_protocol::kHelloDeadline.count()) +
                             " s: is MASTER_PORT held by another program? Pick another port (or let commrun choose one)",
-                        ErrorContext{.op = "store.connect"});
-        }
-        if (!ec && (decode_length(reply.data()) != 1 || reply[4] != static_cast<std::uint8_t>(ResponseStatus::Ok))) {
-          throw IoError("the server at " + where() +
-                            " answered the store handshake with something else; "
-                            "is MASTER_PORT the port of a libcomm store (of the same version)?",
                         ErrorContext{.op = "store.connect"});
         }
         if (!ec) return connection;
@@ -179,6 +171,90 @@ class TcpStore::Client {
                            " (last error: " + last_error +
                            "); start rank 0 (or commrun / comm-store) and check MASTER_ADDR and MASTER_PORT",
                        ErrorContext{.op = "store.connect"});
+  }
+
+  // Reads one reply frame of at most kMaxHelloFrameBytes (what a store sends before the
+  // connection is open) into `body`.
+  std::error_code read_handshake_reply(Connection& connection, Clock::time_point deadline, Bytes& body) const {
+    std::array<std::uint8_t, kLengthBytes> length{};
+    if (auto ec = connection.read(asio::buffer(length), deadline)) return ec;
+    std::uint32_t size = decode_length(length.data());
+    if (size == 0 || size > kMaxHelloFrameBytes) not_a_store();
+    body.resize(size);
+    return connection.read(asio::buffer(body), deadline);
+  }
+
+  [[noreturn]] void not_a_store() const {
+    throw IoError("the server at " + where() +
+                      " answered the store handshake with something else; "
+                      "is MASTER_PORT the port of a libcomm store (of the same version)?",
+                  ErrorContext{.op = "store.connect"});
+  }
+
+  // Hello, then (when the server holds a job secret) the proofs both ways. Errors of the
+  // connection come back to be retried; a server that is not the job's store, or a secret
+  // that does not match, is an error at once.
+  std::error_code handshake(Connection& connection, Clock::time_point deadline) const {
+    Nonce client_nonce = random_nonce();
+    Bytes hello = FrameWriter(static_cast<std::uint8_t>(RequestType::Hello))
+                      .u32(kMagic)
+                      .u32(kVersion)
+                      .bytes(client_nonce)
+                      .finish();
+    Bytes body;
+    if (auto ec = connection.write(hello, deadline)) return ec;
+    if (auto ec = read_handshake_reply(connection, deadline, body)) return ec;
+    bool secured = false;
+    Nonce server_nonce{};
+    Proof server_proof{};
+    try {
+      FrameReader reply(body);
+      if (static_cast<ResponseStatus>(reply.type()) != ResponseStatus::Ok) not_a_store();
+      secured = reply.u32() != 0;
+      auto nonce = reply.bytes();
+      auto proof = reply.bytes();
+      reply.expect_end();
+      if (nonce.size() != server_nonce.size() || proof.size() != (secured ? server_proof.size() : 0)) not_a_store();
+      std::copy(nonce.begin(), nonce.end(), server_nonce.begin());
+      std::copy(proof.begin(), proof.end(), server_proof.begin());
+    } catch (const ProtocolViolation&) {
+      not_a_store();
+    }
+    if (!secured && !secret_) return {};
+    if (!secured) {
+      throw InvalidArgumentError("the store at " + where() +
+                                     " runs without a job secret, but this process has one (COMM_JOB_TOKEN): "
+                                     "refusing a store that any program could have started; give the store the "
+                                     "same secret (commrun and rank 0 take it from COMM_JOB_TOKEN)",
+                                 ErrorContext{.op = "store.connect"});
+    }
+    if (!secret_) {
+      throw InvalidArgumentError("the store at " + where() +
+                                     " admits only processes that hold the job secret, and this one has none: "
+                                     "set COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE) to the job's secret "
+                                     "(commrun sets it for the ranks it starts)",
+                                 ErrorContext{.op = "store.connect"});
+    }
+    if (!secret_->verify(server_proof, kServerProofPurpose, {server_nonce, client_nonce})) {
+      throw InvalidArgumentError("the store at " + where() +
+                                     " does not hold this job's secret: COMM_JOB_TOKEN differs between this "
+                                     "process and the store (another job's store on this port?)",
+                                 ErrorContext{.op = "store.connect"});
+    }
+    Proof proof = secret_->prove(kClientProofPurpose, {client_nonce, server_nonce});
+    Bytes authenticate = FrameWriter(static_cast<std::uint8_t>(RequestType::Authenticate)).bytes(proof).finish();
+    if (auto ec = connection.write(authenticate, deadline)) return ec;
+    if (auto ec = read_handshake_reply(connection, deadline, body)) return ec;
+    FrameReader reply(body);
+    try {
+      auto status = static_cast<ResponseStatus>(reply.type());
+      if (status == ResponseStatus::Ok) return {};
+      if (status == ResponseStatus::Failure) {
+        throw InvalidArgumentError(reply.string() + "; store at " + where(), ErrorContext{.op = "store.connect"});
+      }
+    } catch (const ProtocolViolation&) {
+    }
+    not_a_store();
   }
 
   [[noreturn]] void fail(std::error_code ec, const char* op, const std::vector<std::string>& keys) const {
@@ -197,6 +273,7 @@ class TcpStore::Client {
   std::string host_;
   std::uint16_t port_;
   std::chrono::milliseconds timeout_;
+  std::optional<JobSecret> secret_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Connection>> idle_;
 };
@@ -223,15 +300,16 @@ TcpStore::TcpStore(std::string host, std::uint16_t port, TcpStoreOptions options
   // Accept "[::1]" as well as "::1".
   if (host_.size() > 2 && host_.front() == '[' && host_.back() == ']') host_ = host_.substr(1, host_.size() - 2);
   COMM_CHECK(!host_.empty(), InvalidArgumentError, ErrorContext{.op = "TcpStore"}, "store host name is empty");
+  std::optional<JobSecret> secret = resolve_job_secret(options.job_secret);
   if (options.is_server) {
     // Only on the address the clients were given (MASTER_ADDR=127.0.0.1: loopback only), not
     // on every interface of the host.
-    server_ = std::make_unique<TcpStoreServer>(port_, host_);
+    server_ = std::make_unique<TcpStoreServer>(port_, host_, secret ? secret->text() : std::string());
     port_ = server_->port();
   }
   COMM_CHECK(port_ != 0, InvalidArgumentError, ErrorContext{.op = "TcpStore"},
              "a TcpStore client needs the server's port; 0 only means 'any free port' for a server");
-  client_ = std::make_unique<Client>(host_, port_, options.timeout);
+  client_ = std::make_unique<Client>(host_, port_, options.timeout, std::move(secret));
 }
 
 TcpStore::~TcpStore() = default;

@@ -2,19 +2,26 @@
 //
 // Every message is a frame: [u32 body bytes][body], little-endian. A request body is
 // [u8 RequestType][fields]; a response body is [u8 ResponseStatus][fields]. Fields are u32,
-// i64 or byte strings ([u32 length][bytes]). A connection opens with Hello (magic and
-// version); anything else first, an unknown type, a field running past the frame, or a frame
-// over kMaxFrameBytes makes the server close that connection.
+// i64 or byte strings ([u32 length][bytes]). A connection opens with Hello; when the server
+// holds a job secret the client must then Authenticate before anything else. Anything else
+// first, an unknown type, a field running past the frame, or a frame over its limit makes the
+// server close that connection.
 //
-//   Hello      u32 magic, u32 version                      -> Ok
-//   Set        key, value                                  -> Ok
-//   Get        key, i64 timeout ms                         -> Value | Timeout(missing keys)
-//   Add        key, i64 delta                              -> Integer | Failure(message)
-//   CompareSet key, expected, desired                      -> Value
-//   Wait       u32 n, n keys, i64 timeout ms               -> Ok | Timeout(missing keys)
-//   Check      u32 n, n keys                               -> Integer (1: all present)
-//   Delete     key                                         -> Integer (1: existed)
+//   Hello        u32 magic, u32 version, client nonce     -> Ok u32 secured, server nonce,
+//                                                             server proof (empty when not secured)
+//   Authenticate client proof                             -> Ok | Failure(message), then closed
+//   Set          key, value                                -> Ok
+//   Get          key, i64 timeout ms                       -> Value | Timeout(missing keys)
+//   Add          key, i64 delta                            -> Integer | Failure(message)
+//   CompareSet   key, expected, desired                    -> Value
+//   Wait         u32 n, n keys, i64 timeout ms             -> Ok | Timeout(missing keys)
+//   Check        u32 n, n keys                             -> Integer (1: all present)
+//   Delete       key                                       -> Integer (1: existed)
 //   NumKeys                                                -> Integer
+//
+// The proofs (see libcomm/base/job_secret.hpp) are HMACs of both nonces under different
+// purposes: the server's shows the client it reached the job's store, the client's shows the
+// server it holds the secret; fresh nonces on both sides make a recorded exchange worthless.
 #pragma once
 
 #include <chrono>
@@ -28,16 +35,32 @@
 namespace comm::tcp_store_protocol {
 
 inline constexpr std::uint32_t kMagic = 0x4D4D4F43;  // "COMM"
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr std::size_t kLengthBytes = 4;
 // A compare_set of two maximal values is the largest legal request.
 inline constexpr std::size_t kMaxFrameBytes = 2 * kMaxStoreValueBytes + 64 * 1024;
-// Before its hello a connection may send no more than this in a frame, and no longer than
-// kHelloDeadline: a stranger holds a few KiB for a few seconds, whatever it announces.
+// Until it has authenticated (or said hello to a store without a secret) a connection may send
+// no more than this in a frame, and no longer than kHelloDeadline: a stranger holds a few KiB
+// for a few seconds, whatever it announces.
 inline constexpr std::size_t kMaxHelloFrameBytes = 4096;
 inline constexpr std::chrono::seconds kHelloDeadline{5};
 
-enum class RequestType : std::uint8_t { Hello = 1, Set, Get, Add, CompareSet, Wait, Check, Delete, NumKeys };
+enum class RequestType : std::uint8_t {
+  Hello = 1,
+  Set,
+  Get,
+  Add,
+  CompareSet,
+  Wait,
+  Check,
+  Delete,
+  NumKeys,
+  Authenticate
+};
+
+// What a proof covers, so that a server's proof can never pass for a client's.
+inline constexpr const char* kServerProofPurpose = "libcomm store server";
+inline constexpr const char* kClientProofPurpose = "libcomm store client";
 enum class ResponseStatus : std::uint8_t { Ok = 0, Value, Integer, Timeout, Failure };
 
 // Builds one frame; the length prefix is filled in by finish().

@@ -1,32 +1,25 @@
-// TcpStoreServer: one Asio I/O thread owns the key-value map, every session and every parked
-// request, so none of them needs a lock.
+// TcpStoreServer::Impl: the key-value map, the parked requests and the acceptor, on the
+// server's one I/O thread (sessions, one per connection, are in tcp_store_session.cpp).
 //
-// A session handles one request at a time: it reads a frame, answers it (now, or later for a
-// parked get/wait), and keeps reading meanwhile only to notice a client that hangs up. A
-// parked request is registered under one of its missing keys; when that key appears the
+// A parked request is registered under one of its missing keys; when that key appears the
 // request looks for its next missing key, and is answered when none is left or its timer
 // fires first.
-#include <asio.hpp>
+#include "rendezvous/tcp_store_server.hpp"
 
 #include <cerrno>
-#include <cstring>
 
 #include <algorithm>
-#include <deque>
-#include <thread>
-#include <unordered_map>
 
-#include "comm/store.hpp"
 #include "libcomm/base/close_on_exec.hpp"
 #include "libcomm/base/log.hpp"
 #include "rendezvous/store_format.hpp"
-#include "rendezvous/tcp_store_protocol.hpp"
 
 namespace comm {
 namespace {
 
 using namespace tcp_store_protocol;
 using asio::ip::tcp;
+using tcp_store_server::Session;
 using Clock = std::chrono::steady_clock;
 
 // More simultaneous connections than any job needs (a rank holds one or two); beyond it new ones
@@ -34,195 +27,8 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxClients = 4096;
 constexpr std::size_t kDropWarnings = 10;
 constexpr auto kDropWindow = std::chrono::seconds(10);
-// A frame's body is read in pieces of at most this, so memory follows the bytes that arrived,
-// not the length a client announced.
-constexpr std::size_t kBodyPieceBytes = 64 * 1024;
 
 spdlog::logger& logger() { return log::get(log::Subsystem::Rendezvous); }
-
-class Session;
-
-struct ParkedRequest {
-  std::weak_ptr<Session> session;
-  std::vector<std::string> keys;
-  std::size_t next_key = 0;    // keys before this one were present when last looked at
-  bool returns_value = false;  // a get answers with the value of keys[0]
-  bool answered = false;
-  std::unique_ptr<asio::steady_timer> timer;
-};
-
-}  // namespace
-
-class TcpStoreServer::Impl {
- public:
-  Impl(std::uint16_t port, const std::string& host);
-  ~Impl();
-
-  std::uint16_t port() const { return port_; }
-  std::size_t client_count() const { return clients_.load(); }
-
-  // Called from sessions, on the I/O thread.
-  asio::io_context& io() { return io_; }
-  // Logs why a client was dropped, at most kDropWarnings times per kDropWindow (a flood of bad
-  // connections must not become a flood of log lines); then one line with how many were not said.
-  void warn_dropped(const std::string& peer, const std::string& reason);
-  Bytes execute(RequestType type, FrameReader& request, const std::shared_ptr<Session>& session, bool& parked);
-  void session_opened() { ++clients_; }
-  void session_closed() { --clients_; }
-
- private:
-  void accept();
-  void notify_created(const std::string& key);
-  void put(const std::string& key, Bytes value);
-  // Registers the request under its next missing key; false when no key is missing.
-  bool park(const std::shared_ptr<ParkedRequest>& request);
-  void answer(const std::shared_ptr<ParkedRequest>& request);
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    return store_format::missing_keys(values_, keys);
-  }
-  const Bytes* find(const std::string& key) const { return store_format::find_value(values_, key); }
-
-  // Sessions die with io_'s pending handlers and count themselves out of clients_ then, so
-  // clients_ is declared before io_, which is declared before everything bound to it.
-  std::atomic<std::size_t> clients_{0};
-  asio::io_context io_;
-  tcp::acceptor acceptor_;
-  asio::steady_timer accept_retry_;
-  std::uint16_t port_ = 0;
-  std::unordered_map<std::string, Bytes> values_;
-  std::unordered_map<std::string, std::vector<std::shared_ptr<ParkedRequest>>> parked_;
-  Clock::time_point drop_window_start_{};
-  std::size_t drops_in_window_ = 0;
-  std::thread thread_;
-};
-
-namespace {
-
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket socket, TcpStoreServer::Impl& server)
-      : socket_(std::move(socket)), server_(server), hello_timer_(server.io()) {
-    std::error_code ignored;
-    socket_.set_option(tcp::no_delay(true), ignored);
-    auto endpoint = socket_.remote_endpoint(ignored);
-    peer_ = ignored ? "unknown peer" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
-    server_.session_opened();
-  }
-  ~Session() { server_.session_closed(); }
-
-  void start() {
-    if (!set_close_on_exec(socket_.native_handle())) {
-      return close(std::string("cannot mark its socket close-on-exec: ") + std::strerror(errno));
-    }
-    hello_timer_.expires_after(kHelloDeadline);
-    hello_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
-      auto self = weak.lock();
-      if (!ec && self && !self->greeted_) {
-        self->close("no hello within " + std::to_string(kHelloDeadline.count()) + " s (not a libcomm store client?)");
-      }
-    });
-    read_length();
-  }
-
-  // Queues a response frame; frames go out in order.
-  void respond(Bytes frame) {
-    busy_ = false;
-    outbox_.push_back(std::move(frame));
-    if (outbox_.size() == 1) write_next();
-  }
-
-  void close(const std::string& reason) {
-    if (!socket_.is_open()) return;
-    if (!reason.empty()) server_.warn_dropped(peer_, reason);
-    std::error_code ignored;
-    hello_timer_.cancel();
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
-  }
-
-  bool is_open() const { return socket_.is_open(); }
-
- private:
-  void read_length() {
-    asio::async_read(socket_, asio::buffer(length_), [self = shared_from_this()](std::error_code ec, std::size_t) {
-      if (ec) return self->close(ec == asio::error::eof || ec == asio::error::operation_aborted ? "" : ec.message());
-      std::uint32_t length = decode_length(self->length_.data());
-      std::size_t limit = self->greeted_ ? kMaxFrameBytes : kMaxHelloFrameBytes;
-      if (length == 0 || length > limit) {
-        return self->close("frame length " + std::to_string(length) + " outside 1.." + std::to_string(limit) +
-                           (self->greeted_ ? "" : " before its hello") + " (not a libcomm store client?)");
-      }
-      self->frame_bytes_ = length;
-      self->body_.clear();
-      self->read_body();
-    });
-  }
-
-  // In pieces: the buffer grows with what arrives, never ahead of it.
-  void read_body() {
-    std::size_t received = body_.size();
-    std::size_t piece = std::min(kBodyPieceBytes, frame_bytes_ - received);
-    body_.resize(received + piece);
-    asio::async_read(
-        socket_, asio::buffer(body_.data() + received, piece),
-        [self = shared_from_this()](std::error_code ec, std::size_t) {
-          if (ec) {
-            return self->close(ec == asio::error::eof ? "connection closed in the middle of a frame" : ec.message());
-          }
-          if (self->body_.size() < self->frame_bytes_) return self->read_body();
-          self->handle_request();
-          if (self->is_open()) self->read_length();
-        });
-  }
-
-  void handle_request() {
-    if (busy_) return close("sent a request before its previous one was answered");
-    try {
-      FrameReader request(body_);
-      auto type = static_cast<RequestType>(request.type());
-      if (!greeted_) {
-        if (type != RequestType::Hello) throw ProtocolViolation{"first request is not a hello"};
-        std::uint32_t magic = request.u32();
-        std::uint32_t version = request.u32();
-        request.expect_end();
-        if (magic != kMagic) throw ProtocolViolation{"bad magic in hello"};
-        if (version != kVersion) {
-          throw ProtocolViolation{"protocol version " + std::to_string(version) + ", server speaks " +
-                                  std::to_string(kVersion) + " (mixed libcomm versions?)"};
-        }
-        greeted_ = true;
-        hello_timer_.cancel();
-        return respond(FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Ok)).finish());
-      }
-      busy_ = true;
-      bool parked = false;
-      Bytes response = server_.execute(type, request, shared_from_this(), parked);
-      if (!parked) respond(std::move(response));
-    } catch (const ProtocolViolation& violation) {
-      close(violation.reason);
-    }
-  }
-
-  void write_next() {
-    asio::async_write(socket_, asio::buffer(outbox_.front()),
-                      [self = shared_from_this()](std::error_code ec, std::size_t) {
-                        if (ec) return self->close(ec == asio::error::operation_aborted ? "" : ec.message());
-                        self->outbox_.pop_front();
-                        if (!self->outbox_.empty()) self->write_next();
-                      });
-  }
-
-  tcp::socket socket_;
-  TcpStoreServer::Impl& server_;
-  std::string peer_;
-  std::array<std::uint8_t, kLengthBytes> length_{};
-  std::size_t frame_bytes_ = 0;  // of the frame being read
-  Bytes body_;
-  asio::steady_timer hello_timer_;
-  std::deque<Bytes> outbox_;
-  bool greeted_ = false;
-  bool busy_ = false;  // a request is being answered (possibly parked)
-};
 
 Bytes status_frame(ResponseStatus status) { return FrameWriter(static_cast<std::uint8_t>(status)).finish(); }
 
@@ -258,7 +64,8 @@ std::span<const std::uint8_t> read_value(FrameReader& request) {
 
 }  // namespace
 
-TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host) : acceptor_(io_), accept_retry_(io_) {
+TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host, std::optional<JobSecret> secret)
+    : secret_(std::move(secret)), acceptor_(io_), accept_retry_(io_) {
   try {
     tcp::endpoint endpoint;
     if (host.empty() || host == "::" || host == "0.0.0.0") {
@@ -310,7 +117,8 @@ TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host) : accept
       logger().critical("store server: I/O thread stopped: {}", error.what());
     }
   });
-  logger().info("store server listening on port {}", port_);
+  logger().info("store server listening on port {} ({})", port_,
+                secret_ ? "clients must prove they hold the job secret" : "without a job secret: open to any client");
 }
 
 TcpStoreServer::Impl::~Impl() {
@@ -356,6 +164,12 @@ void TcpStoreServer::Impl::warn_dropped(const std::string& peer, const std::stri
   }
   if (++drops_in_window_ <= kDropWarnings) logger().warn("store server: dropping client {}: {}", peer, reason);
 }
+
+std::vector<std::string> TcpStoreServer::Impl::missing(const std::vector<std::string>& keys) const {
+  return store_format::missing_keys(values_, keys);
+}
+
+const Bytes* TcpStoreServer::Impl::find(const std::string& key) const { return store_format::find_value(values_, key); }
 
 void TcpStoreServer::Impl::put(const std::string& key, Bytes value) {
   auto [slot, created] = values_.insert_or_assign(key, std::move(value));
@@ -470,11 +284,13 @@ Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request, cons
     }
     case RequestType::NumKeys: request.expect_end(); return integer_frame(static_cast<std::int64_t>(values_.size()));
     case RequestType::Hello: throw ProtocolViolation{"hello sent twice"};
+    case RequestType::Authenticate: throw ProtocolViolation{"authenticated twice"};
   }
   throw ProtocolViolation{"unknown request type " + std::to_string(static_cast<int>(type))};
 }
 
-TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string host) : impl_(std::make_unique<Impl>(port, host)) {}
+TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string host, std::optional<std::string> job_secret)
+    : impl_(std::make_unique<Impl>(port, host, resolve_job_secret(job_secret))) {}
 
 TcpStoreServer::~TcpStoreServer() = default;
 

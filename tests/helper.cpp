@@ -4,6 +4,9 @@
 //   exit CODE RANK DELAY_MS PID_DIR    the given rank exits with CODE after DELAY_MS; every rank
 //                                      writes its pid to PID_DIR/RANK and the others sleep
 //   file-add PATH KEY COUNT            COUNT adds of 1 on KEY in a FileStore at PATH
+//   store-secrecy                      under commrun: joins, all_reduces; rank 0 checks that a
+//                                      client without the job secret is refused by the store and
+//                                      that the store holds no token
 //   env                                prints RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR
 #include <fcntl.h>
 #include <sched.h>
@@ -202,6 +205,38 @@ int run_file_add(char** argv) {
   return 0;
 }
 
+int run_store_secrecy() {
+  try {
+    auto group = comm::init_process_group({});
+    double value = group->rank() + 1, expected = group->size() * (group->size() + 1) / 2.0;
+    group->all_reduce(comm::Buffer(&value, 1, comm::DType::Float64));
+    if (value != expected) {
+      std::cout << "WRONG all_reduce " << value << std::endl;
+      return 1;
+    }
+    if (group->rank() == 0) {
+      std::string secret = env_or("COMM_JOB_TOKEN", "");
+      std::cout << "secret given: " << (secret.size() >= 16 ? "yes" : "no") << std::endl;
+      std::string host = env_or("MASTER_ADDR", "");
+      auto port = static_cast<std::uint16_t>(std::atoi(env_or("MASTER_PORT", "0").c_str()));
+      try {
+        comm::TcpStore stranger(host, port,
+                                comm::TcpStoreOptions{.timeout = std::chrono::seconds(10), .job_secret = ""});
+        std::cout << "stranger admitted, read token: " << stranger.check({"default_pg/job_token"}) << std::endl;
+      } catch (const comm::InvalidArgumentError& error) {
+        std::cout << "stranger refused: " << error.what() << std::endl;
+      }
+      comm::TcpStore member(host, port, comm::TcpStoreOptions{.timeout = std::chrono::seconds(10)});
+      std::cout << "token in store: " << (member.check({"default_pg/job_token"}) ? "yes" : "no") << std::endl;
+    }
+    group->barrier();
+    return 0;
+  } catch (const comm::Error& error) {
+    std::cout << "ERROR " << error.what() << std::endl;
+    return 10;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,6 +246,7 @@ int main(int argc, char** argv) {
   if (mode == "file-add" && argc == 5) return run_file_add(argv);
   if (mode == "follow" && argc == 4) return run_follow(argv);
   if (mode == "linger-shm") return run_linger_shm();
+  if (mode == "store-secrecy") return run_store_secrecy();
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
   if (mode == "arena-stream") return run_all_reduce_stream(1 << 20, comm::Algorithm::SharedMemory);

@@ -156,12 +156,30 @@ TEST_CASE("commrun reports programs it cannot start and bad options", "[launcher
   }
 }
 
+// Issue 15, finding 2: a client that read the job token out of the store joined the job.
+TEST_CASE("commrun gives its job a secret that strangers cannot get past", "[launcher][auth]") {
+  ChildProcess run({commrun(), "-n", "3", helper(), "store-secrecy"});
+  REQUIRE(run.wait_for(60s) == 0);
+  auto output = run.output();
+  INFO(output);
+  CHECK_THAT(output, ContainsSubstring("[0] secret given: yes"));
+  CHECK_THAT(output, ContainsSubstring("admits only processes that hold the job secret"));
+  CHECK_THAT(output, ContainsSubstring("[0] token in store: no"));
+}
+
 TEST_CASE("two commruns form one job across 'nodes'", "[launcher]") {
   std::string port = std::to_string(comm::testing::free_port());
+  // Without a secret of the user's the job runs, and says it is unauthenticated; with one, both
+  // nodes' ranks prove it.
+  bool with_secret = GENERATE(false, true);
+  std::map<std::string, std::string> environment;
+  if (with_secret) environment["COMM_JOB_TOKEN"] = "two-node-secret-" + port;
   ChildProcess node0(
-      {commrun(), "--nnodes", "2", "--node-rank", "0", "--master-port", port, "-n", "2", helper(), "init"});
+      {commrun(), "--nnodes", "2", "--node-rank", "0", "--master-port", port, "-n", "2", helper(), "init"},
+      environment);
   ChildProcess node1({commrun(), "--nnodes=2", "--node_rank=1", "--master-addr", "127.0.0.1", "--master-port", port,
-                      "--nproc-per-node", "2", helper(), "init"});
+                      "--nproc-per-node", "2", helper(), "init"},
+                     environment);
   auto status0 = node0.wait_for(30s);
   auto status1 = node1.wait_for(30s);
   INFO(node0.output() << node1.output());
@@ -171,4 +189,5 @@ TEST_CASE("two commruns form one job across 'nodes'", "[launcher]") {
              ContainsSubstring("[0] joined 0/4 local 0/2") && ContainsSubstring("[1] joined 1/4 local 1/2"));
   CHECK_THAT(node1.output(),
              ContainsSubstring("[2] joined 2/4 local 0/2") && ContainsSubstring("[3] joined 3/4 local 1/2"));
+  CHECK((node0.output().find("runs unauthenticated") != std::string::npos) == !with_secret);
 }

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "comm/store.hpp"
+#include "libcomm/base/job_secret.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/thread_ranks.hpp"
 #include "transport/shm/shm_stream.hpp"
@@ -38,19 +39,57 @@ bool wait_for_output(const ChildProcess& child, const std::string& text, std::ch
   return false;
 }
 
-// Connects to host:port ("1.2.3.4:5"), sends bytes, and reports whether the connect worked.
-bool knock(const std::string& address, const std::vector<std::uint8_t>& bytes) {
+// A socket connected to host:port ("1.2.3.4:5"), or -1.
+int connect_to(const std::string& address) {
   auto colon = address.rfind(':');
   sockaddr_in target{};
   target.sin_family = AF_INET;
   target.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
   ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &target.sin_addr);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target) == 0;
-  if (connected && !bytes.empty()) (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target) == 0) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// Connects, sends bytes, and reports whether the connect worked.
+bool knock(const std::string& address, const std::vector<std::uint8_t>& bytes) {
+  int fd = connect_to(address);
+  if (fd < 0) return false;
+  if (!bytes.empty()) (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   std::this_thread::sleep_for(50ms);
   ::close(fd);
-  return connected;
+  return true;
+}
+
+// Sends a handshake and says whether the rank closed the connection without answering it.
+bool refused(const std::string& address, const std::vector<std::uint8_t>& bytes) {
+  int fd = connect_to(address);
+  REQUIRE(fd >= 0);
+  timeval limit{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  char answer[16];
+  ssize_t n = ::recv(fd, answer, sizeof answer, 0);
+  ::close(fd);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+// A mesh handshake as rank `from` would send it (see transport/tcp/tcp_mesh.cpp), its proof made
+// with `secret` over `listener_nonce`.
+std::vector<std::uint8_t> mesh_hello(int from, int to, int world, const comm::JobSecret& secret,
+                                     const comm::Nonce& listener_nonce) {
+  std::vector<std::uint8_t> hello(4 * 5 + comm::kNonceBytes + 160 + comm::kProofBytes, 0);
+  const std::uint32_t header[5] = {0x50435443, 2, static_cast<std::uint32_t>(from), static_cast<std::uint32_t>(to),
+                                   static_cast<std::uint32_t>(world)};
+  std::memcpy(hello.data(), header, sizeof header);
+  auto nonce = comm::random_nonce();
+  std::memcpy(hello.data() + sizeof header, nonce.data(), nonce.size());
+  std::memcpy(hello.data() + sizeof header + nonce.size(), "rank 2 (stranger)", 17);
+  std::size_t proved = hello.size() - comm::kProofBytes;
+  auto proof = secret.prove("libcomm mesh connect", {listener_nonce, std::span(hello).first(proved)});
+  std::memcpy(hello.data() + proved, proof.data(), proof.size());
+  return hello;
 }
 
 }  // namespace
@@ -199,14 +238,19 @@ TEST_CASE("strangers on a data port are refused and the job goes on", "[transpor
   };
   std::thread rank0(body, 0), rank1(body, 1), rank2(body, 2);
   // Rank 0 is accepting now; rank 2 is held back before publishing its address.
-  std::string address = store->inner.get_string("default_pg/tcp/0");
+  std::string published = store->inner.get_string("default_pg/tcp/0");  // "address nonce"
+  std::string address = published.substr(0, published.rfind(' '));
+  auto listener_nonce = comm::parse_nonce(published.substr(published.rfind(' ') + 1));
+  REQUIRE(listener_nonce);
   CHECK(knock(address, std::vector<std::uint8_t>(300, 0x41)));  // garbage
   CHECK(knock(address, {0x43, 0x54, 0x43, 0x50}));              // a truncated hello
-  std::vector<std::uint8_t> hello(4 * 5 + 68 + 160, 0);         // a hello with the wrong token
-  const std::uint32_t header[5] = {0x50435443, 1, 2, 0, 3};     // magic, version, from 2, to 0, world 3
-  std::memcpy(hello.data(), header, sizeof header);
-  std::memcpy(hello.data() + sizeof header, "not-the-token", 13);
-  CHECK(knock(address, hello));
+  CHECK(refused(address, std::vector<std::uint8_t>(244, 0x41)));
+  // Issue 15, finding 2: a stranger who read the store joined as rank 3. Now the store holds no
+  // job secret when one is given; here (none given) it holds a random one, and even with it a
+  // handshake proved over another listener's nonce (one recorded from an earlier mesh) is refused.
+  comm::JobSecret secret(store->inner.get_string("default_pg/job_token"));
+  CHECK(refused(address, mesh_hello(2, 0, 3, comm::JobSecret("not-the-secret-of-this-job"), *listener_nonce)));
+  CHECK(refused(address, mesh_hello(2, 0, 3, secret, comm::random_nonce())));
   store->open();
   rank0.join();
   rank1.join();

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "comm/error.hpp"
@@ -18,6 +19,11 @@ std::string rank_list(const std::vector<int>& ranks) {
   std::string text;
   for (int rank : ranks) text += (text.empty() ? "" : ",") + std::to_string(rank);
   return text.empty() ? "none" : text;
+}
+
+// Whether a store host is this machine's loopback ("" : no network store, as with file://).
+bool is_loopback(const std::string& host) {
+  return host.empty() || host == "localhost" || host.starts_with("127.") || host == "::1" || host == "[::1]";
 }
 
 }  // namespace
@@ -58,7 +64,17 @@ std::shared_ptr<Transport> connect_transport(Store& store, const MeshOptions& op
   }
   std::vector<std::unique_ptr<ByteStream>> streams(options.size);
   std::vector<int> over_shm, over_tcp;
-  SharedMemoryPairs pairs(store, rank, options.size, options.job_token, same_host, options.timeout);
+  bool spans_hosts = std::find(same_host.begin() + 1, same_host.end(), false) != same_host.end();
+  if (rank == 0 && options.size > 1 && !options.secret_from_user &&
+      (spans_hosts || !is_loopback(options.route_to_host))) {
+    log::get(log::Subsystem::Transport)
+        .warn(
+            "this job {} and runs unauthenticated: any program that can reach the store can read it and join the "
+            "job; give every rank the same secret in COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE)",
+            spans_hosts ? "spans hosts" : "reaches its store over the network (" + options.route_to_host + ")");
+  }
+  std::string job_id = options.size > 1 ? options.secret->job_id() : "single";
+  SharedMemoryPairs pairs(store, rank, options.size, job_id, same_host, options.timeout);
   for (int peer = 0; peer < options.size; ++peer) {
     if (peer == rank) continue;
     set_nonblocking(mesh.sockets[peer].fd());

@@ -96,8 +96,13 @@ std::shared_ptr<transport::Transport> open_transport(const InitOptions& options,
   auto from_environment = environment::get("COMM_TRANSPORT");
   auto choice = transport::parse_medium_choice(from_environment.value_or(options.transport),
                                                from_environment ? "COMM_TRANSPORT" : "InitOptions::transport");
-  transport::MeshOptions mesh{placement.rank, placement.world_size, "", job.route_to_host, timeout};
-  if (placement.world_size > 1) mesh.job_token = agree_job_token(store);
+  transport::MeshOptions mesh{
+      .rank = placement.rank, .size = placement.world_size, .route_to_host = job.route_to_host, .timeout = timeout};
+  if (placement.world_size > 1) {
+    auto agreed = agree_job_secret(store);
+    mesh.secret = std::move(agreed.secret);
+    mesh.secret_from_user = agreed.from_user;
+  }
   return transport::connect_transport(store, mesh, choice);
 }
 

@@ -33,7 +33,9 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: comm-store [--port PORT] [--host ADDRESS]\n"
-                   "Serves a libcomm TcpStore until SIGINT or SIGTERM; port 0 or none: any free port.\n");
+                   "Serves a libcomm TcpStore until SIGINT or SIGTERM; port 0 or none: any free port.\n"
+                   "With COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE) set, only clients that prove they hold\n"
+                   "that secret may use it.\n");
       return arg == "-h" || arg == "--help" ? 0 : 2;
     }
   }
@@ -43,7 +45,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before the server thread starts
   try {
-    comm::TcpStoreServer server(port, host);
+    comm::TcpStoreServer server(port, host);  // the job secret, if any, from COMM_JOB_TOKEN(_FILE)
     std::printf("comm-store: listening on port %u\n", static_cast<unsigned>(server.port()));
     std::fflush(stdout);
     int received = 0;

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "comm/store.hpp"
+#include "libcomm/base/job_secret.hpp"
 #include "rendezvous/init_method.hpp"
 #include "rendezvous/launch_environment.hpp"
 #include "rendezvous/programs/launcher.hpp"
@@ -147,9 +148,11 @@ Options parse(int argc, char** argv) {
 
 // With several nodes, node 0's store must outlive every rank of every node, not only its own:
 // each commrun reports when its ranks are done, and node 0 waits for all before it exits.
-void leave_job(const Options& options, const std::string& master_addr, std::uint16_t master_port, bool succeeded) {
+void leave_job(const Options& options, const std::string& master_addr, std::uint16_t master_port,
+               const std::string& secret, bool succeeded) {
   try {
-    comm::TcpStore store(master_addr, master_port, comm::TcpStoreOptions{.timeout = std::chrono::seconds(30)});
+    comm::TcpStore store(master_addr, master_port,
+                         comm::TcpStoreOptions{.timeout = std::chrono::seconds(30), .job_secret = secret});
     if (store.add("commrun/nodes_done", 1) == options.nnodes) store.set("commrun/all_nodes_done", "1");
     if (options.node_rank == 0 && succeeded) {
       store.wait({"commrun/all_nodes_done"},
@@ -168,6 +171,29 @@ int main(int argc, char** argv) {
   comm::launcher::block_forwarded_signals();
 
   bool single_node = options.nnodes == 1;
+  // The job's secret: the user's (COMM_JOB_TOKEN or COMM_JOB_TOKEN_FILE) when given, else on one
+  // node a fresh one, handed to the ranks in their environment. Every node's commrun must hold
+  // the same secret, which only the user can arrange.
+  std::optional<comm::JobSecret> secret;
+  bool made_here = false;
+  try {
+    secret = comm::JobSecret::from_environment();
+    if (!secret && single_node) {
+      secret = comm::JobSecret::generate();
+      made_here = true;
+    }
+  } catch (const comm::Error& error) {
+    std::fprintf(stderr, "commrun: %s\n", error.what());
+    return 2;
+  }
+  if (!secret && options.node_rank == 0) {
+    std::fprintf(stderr,
+                 "commrun: warning: no COMM_JOB_TOKEN: this %d-node job runs unauthenticated (any program that can "
+                 "reach the store can read it and join the job); give every node the same secret, for example "
+                 "COMM_JOB_TOKEN=$(openssl rand -hex 32)\n",
+                 options.nnodes);
+  }
+  std::string secret_text = secret ? secret->text() : std::string();
   std::string master_addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
   std::uint16_t master_port = options.master_port.value_or(single_node ? 0 : 29500);
   std::unique_ptr<comm::TcpStoreServer> store;
@@ -176,7 +202,7 @@ int main(int argc, char** argv) {
       // Binding port 0 lets the kernel choose a free port: no guessing, no race.
       // On the address ranks are given: loopback for one host; --master-addr across hosts.
       std::string listen = options.master_addr.empty() ? (single_node ? "127.0.0.1" : "") : options.master_addr;
-      store = std::make_unique<comm::TcpStoreServer>(master_port, listen);
+      store = std::make_unique<comm::TcpStoreServer>(master_port, listen, secret_text);
       master_port = store->port();
     } catch (const comm::Error& error) {
       std::fprintf(stderr, "commrun: %s\n", error.what());
@@ -213,12 +239,15 @@ int main(int argc, char** argv) {
                            {comm::kStoreIsExternalVariable, "1"}},
                           bind && !cores.empty() ? cores[static_cast<std::size_t>(local) % cores.size()] : -1});
   }
+  if (made_here) {
+    for (auto& rank : plan.ranks) rank.environment["COMM_JOB_TOKEN"] = secret_text;
+  }
   int status = 1;
   try {
     status = comm::launcher::run(plan);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "commrun: %s\n", error.what());
   }
-  if (options.nnodes > 1) leave_job(options, master_addr, master_port, status == 0);
+  if (options.nnodes > 1) leave_job(options, master_addr, master_port, secret_text, status == 0);
   return status;
 }

@@ -41,9 +41,13 @@ ip -n "$a" addr add 10.88.0.1/24 dev decoy0 2>/dev/null
 ip -n "$b" addr add 10.88.0.2/24 dev decoy0 2>/dev/null
 
 failures=0
-# A job token of our own names this test's shared-memory segments (comm-<first 16 characters>-...),
-# so the leftover check below ignores segments of tests running beside this one.
+# A job secret of our own names this test's shared-memory segments (comm-<job id>-..., the id an
+# HMAC of the secret, see libcomm/base/job_secret.cpp), so the leftover check below ignores
+# segments of tests running beside this one.
 token="twohosts$(printf '%08d' $$)xx"
+job_id=$(python3 -c 'import hashlib, hmac, struct, sys
+purpose = b"libcomm job id"
+print(hmac.new(sys.argv[1].encode(), struct.pack("<I", len(purpose)) + purpose, hashlib.sha256).hexdigest()[:16])' "$token")
 run_job() {  # $1: label, then environment assignments for the ranks
   local label=$1
   shift
@@ -88,7 +92,7 @@ run_job default                                   # the route towards the store 
 run_job ifname COMM_SOCKET_IFNAME="${tag}v"       # a name prefix
 run_job exclude COMM_SOCKET_IFNAME="^lo,decoy"    # everything but loopback and the decoy
 
-leftover=$(ls /dev/shm | grep -c "^comm-${token:0:16}-" || true)
+leftover=$(ls /dev/shm | grep -c "^comm-${job_id}-" || true)
 if [ "$leftover" -ne 0 ]; then
   echo "FAIL: $leftover shared-memory segment(s) left in /dev/shm"
   failures=$((failures + 1))

@@ -49,14 +49,14 @@ std::string pair_key(int low, int high) { return "shm/" + std::to_string(low) + 
 
 SharedSegment::~SharedSegment() { ::munmap(base_, bytes_); }
 
-SharedMemoryPairs::SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_token,
+SharedMemoryPairs::SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_id,
                                      const std::vector<bool>& same_host, std::chrono::milliseconds timeout)
     : ends_(size) {
   // Ring 0 carries low -> high, ring 1 high -> low.
   std::vector<std::string> created(size);
   for (int peer = rank + 1; peer < size; ++peer) {
     if (!same_host[peer]) continue;
-    std::string name = "/comm-" + job_token.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" +
+    std::string name = "/comm-" + job_id.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" +
                        std::to_string(rank) + "-" + std::to_string(peer);
     int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) fail("cannot create", name);

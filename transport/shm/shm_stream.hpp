@@ -59,7 +59,7 @@ struct ShmPairEnd {
 // object dies (a failed set-up) is unlinked then.
 class SharedMemoryPairs {
  public:
-  SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_token, const std::vector<bool>& same_host,
+  SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_id, const std::vector<bool>& same_host,
                     std::chrono::milliseconds timeout);
   ~SharedMemoryPairs();
   SharedMemoryPairs(const SharedMemoryPairs&) = delete;

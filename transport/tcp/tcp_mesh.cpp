@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 
@@ -19,7 +20,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint32_t kMagic = 0x50435443;  // "CTCP"
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
+constexpr const char* kConnectPurpose = "libcomm mesh connect";
+constexpr const char* kAcceptPurpose = "libcomm mesh accept";
 // How long a connection that has not said hello may hold a place before it is dropped.
 constexpr auto kHelloTimeout = std::chrono::seconds(5);
 
@@ -29,30 +32,45 @@ struct Hello {
   std::int32_t from_rank;
   std::int32_t to_rank;
   std::int32_t world_size;
-  char token[68];
+  std::uint8_t nonce[kNonceBytes];
   char name[160];
+  std::uint8_t proof[kProofBytes];  // over everything above and the other side's nonce
 };
 
-spdlog::logger& logger() { return log::get(log::Subsystem::Transport); }
+std::span<const std::uint8_t> proved_bytes(const Hello& hello) {
+  return {reinterpret_cast<const std::uint8_t*>(&hello), offsetof(Hello, proof)};
+}
 
-Hello make_hello(const MeshOptions& options, int to_rank) {
+// A connector's hello answers the listener's nonce; an acceptor's answer the connector's.
+Hello make_hello(const MeshOptions& options, int to_rank, const Nonce& their_nonce, const char* purpose) {
   Hello hello{};
   hello.magic = kMagic;
   hello.version = kVersion;
   hello.from_rank = options.rank;
   hello.to_rank = to_rank;
   hello.world_size = options.size;
-  std::strncpy(hello.token, options.job_token.c_str(), sizeof hello.token - 1);
+  Nonce nonce = random_nonce();
+  std::memcpy(hello.nonce, nonce.data(), nonce.size());
   std::strncpy(hello.name, process_name(options.rank).c_str(), sizeof hello.name - 1);
+  Proof proof = options.secret->prove(purpose, {their_nonce, proved_bytes(hello)});
+  std::memcpy(hello.proof, proof.data(), proof.size());
   return hello;
 }
 
+Nonce nonce_of(const Hello& hello) {
+  Nonce nonce;
+  std::memcpy(nonce.data(), hello.nonce, nonce.size());
+  return nonce;
+}
+
+spdlog::logger& logger() { return log::get(log::Subsystem::Transport); }
+
 // Why a hello is not from the peer we expect, or "" when it is.
-std::string check_hello(const Hello& hello, const MeshOptions& options, int expected_from) {
+std::string check_hello(const Hello& hello, const MeshOptions& options, int expected_from, const Nonce& my_nonce,
+                        const char* purpose) {
   if (hello.magic != kMagic) return "not a libcomm connection (bad magic)";
   if (hello.version != kVersion)
     return "protocol version " + std::to_string(hello.version) + ", expected " + std::to_string(kVersion);
-  if (std::strncmp(hello.token, options.job_token.c_str(), sizeof hello.token) != 0) return "wrong job token";
   if (hello.world_size != options.size || hello.to_rank != options.rank) {
     return "it belongs to another group (world size " + std::to_string(hello.world_size) + ", rank " +
            std::to_string(hello.to_rank) + ")";
@@ -60,6 +78,12 @@ std::string check_hello(const Hello& hello, const MeshOptions& options, int expe
   if (hello.from_rank < 0 || hello.from_rank >= options.size ||
       (expected_from >= 0 && hello.from_rank != expected_from)) {
     return "unexpected peer rank " + std::to_string(hello.from_rank);
+  }
+  Proof proof;
+  std::memcpy(proof.data(), hello.proof, proof.size());
+  if (!options.secret->verify(proof, purpose, {my_nonce, proved_bytes(hello)})) {
+    return "no valid proof of the job secret (a stranger, a replayed handshake, or a rank with another "
+           "COMM_JOB_TOKEN)";
   }
   return "";
 }
@@ -114,7 +138,9 @@ bool within_host(const Socket& socket) {
 
 // Connects to a lower rank and sends our hello; its answer is read later, so that every rank
 // first gets on with accepting its higher ranks (no rank waits on one that waits on it).
-Socket connect_to(const SocketAddress& address, int peer, Clock::time_point deadline, const MeshOptions& options) {
+// `sent` gets the nonce of our hello, which the answer must prove.
+Socket connect_to(const SocketAddress& address, const Nonce& listener_nonce, int peer, Clock::time_point deadline,
+                  const MeshOptions& options, Nonce& sent) {
   auto pause = std::chrono::milliseconds(5);
   std::string last_error;
   while (Clock::now() < deadline) {
@@ -135,7 +161,8 @@ Socket connect_to(const SocketAddress& address, int peer, Clock::time_point dead
       }
     }
     if (status == 0) {
-      Hello hello = make_hello(options, peer);
+      Hello hello = make_hello(options, peer, listener_nonce, kConnectPurpose);
+      sent = nonce_of(hello);
       std::string error;
       if (!send_all(socket.fd(), {reinterpret_cast<const std::uint8_t*>(&hello), sizeof hello}, deadline, error)) {
         fail("sending the handshake to rank " + std::to_string(peer) + " at " + address.to_string() + ": " + error,
@@ -153,7 +180,8 @@ Socket connect_to(const SocketAddress& address, int peer, Clock::time_point dead
 }
 
 // Accepts until every higher rank has said a valid hello; strangers are dropped.
-void accept_higher_ranks(Socket& listener, Mesh& mesh, const MeshOptions& options, Clock::time_point deadline) {
+void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& mesh, const MeshOptions& options,
+                         Clock::time_point deadline) {
   struct Pending {
     Socket socket;
     std::string from;
@@ -204,12 +232,12 @@ void accept_higher_ranks(Socket& listener, Mesh& mesh, const MeshOptions& option
         drop = true;
         reason = "closed before completing the handshake";
       } else if (connection.received == sizeof(Hello)) {
-        reason = check_hello(connection.hello, options, -1);
+        reason = check_hello(connection.hello, options, -1, listener_nonce, kConnectPurpose);
         int peer = connection.hello.from_rank;
         if (reason.empty() && (peer <= options.rank || mesh.sockets[peer].valid()))
           reason = "rank " + std::to_string(peer) + " connected twice";
         if (reason.empty()) {
-          Hello answer = make_hello(options, peer);
+          Hello answer = make_hello(options, peer, nonce_of(connection.hello), kAcceptPurpose);
           std::string error;
           if (!send_all(connection.socket.fd(), {reinterpret_cast<const std::uint8_t*>(&answer), sizeof answer},
                         deadline, error)) {
@@ -254,15 +282,23 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
   LocalAddress local = choose_local_address(options.route_to_host);
   Socket listener = open_listener(local.address);
   mesh.local_address = bound_address(listener).to_string();
-  store.set("tcp/" + std::to_string(options.rank), mesh.local_address);
+  // A nonce per listener: a hello recorded from any other mesh proves nothing here.
+  Nonce listener_nonce = random_nonce();
+  store.set("tcp/" + std::to_string(options.rank), mesh.local_address + " " + nonce_text(listener_nonce));
   logger().info("listening for peers on {} ({})", mesh.local_address, local.interface);
 
   std::vector<Socket> lower(options.rank);
+  std::vector<Nonce> sent(options.rank);
   for (int peer = 0; peer < options.rank; ++peer) {
-    auto address = SocketAddress::parse(store.get_string("tcp/" + std::to_string(peer)));
-    lower[peer] = connect_to(address, peer, deadline, options);
+    std::string published = store.get_string("tcp/" + std::to_string(peer));
+    auto space = published.rfind(' ');
+    auto their_nonce = parse_nonce(space == std::string::npos ? "" : published.substr(space + 1));
+    if (!their_nonce)
+      fail("rank " + std::to_string(peer) + " published a malformed address: '" + published + "'", peer);
+    lower[peer] =
+        connect_to(SocketAddress::parse(published.substr(0, space)), *their_nonce, peer, deadline, options, sent[peer]);
   }
-  accept_higher_ranks(listener, mesh, options, deadline);
+  accept_higher_ranks(listener, listener_nonce, mesh, options, deadline);
   listener.close();
 
   for (int peer = 0; peer < options.rank; ++peer) {
@@ -273,7 +309,7 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
                "); a rank of another job, or an old address in the store?",
            peer);
     }
-    if (std::string reason = check_hello(answer, options, peer); !reason.empty()) {
+    if (std::string reason = check_hello(answer, options, peer, sent[peer], kAcceptPurpose); !reason.empty()) {
       fail("rank " + std::to_string(peer) + " answered the handshake wrongly: " + reason, peer);
     }
     mesh.peer_names[peer] = peer_name_of(answer);

@@ -1,18 +1,24 @@
 // Building the full mesh of TCP connections of a group, through the store.
 //
-// Each rank listens on its chosen address and publishes it under "tcp/<rank>". A rank connects
-// to every lower rank and accepts every higher one. The connecting side opens with a hello
-// (magic, protocol version, job token, both ranks, world size, its name); the accepting side
-// checks it and answers with its own. A connection with a wrong token, wrong ranks or garbage
-// is closed and logged, and the job goes on waiting for its real peers. The listener is closed
-// once the mesh is complete, so nothing can connect afterwards.
+// Each rank listens on its chosen address and publishes it under "tcp/<rank>" with a fresh
+// nonce of that listener. A rank connects to every lower rank and accepts every higher one. The
+// connecting side opens with a hello (magic, protocol version, both ranks, world size, its
+// name, a nonce of its own) and a proof of the job secret over the hello and the listener's
+// nonce; the accepting side checks it and answers with its own hello, proved over the
+// connector's nonce. So a recorded handshake proves nothing to another listener, and a
+// recorded answer nothing to another connection. A connection with a wrong proof, wrong ranks
+// or garbage is closed and logged, and the job goes on waiting for its real peers. The listener
+// is closed once the mesh is complete, so nothing can connect afterwards.
 #pragma once
 
 #include <chrono>
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "comm/store.hpp"
+#include "libcomm/base/job_secret.hpp"
 #include "transport/socket.hpp"
 
 namespace comm::transport {
@@ -20,7 +26,10 @@ namespace comm::transport {
 struct MeshOptions {
   int rank = 0;
   int size = 1;
-  std::string job_token;
+  // What handshakes prove: the job's secret (COMM_JOB_TOKEN, from commrun or the user), else a
+  // random one agreed through the store, which keeps out only those who cannot read the store.
+  std::optional<JobSecret> secret{};
+  bool secret_from_user = false;
   std::string route_to_host;  // the store's host, to pick the interface (see interfaces.hpp)
   std::chrono::milliseconds timeout{};
 };

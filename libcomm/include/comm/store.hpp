@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -177,6 +178,11 @@ struct TcpStoreOptions {
   bool is_server = false;
   // Bounds every blocking call, and how long a client keeps retrying to reach the server.
   std::chrono::milliseconds timeout = kDefaultStoreTimeout;
+  // The job secret: a client proves it holds it before any request, and checks that the server
+  // holds it too; a server (is_server) demands it of every client. The secret itself never
+  // travels. Unset: COMM_JOB_TOKEN, or the first line of the file COMM_JOB_TOKEN_FILE names;
+  // neither set, or "": none, and any program that reaches the port may use the store.
+  std::optional<std::string> job_secret{};
 };
 
 class TcpStoreServer;
@@ -217,8 +223,9 @@ class TcpStore final : public Store {
 class TcpStoreServer {
  public:
   // Binds host:port ("" or "0.0.0.0" or "::": every interface). Port 0 picks a free port.
-  // Throws IoError when the port is in use.
-  explicit TcpStoreServer(std::uint16_t port, std::string host = "");
+  // Throws IoError when the port is in use. job_secret as in TcpStoreOptions.
+  explicit TcpStoreServer(std::uint16_t port, std::string host = "",
+                          std::optional<std::string> job_secret = std::nullopt);
   ~TcpStoreServer();  // stops the thread and closes every connection
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
