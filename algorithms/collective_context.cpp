@@ -21,6 +21,7 @@ Transfer CollectiveContext::recv_reduce(int peer, void* data, std::size_t bytes,
 
 void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t step) const {
   if (!transfer) return;  // a send the transport took at once
+  if (waiting != nullptr) waiting->note(peer, step);
   // Built only on failure: a string per wait would cost as much as a small message.
   auto context = [&] {
     return ErrorContext{.rank = rank, .peer = peer, .op = op, .sequence = static_cast<std::int64_t>(sequence)};

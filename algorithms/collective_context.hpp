@@ -3,6 +3,7 @@
 // transfer verbs below; they never see sockets, shared memory or CUDA.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -24,6 +25,17 @@ constexpr std::uint64_t kStepsPerCall = std::uint64_t{1} << 16;
 // How long a collective waits on a peer before sending it a probe (see transport::is_probe).
 constexpr std::chrono::milliseconds kProbeAfter{500};
 
+// Where a rank's current collective waits: written before each wait (two relaxed stores), read
+// by the group's hang watch (libcomm/src/hang_watch.hpp) when a call has waited too long.
+struct WaitingOn {
+  std::atomic<int> peer{-1};  // group rank
+  std::atomic<std::uint32_t> step{0};
+  void note(int waited_peer, std::uint64_t waited_step) {
+    peer.store(waited_peer, std::memory_order_relaxed);
+    step.store(static_cast<std::uint32_t>(waited_step), std::memory_order_relaxed);
+  }
+};
+
 // A transfer in flight; null for a send the transport took at once (nothing to wait for).
 using Transfer = std::shared_ptr<detail::Completion>;
 
@@ -39,6 +51,7 @@ struct CollectiveContext {
   std::uint64_t step_base = 0;     // added to every step: lets one call run two algorithms
   std::uint64_t fingerprint = 0;   // what this call is (detail::fingerprint); travels with every message
   ScratchPool* scratch = nullptr;  // the group's; algorithms take their temporary memory here
+  WaitingOn* waiting = nullptr;    // the group's record of what this call waits on; null: none
 
   std::uint64_t tag(std::uint64_t step) const {
     return kCollectiveTagBit | (std::uint64_t{group_id & 0x7FFF} << kGroupIdShift) | ((sequence & 0xFFFFFFFF) << 16) |

@@ -61,6 +61,7 @@ void rethrow_with_context(const CollectiveContext& context, int peer, const std:
 // CollectiveContext::wait does, so ranks stuck in different calls learn what the other called.
 void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int peer, Flag which, std::uint64_t epoch) {
   auto& word = flag(arena.control(peer), which);
+  if (context.waiting != nullptr) context.waiting->note(peer, static_cast<std::uint64_t>(which));
   auto start = Clock::now();
   auto last_check = start;
   bool probed = false;

@@ -7,6 +7,9 @@
 //   store-secrecy                      under commrun: joins, all_reduces; rank 0 checks that a
 //                                      client without the job secret is refused by the store and
 //                                      that the store holds no token
+//   hang SECONDS                       the last rank waits in a call of a subgroup with the rank
+//                                      before it, which sleeps SECONDS first; everyone else waits
+//                                      in a world all_reduce meanwhile (the hang verdict's case)
 //   env                                prints RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR
 #include <fcntl.h>
 #include <sched.h>
@@ -237,6 +240,32 @@ int run_store_secrecy() {
   }
 }
 
+int run_hang(double seconds) {
+  try {
+    auto world = comm::init_process_group({});
+    int n = world->size(), me = world->rank();
+    auto pair = world->new_group({n - 2, n - 1});
+    double value = 1;
+    world->all_reduce(comm::Buffer(&value, 1, comm::DType::Float64));  // all_reduce #0 of the world
+    if (me == n - 2) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    if (me >= n - 2) {
+      double pair_value = 1;
+      pair->all_reduce(comm::Buffer(&pair_value, 1, comm::DType::Float64));
+      if (pair_value != 2) return 1;
+    }
+    std::vector<float> data(1024, 1.0f);
+    world->all_reduce(comm::Buffer(data.data(), data.size(), comm::DType::Float32));  // #1
+    for (float x : data) {
+      if (x != static_cast<float>(n)) return 1;
+    }
+    std::cout << "hang resolved on rank " << me << std::endl;
+    return 0;
+  } catch (const comm::Error& error) {
+    std::cout << "ERROR " << error.what() << std::endl;
+    return 10;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -247,6 +276,7 @@ int main(int argc, char** argv) {
   if (mode == "follow" && argc == 4) return run_follow(argv);
   if (mode == "linger-shm") return run_linger_shm();
   if (mode == "store-secrecy") return run_store_secrecy();
+  if (mode == "hang" && argc == 3) return run_hang(std::atof(argv[2]));
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
   if (mode == "arena-stream") return run_all_reduce_stream(1 << 20, comm::Algorithm::SharedMemory);

@@ -68,10 +68,10 @@ std::shared_ptr<spdlog::logger> make_logger(const char* name) {
 
 spdlog::logger& get(Subsystem subsystem) {
   static std::once_flag once;
-  static std::array<std::shared_ptr<spdlog::logger>, 5> loggers;
+  static std::array<std::shared_ptr<spdlog::logger>, 6> loggers;
   std::call_once(once, [] {
     loggers = {make_logger("comm.rdzv"), make_logger("comm.transport"), make_logger("comm.algo"),
-               make_logger("comm.cuda"), make_logger("comm.launcher")};
+               make_logger("comm.cuda"), make_logger("comm.launcher"),  make_logger("comm.group")};
   });
   return *loggers[static_cast<size_t>(subsystem)];
 }

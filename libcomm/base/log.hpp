@@ -1,5 +1,5 @@
-// Named loggers per subsystem (comm.rdzv, comm.transport, comm.algo, comm.cuda, comm.launcher),
-// all writing to stderr with a "[rank r/n]" prefix. The level comes from COMM_LOG_LEVEL
+// Named loggers per subsystem (comm.rdzv, comm.transport, comm.algo, comm.cuda, comm.launcher,
+// comm.group), all writing to stderr with a "[rank r/n]" prefix. The level comes from COMM_LOG_LEVEL
 // (trace, debug, info, warn, error, off; default warn).
 //
 // Only .cpp files include this header: spdlog is heavy to compile and stays out of the API.
@@ -9,7 +9,7 @@
 
 namespace comm::log {
 
-enum class Subsystem { Rendezvous, Transport, Algorithms, Cuda, Launcher };
+enum class Subsystem { Rendezvous, Transport, Algorithms, Cuda, Launcher, Group };
 
 // The logger of a subsystem; created on first use, thread-safe.
 spdlog::logger& get(Subsystem subsystem);

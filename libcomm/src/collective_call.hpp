@@ -11,17 +11,34 @@
 namespace comm {
 
 template <class Body>
-std::shared_ptr<Work> ProcessGroup::Impl::start_collective(Collective collective, std::size_t bytes,
+std::shared_ptr<Work> ProcessGroup::Impl::start_collective(CallShape shape, std::size_t bytes,
                                                            std::uint64_t fingerprint, Body body, bool async) {
-  const char* op = to_string(collective);
+  const char* op = to_string(shape.collective);
   std::uint64_t sequence = collective_sequence_++;
-  auto run = [this, op, sequence, fingerprint, body = std::move(body)] {
-    algorithms::CollectiveContext context{*transport_, rank(),          size(), sequence,    timeout_,      op,
-                                          layout_.id,  layout_.members, 0,      fingerprint, scratch_.get()};
+  auto run = [this, op, shape, sequence, fingerprint, body = std::move(body)] {
+    CallRecord* record = hang_watch_ ? &hang_watch_->record() : nullptr;
+    algorithms::CollectiveContext context{
+        *transport_, rank(),          size(), sequence,    timeout_,       op,
+        layout_.id,  layout_.members, 0,      fingerprint, scratch_.get(), record ? record->waiting() : nullptr};
+    // The hang watch sees the call from here to its end (a few stores to memory each way).
+    struct InCall {
+      CallRecord* record;
+      ~InCall() {
+        if (record) record->end();
+      }
+    } in_call{record};
+    if (record) record->begin(shape, sequence);
     try {
       body(context);
     } catch (Error& error) {
       error.add_context(ErrorContext{.rank = rank(), .op = op, .sequence = static_cast<std::int64_t>(sequence)});
+      if (error.code() == ErrorCode::Timeout && hang_watch_) {
+        // The timeout's message is the verdict: where every rank of the group is now.
+        std::string verdict = hang_watch_->verdict_now() + " (" + error.message() + ")";
+        TimeoutError timeout(verdict, error.context());
+        transport_->abort(timeout.what(), &timeout);
+        throw timeout;
+      }
       // Transfers of the failed call may still be posted into its buffers, and peers may be
       // waiting for data this rank will not send: stop the transport, which tells them, so
       // nothing lands here later and nobody waits out a timeout (as with NCCL, a group is

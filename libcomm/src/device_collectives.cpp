@@ -55,7 +55,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::on_device(const DeviceCall& call, Ipc 
                                                call.typed, call.op, call.root, call.typed->count);
   void* stream = cuda_stream_;
   return start_collective(
-      call.collective, call.buffer.bytes(), fingerprint,
+      CallShape{call.collective, static_cast<int>(call.buffer.dtype), call.typed->count, call.root},
+      call.buffer.bytes(), fingerprint,
       [=](const CollectiveContext& context) {
         if (ipc_state != nullptr) {
           ipc(context, *ipc_state, stream);

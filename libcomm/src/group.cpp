@@ -26,6 +26,9 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
   // segment of the shared-memory collectives is made here, collectively.
   if (rank() >= 0 && size() > 1) {
     arena_ = transport_->map_shared_arena(*store_, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
+    hang_watch_ = std::make_unique<HangWatch>(HangWatch::Placement{store_, "hang/" + std::to_string(layout_.id) + "/",
+                                                                   name(), rank(), size(), layout_.members},
+                                              HangWatch::threshold_from_environment());
   }
 }
 

@@ -29,6 +29,7 @@
 #include "libcomm/src/collective_queue.hpp"
 #include "libcomm/src/completion_work.hpp"
 #include "libcomm/src/gpu_lane.hpp"
+#include "libcomm/src/hang_watch.hpp"
 #include "transport/transport.hpp"
 
 namespace comm {
@@ -143,7 +144,7 @@ class ProcessGroup::Impl {
   // Numbers the call, then runs body(context) now (blocking) or through the group's queue
   // (async); a failure aborts the group (collective_call.hpp).
   template <class Body>
-  std::shared_ptr<Work> start_collective(Collective collective, std::size_t bytes, std::uint64_t fingerprint, Body body,
+  std::shared_ptr<Work> start_collective(CallShape shape, std::size_t bytes, std::uint64_t fingerprint, Body body,
                                          bool async);
 
   // Host point to point, arguments checked.
@@ -180,6 +181,7 @@ class ProcessGroup::Impl {
   std::mutex gpu_lanes_mutex_;
   std::map<std::pair<bool, int>, std::unique_ptr<detail::GpuLane>> gpu_lanes_;  // GPU send/recv, by (receiving, peer)
   void* cuda_stream_ = nullptr;
+  std::unique_ptr<HangWatch> hang_watch_;           // null for a group of one, or a non-member
   std::unique_ptr<detail::CollectiveQueue> queue_;  // last: its worker may use the members above
 };
 

@@ -25,7 +25,7 @@ std::uint8_t* bytes_of(const Buffer& buffer) { return static_cast<std::uint8_t*>
 std::shared_ptr<Work> ProcessGroup::Impl::host_broadcast(Buffer buffer, int root, Algorithm requested, bool async) {
   Algorithm algorithm = algorithm_for(Collective::Broadcast, buffer.bytes(), requested);
   return start_collective(
-      Collective::Broadcast, buffer.bytes(),
+      CallShape{Collective::Broadcast, static_cast<int>(buffer.dtype), buffer.count, root}, buffer.bytes(),
       call_fingerprint(Collective::Broadcast, algorithm, &buffer, -1, root, buffer.count),
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::Ring) {
@@ -41,7 +41,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceO
   Algorithm algorithm = algorithm_for(Collective::AllReduce, buffer.bytes(), requested);
   transport::SharedArena* arena = arena_.get();
   return start_collective(
-      Collective::AllReduce, buffer.bytes(),
+      CallShape{Collective::AllReduce, static_cast<int>(buffer.dtype), buffer.count, -1}, buffer.bytes(),
       call_fingerprint(Collective::AllReduce, algorithm, &buffer, static_cast<int>(op), -1, buffer.count),
       [=](const CollectiveContext& context) {
         switch (algorithm) {
@@ -64,7 +64,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce(Buffer buffer, int root, R
                                                       bool async) {
   Algorithm algorithm = algorithm_for(Collective::Reduce, buffer.bytes(), requested);
   return start_collective(
-      Collective::Reduce, buffer.bytes(),
+      CallShape{Collective::Reduce, static_cast<int>(buffer.dtype), buffer.count, root}, buffer.bytes(),
       call_fingerprint(Collective::Reduce, algorithm, &buffer, static_cast<int>(op), root, buffer.count),
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::Ring) {
@@ -82,7 +82,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(Buffer output, Buffer 
   algorithm_for(Collective::AllGather, input.bytes(), requested);  // checks the request: the ring is all there is
   std::size_t block = input.bytes();
   return start_collective(
-      Collective::AllGather, block,
+      CallShape{Collective::AllGather, static_cast<int>(input.dtype), input.count, -1}, block,
       call_fingerprint(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count),
       [=](const CollectiveContext& context) {
         std::uint8_t* own = bytes_of(output) + static_cast<std::size_t>(context.rank) * block;
@@ -95,7 +95,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(Buffer output, Buffer 
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(std::vector<Buffer> outputs, Buffer input, bool async) {
   std::size_t block = input.bytes();
   return start_collective(
-      Collective::AllGather, block,
+      CallShape{Collective::AllGather, static_cast<int>(input.dtype), input.count, -1}, block,
       call_fingerprint(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count),
       [=, outputs = std::move(outputs)](const CollectiveContext& context) {
         // Gathered flat, then copied out: the ring wants one buffer.
@@ -111,7 +111,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(std::vector<Buffer> ou
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_gather(Buffer input, std::vector<void*> outputs, int root, bool async) {
   return start_collective(
-      Collective::Gather, input.bytes(),
+      CallShape{Collective::Gather, static_cast<int>(input.dtype), input.count, root}, input.bytes(),
       call_fingerprint(Collective::Gather, Algorithm::Direct, &input, -1, root, input.count),
       [=, outputs = std::move(outputs)](const CollectiveContext& context) {
         algorithms::direct_gather(context, input.data, input.bytes(), outputs, root);
@@ -122,7 +122,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_gather(Buffer input, std::vector<
 std::shared_ptr<Work> ProcessGroup::Impl::host_scatter(Buffer output, std::vector<const void*> inputs, int root,
                                                        bool async) {
   return start_collective(
-      Collective::Scatter, output.bytes(),
+      CallShape{Collective::Scatter, static_cast<int>(output.dtype), output.count, root}, output.bytes(),
       call_fingerprint(Collective::Scatter, Algorithm::Direct, &output, -1, root, output.count),
       [=, inputs = std::move(inputs)](const CollectiveContext& context) {
         algorithms::direct_scatter(context, output.data, output.bytes(), inputs, root);
@@ -135,7 +135,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce_scatter(Buffer output, Buf
   algorithm_for(Collective::ReduceScatter, output.bytes(), requested);  // checks the request: the ring is all there is
   auto n = static_cast<std::size_t>(size());
   return start_collective(
-      Collective::ReduceScatter, output.bytes(),
+      CallShape{Collective::ReduceScatter, static_cast<int>(output.dtype), output.count, -1}, output.bytes(),
       call_fingerprint(Collective::ReduceScatter, Algorithm::Ring, &output, static_cast<int>(op), -1, output.count),
       [=](const CollectiveContext& context) {
         std::size_t block = output.bytes();
@@ -156,7 +156,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce_scatter(Buffer output, Buf
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_to_all(Buffer output, Buffer input, bool async) {
   auto n = static_cast<std::size_t>(size());
   return start_collective(
-      Collective::AllToAll, input.bytes() / n,
+      CallShape{Collective::AllToAll, static_cast<int>(input.dtype), input.count, -1}, input.bytes() / n,
       call_fingerprint(Collective::AllToAll, Algorithm::Direct, &input, -1, -1, input.count),
       [=](const CollectiveContext& context) {
         std::size_t block = input.bytes() / n;
@@ -175,7 +175,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_barrier(bool async) {
   Algorithm algorithm = algorithm_for(Collective::Barrier, 0, Algorithm::Auto);
   transport::SharedArena* arena = arena_.get();
   return start_collective(
-      Collective::Barrier, 0, call_fingerprint(Collective::Barrier, algorithm, nullptr, -1, -1, 0),
+      CallShape{Collective::Barrier}, 0, call_fingerprint(Collective::Barrier, algorithm, nullptr, -1, -1, 0),
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::SharedMemory) return algorithms::shared_memory_barrier(context, *arena);
         algorithms::dissemination_barrier(context);
