@@ -1,11 +1,14 @@
 #include "rendezvous/join.hpp"
 
+#include "libcomm/base/check.hpp"
+
 #include <unistd.h>
 
 #include <cstdio>
 #include <random>
 #include <string>
 
+#include "libcomm/base/check.hpp"
 #include "libcomm/base/duration_text.hpp"
 #include "libcomm/base/environment.hpp"
 #include "rendezvous/store_format.hpp"
@@ -85,8 +88,46 @@ void join_group(Store& store, const JoinRequest& request) {
 }
 
 void finish_join(Store& store, const JoinRequest& request) {
+  store.set("acked/" + std::to_string(request.rank), "1");
   if (store.add("acked", 1) == request.world_size) store.set("all_acked", "1");
   if (request.hosts_store) store.wait({"all_acked"}, request.timeout);
+}
+
+namespace {
+
+// "<code> <peer> <message>"
+std::string encode_failure(const Error& error) {
+  return std::to_string(static_cast<int>(error.code())) + " " + std::to_string(error.peer()) + " " + error.message();
+}
+
+[[noreturn]] void throw_failure(const std::string& text, int rank) {
+  int code = 0, peer = -1;
+  std::size_t first = text.find(' '), second = text.find(' ', first + 1);
+  try {
+    code = std::stoi(text.substr(0, first));
+    peer = std::stoi(text.substr(first + 1, second - first - 1));
+  } catch (const std::exception&) {
+    throw IoError("another rank failed while the group was being made: " + text,
+                  ErrorContext{.rank = rank, .op = "init_process_group"});
+  }
+  std::rethrow_exception(detail::error_of_code(static_cast<ErrorCode>(code), text.substr(second + 1),
+                                               ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"}));
+}
+
+}  // namespace
+
+void fail_join(Store& store, const std::string& key, const Error& error, int rank) {
+  std::string first;
+  try {
+    first = store.compare_set(key, "", encode_failure(error));
+  } catch (const Error&) {
+    first = encode_failure(error);  // the store is gone too: this rank's own error is all there is
+  }
+  throw_failure(first, rank);
+}
+
+void throw_if_join_failed(Store& store, const std::string& key, int rank) {
+  if (store.check({key})) throw_failure(store.get_string(key), rank);
 }
 
 AgreedSecret agree_job_secret(Store& store) {

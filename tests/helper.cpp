@@ -10,6 +10,9 @@
 //   hang SECONDS                       the last rank waits in a call of a subgroup with the rank
 //                                      before it, which sleeps SECONDS first; everyone else waits
 //                                      in a world all_reduce meanwhile (the hang verdict's case)
+//   die-before KEY                     joins through the TcpStore at MASTER_ADDR:MASTER_PORT (hosted
+//                                      by the test); rank 2 exits at once when init is about to
+//                                      set a key ending in KEY, the others report how init ended
 //   env                                prints RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR
 #include <fcntl.h>
 #include <sched.h>
@@ -208,6 +211,72 @@ int run_file_add(char** argv) {
   return 0;
 }
 
+// Forwards to a store, except that the dying rank exits just before it would set `suffix`.
+class DyingStore final : public comm::Store {
+ public:
+  DyingStore(std::shared_ptr<comm::Store> inner, std::string suffix, bool dies)
+      : Store(inner->timeout()), inner_(std::move(inner)), suffix_(std::move(suffix)), dies_(dies) {}
+  std::string describe() const override { return inner_->describe(); }
+
+ protected:
+  void maybe_die(const std::string& key) {
+    if (dies_ && key.ends_with(suffix_)) {
+      std::cout << "dying before " << key << std::endl;
+      std::_Exit(3);
+    }
+  }
+  void do_set(const std::string& key, std::span<const std::uint8_t> value) override {
+    maybe_die(key);
+    inner_->set(key, value);
+  }
+  comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return inner_->get(key, timeout);
+  }
+  std::int64_t do_add(const std::string& key, std::int64_t delta) override {
+    maybe_die(key);
+    return inner_->add(key, delta);
+  }
+  comm::Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
+                             std::span<const std::uint8_t> desired) override {
+    maybe_die(key);
+    return inner_->compare_set(key, expected, desired);
+  }
+  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    inner_->wait(keys, timeout);
+  }
+  bool do_check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
+  bool do_delete_key(const std::string& key) override { return inner_->delete_key(key); }
+  std::int64_t do_num_keys() override { return inner_->num_keys(); }
+
+ private:
+  std::shared_ptr<comm::Store> inner_;
+  std::string suffix_;
+  bool dies_;
+};
+
+int run_die_before(const std::string& suffix) {
+  int rank = std::atoi(env_or("RANK", "0").c_str());
+  try {
+    auto tcp = std::make_shared<comm::TcpStore>(
+        env_or("MASTER_ADDR", "127.0.0.1"), static_cast<std::uint16_t>(std::atoi(env_or("MASTER_PORT", "0").c_str())),
+        comm::TcpStoreOptions{.timeout = std::chrono::seconds(60)});
+    comm::InitOptions options;
+    options.store = std::make_shared<DyingStore>(tcp, suffix, rank == 2);
+    options.rank = rank;
+    options.world_size = std::atoi(env_or("WORLD_SIZE", "1").c_str());
+    options.timeout = std::chrono::seconds(60);
+    auto group = comm::init_process_group(options);
+    double value = 1;
+    group->all_reduce(comm::Buffer(&value, 1, comm::DType::Float64));
+    std::cout << "joined and reduced " << value << std::endl;
+    return 0;
+  } catch (const comm::Error& error) {
+    std::cout << "ERROR " << comm::to_string(error.code()) << " peer " << error.peer() << ": " << error.what()
+              << std::endl;
+    return 10;
+  }
+}
+
 int run_store_secrecy() {
   try {
     auto group = comm::init_process_group({});
@@ -276,6 +345,7 @@ int main(int argc, char** argv) {
   if (mode == "follow" && argc == 4) return run_follow(argv);
   if (mode == "linger-shm") return run_linger_shm();
   if (mode == "store-secrecy") return run_store_secrecy();
+  if (mode == "die-before" && argc == 3) return run_die_before(argv[2]);
   if (mode == "hang" && argc == 3) return run_hang(std::atof(argv[2]));
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();

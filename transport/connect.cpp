@@ -8,6 +8,7 @@
 #include "comm/error.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
+#include "transport/watched_store.hpp"
 #include "transport/mesh_transport.hpp"
 #include "transport/shm/shm_stream.hpp"
 #include "transport/tcp/socket_stream.hpp"
@@ -45,9 +46,21 @@ std::string host_identity() {
   return std::string(host) + "/" + (length > 0 ? std::string(namespace_link, static_cast<std::size_t>(length)) : "");
 }
 
-std::shared_ptr<Transport> connect_transport(Store& store, const MeshOptions& options, MediumChoice choice) {
-  Mesh mesh = connect_mesh(store, options);
+std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions& options, MediumChoice choice,
+                                             const JobFailure& job_failure) {
+  Mesh mesh = connect_mesh(job_store, options);
   int rank = options.rank;
+  // From here every rank holds a connection to every other: one that closes is a rank that
+  // died, and the waits below say so at once.
+  std::string phase = "the ranks were comparing their hosts";
+  WatchedStore store(job_store, [&] {
+    job_failure.check();
+    try {
+      check_peers_alive(mesh, rank, phase);
+    } catch (const Error& error) {
+      job_failure.fail(error);
+    }
+  });
   std::vector<bool> same_host(options.size, false);
   if (options.size > 1 && choice != MediumChoice::Tcp) {
     std::string mine = host_identity();
@@ -74,6 +87,7 @@ std::shared_ptr<Transport> connect_transport(Store& store, const MeshOptions& op
             spans_hosts ? "spans hosts" : "reaches its store over the network (" + options.route_to_host + ")");
   }
   std::string job_id = options.size > 1 ? options.secret->job_id() : "single";
+  phase = "the shared-memory pairs were being set up";
   SharedMemoryPairs pairs(store, rank, options.size, job_id, same_host, options.timeout);
   for (int peer = 0; peer < options.size; ++peer) {
     if (peer == rank) continue;

@@ -3,9 +3,11 @@
 // peer and reports its death.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "comm/error.hpp"
 #include "comm/store.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 #include "transport/transport.hpp"
@@ -17,7 +19,16 @@ enum class MediumChoice { Automatic, Tcp, SharedMemory };
 // "auto", "tcp" or "shm"; throws InvalidArgumentError naming where the text came from.
 MediumChoice parse_medium_choice(const std::string& text, const std::string& source);
 
-std::shared_ptr<Transport> connect_transport(Store& store, const MeshOptions& options, MediumChoice choice);
+// How the set-up learns of the job's failure and tells the others of its own, while it waits
+// on other ranks: `check` throws when the job has failed elsewhere (another rank's published
+// error); `fail` publishes this rank's finding (a dead peer) and throws, before anything is
+// cleaned up, so that no rank tripping over the clean-up is taken for the cause.
+struct JobFailure {
+  std::function<void()> check = [] {};
+  std::function<void(const Error&)> fail = [](const Error& error) { throw error; };
+};
+std::shared_ptr<Transport> connect_transport(Store& store, const MeshOptions& options, MediumChoice choice,
+                                             const JobFailure& job_failure = {});
 
 // What makes two ranks "on the same host": the host name and the network namespace, so that
 // namespaces standing in for hosts on one machine are told apart. COMM_HOST_ID overrides.

@@ -9,6 +9,8 @@
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
+#include "rendezvous/join.hpp"
+#include "transport/watched_store.hpp"
 
 namespace comm {
 
@@ -25,7 +27,18 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
   // Every member constructs the group at the same point (init_process_group, new_group), so the
   // segment of the shared-memory collectives is made here, collectively.
   if (rank() >= 0 && size() > 1) {
-    arena_ = transport_->map_shared_arena(*store_, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
+    // A member that dies meanwhile is named at once, not after the timeout.
+    transport::WatchedStore watched(*store_, [this] {
+      std::string key = join_failure_key(layout_.id);
+      throw_if_join_failed(*store_, key, rank());
+      try {
+        check_members_alive(*transport_, layout_.members, size(), rank(),
+                            "the shared-memory segment of the collectives was being set up");
+      } catch (const Error& error) {
+        fail_join(*store_, key, error, rank());
+      }
+    });
+    arena_ = transport_->map_shared_arena(watched, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
     hang_watch_ = std::make_unique<HangWatch>(HangWatch::Placement{store_, "hang/" + std::to_string(layout_.id) + "/",
                                                                    name(), rank(), size(), layout_.members},
                                               HangWatch::threshold_from_environment());
@@ -33,6 +46,26 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
 }
 
 ProcessGroup::Impl::~Impl() = default;
+
+void check_members_alive(transport::Transport& transport, const std::vector<int>& members, int size, int rank,
+                         const std::string& phase, const std::function<bool(int)>& excused) {
+  for (int member = 0; member < size; ++member) {
+    int peer = members.empty() ? member : members[static_cast<std::size_t>(member)];
+    auto failure = transport.failure(peer);
+    if (!failure || (excused && excused(member))) continue;
+    std::string cause = "its connection failed";
+    try {
+      std::rethrow_exception(failure);
+    } catch (const Error& error) {
+      cause = error.message();
+    } catch (const std::exception& error) {
+      cause = error.what();
+    }
+    throw PeerClosedError("rank " + std::to_string(member) + " died while " + phase + " (" + cause +
+                              "); the other ranks stop here instead of waiting out the timeout",
+                          ErrorContext{.rank = rank, .peer = member, .op = "init_process_group"});
+  }
+}
 
 void ProcessGroup::Impl::abort() {
   transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank()));
@@ -97,7 +130,12 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<in
     if (ranks[i] == rank()) position = static_cast<int>(i);
   }
   Identity identity{position, static_cast<int>(ranks.size()), -1, -1, name() + "/group" + std::to_string(id)};
-  return std::make_unique<Impl>(std::move(identity), store_, transport_, timeout_, std::move(layout));
+  try {
+    return std::make_unique<Impl>(std::move(identity), store_, transport_, timeout_, std::move(layout));
+  } catch (const Error& error) {
+    if (position < 0 || ranks.size() == 1) throw;
+    fail_join(*store_, join_failure_key(id), error, position);
+  }
 }
 
 }  // namespace comm

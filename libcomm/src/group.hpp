@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,15 @@ struct GroupLayout {
   std::uint32_t id = 0;        // 0: the world group; tags carry it, so groups never cross-talk
   std::vector<int> members{};  // group rank -> transport rank; empty: the same numbering
 };
+
+// Where the first error while making the group with this id is published (rendezvous/join.hpp).
+inline std::string join_failure_key(std::uint32_t group_id) { return "failure/" + std::to_string(group_id); }
+
+// Throws PeerClosedError naming the first member (a group rank) the transport has lost, saying
+// it happened while `phase`, unless `excused` says that member may have left (it finished its
+// part). For the waits of making a group, which would otherwise last until the timeout.
+void check_members_alive(transport::Transport& transport, const std::vector<int>& members, int size, int rank,
+                         const std::string& phase, const std::function<bool(int)>& excused = {});
 
 class ProcessGroup::Impl {
  public:

@@ -13,11 +13,13 @@
 #include "rendezvous/join.hpp"
 #include "rendezvous/launch_environment.hpp"
 #include "transport/connect.hpp"
+#include "transport/watched_store.hpp"
 
 namespace comm {
 namespace {
 
 constexpr const char* kOp = "init_process_group";
+const std::string kJoinFailureKey = join_failure_key(0);
 
 struct Placement {
   int rank = -1;
@@ -103,7 +105,10 @@ std::shared_ptr<transport::Transport> open_transport(const InitOptions& options,
     mesh.secret = std::move(agreed.secret);
     mesh.secret_from_user = agreed.from_user;
   }
-  return transport::connect_transport(store, mesh, choice);
+  transport::JobFailure job_failure{
+      [&] { throw_if_join_failed(store, kJoinFailureKey, placement.rank); },
+      [&](const Error& error) { fail_join(store, kJoinFailureKey, error, placement.rank); }};
+  return transport::connect_transport(store, mesh, choice, job_failure);
 }
 
 }  // namespace
@@ -126,16 +131,37 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     auto group_store = std::make_shared<PrefixStore>(name, job.store);
     JoinRequest join{placement.rank, placement.world_size, timeout, job.hosts_server};
     if (placement.world_size > 1) join_group(*group_store, join);
-    auto transport = open_transport(options, placement, *group_store, job, timeout);
-    if (placement.world_size > 1) finish_join(*group_store, join);
+    // From here a rank that fails publishes why, and the others report that cause rather than
+    // the rank that stopped after it.
+    std::shared_ptr<transport::Transport> transport;
+    std::unique_ptr<ProcessGroup::Impl> group;
+    try {
+      transport = open_transport(options, placement, *group_store, job, timeout);
+      ProcessGroup::Impl::Identity identity{placement.rank, placement.world_size, launch.local_rank.value_or(-1),
+                                            launch.local_size.value_or(-1), name};
+      group = std::make_unique<ProcessGroup::Impl>(std::move(identity), group_store, transport, timeout);
+      if (placement.world_size > 1) {
+        transport::WatchedStore watched(*group_store, [&] {
+          throw_if_join_failed(*group_store, kJoinFailureKey, placement.rank);
+          try {
+            // A rank that has acknowledged may return from init and exit: that is not a death.
+            check_members_alive(*transport, {}, placement.world_size, placement.rank, "the group was being completed",
+                                [&](int member) { return group_store->check({"acked/" + std::to_string(member)}); });
+          } catch (const Error& error) {
+            fail_join(*group_store, kJoinFailureKey, error, placement.rank);
+          }
+        });
+        finish_join(watched, join);
+      }
+    } catch (const Error& error) {
+      if (placement.world_size == 1) throw;
+      fail_join(*group_store, kJoinFailureKey, error, placement.rank);
+    }
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     log::get(log::Subsystem::Rendezvous)
         .info("joined group '{}' as rank {} of {} through {} in {} ms", name, placement.rank, placement.world_size,
               job.description, elapsed.count());
-    ProcessGroup::Impl::Identity identity{placement.rank, placement.world_size, launch.local_rank.value_or(-1),
-                                          launch.local_size.value_or(-1), name};
-    return std::make_shared<ProcessGroup>(std::make_unique<ProcessGroup::Impl>(
-        std::move(identity), std::move(group_store), std::move(transport), timeout));
+    return std::make_shared<ProcessGroup>(std::move(group));
   } catch (Error& error) {
     error.add_context(ErrorContext{.rank = placement.rank, .op = kOp});
     throw;

@@ -143,6 +143,7 @@ Socket connect_to(const SocketAddress& address, const Nonce& listener_nonce, int
                   const MeshOptions& options, Nonce& sent) {
   auto pause = std::chrono::milliseconds(5);
   std::string last_error;
+  int refusals = 0;
   while (Clock::now() < deadline) {
     // Non-blocking connect: an address that swallows SYNs must not hold us past the deadline.
     Socket socket(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -171,6 +172,16 @@ Socket connect_to(const SocketAddress& address, const Nonce& listener_nonce, int
       return socket;
     }
     last_error = std::strerror(errno);
+    // The rank listened before it published this address and closes its listener only after
+    // every higher rank (this one too) has connected: a refusal means its process is gone.
+    if (errno == ECONNREFUSED && ++refusals >= 4) {
+      throw PeerClosedError("rank " + std::to_string(peer) + " died while the ranks were connecting: its address " +
+                                address.to_string() +
+                                " refuses connections; look at its output for why it ended (the other ranks stop "
+                                "here instead of waiting out the timeout)",
+                            ErrorContext{.peer = peer, .op = "init_process_group"});
+    }
+    if (errno != ECONNREFUSED) refusals = 0;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(200));
   }
@@ -269,6 +280,25 @@ std::string process_name(int rank) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   return "rank " + std::to_string(rank) + " (" + host + ":" + std::to_string(::getpid()) + ")";
+}
+
+void check_peers_alive(const Mesh& mesh, int rank, const std::string& phase) {
+  std::vector<pollfd> watched;
+  std::vector<int> peers;
+  for (std::size_t peer = 0; peer < mesh.sockets.size(); ++peer) {
+    if (!mesh.sockets[peer].valid()) continue;
+    watched.push_back({mesh.sockets[peer].fd(), POLLRDHUP, 0});
+    peers.push_back(static_cast<int>(peer));
+  }
+  if (watched.empty() || ::poll(watched.data(), watched.size(), 0) <= 0) return;
+  for (std::size_t i = 0; i < watched.size(); ++i) {
+    if ((watched[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) continue;
+    int peer = peers[i];
+    throw PeerClosedError(mesh.peer_names[static_cast<std::size_t>(peer)] + " died (its connection closed) while " +
+                              phase + "; the other ranks stop here instead of waiting out the timeout: look at rank " +
+                              std::to_string(peer) + "'s output for why it ended",
+                          ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
+  }
 }
 
 Mesh connect_mesh(Store& store, const MeshOptions& options) {

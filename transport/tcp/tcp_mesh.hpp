@@ -42,6 +42,11 @@ struct Mesh {
 
 Mesh connect_mesh(Store& store, const MeshOptions& options);
 
+// Throws PeerClosedError naming the first rank whose connection has closed (its process died,
+// or gave up), saying it happened while `phase` ("the shared-memory pairs were being set up").
+// Bytes a fast peer has already sent are left unread.
+void check_peers_alive(const Mesh& mesh, int rank, const std::string& phase);
+
 // The name this process gives itself in handshakes: "rank R (host:pid)".
 std::string process_name(int rank);
 
