@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/duration_text.hpp"
@@ -90,7 +91,10 @@ void join_group(Store& store, const JoinRequest& request) {
 void finish_join(Store& store, const JoinRequest& request) {
   store.set("acked/" + std::to_string(request.rank), "1");
   if (store.add("acked", 1) == request.world_size) store.set("all_acked", "1");
-  if (request.hosts_store) store.wait({"all_acked"}, request.timeout);
+  // Every rank waits, not only the one hosting the store: init then returns nowhere before it
+  // has succeeded everywhere, so no rank runs collectives while another is still connecting
+  // (a failure then has one phase, and every rank hears of it the same way).
+  store.wait({"all_acked"}, request.timeout);
 }
 
 namespace {
@@ -116,18 +120,37 @@ std::string encode_failure(const Error& error) {
 
 }  // namespace
 
-void fail_join(Store& store, const std::string& key, const Error& error, int rank) {
-  std::string first;
+void fail_join(Store& store, const std::string& key, const Error& error, int rank, int size) {
+  std::string mine = encode_failure(error), first;
   try {
-    first = store.compare_set(key, "", encode_failure(error));
+    first = store.compare_set(key, "", mine);
+    if (first == mine) {
+      // The store may live in this process, which is likely to exit on this error: give the
+      // others (who look every 100 ms or so) a moment to read the cause first.
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      while (store.add(key + "/seen", 0) < size - 2 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
   } catch (const Error&) {
-    first = encode_failure(error);  // the store is gone too: this rank's own error is all there is
+    first = mine;  // the store is gone too: this rank's own error is all there is
   }
   throw_failure(first, rank);
 }
 
 void throw_if_join_failed(Store& store, const std::string& key, int rank) {
-  if (store.check({key})) throw_failure(store.get_string(key), rank);
+  if (!store.check({key})) return;
+  std::string first = store.get_string(key);
+  store.add(key + "/seen", 1);
+  throw_failure(first, rank);
+}
+
+void throw_if_join_failed_or_store_lost(Store& store, const std::string& key, int rank) {
+  try {
+    throw_if_join_failed(store, key, rank);
+  } catch (const IoError& error) {
+    if (error.op().rfind("store.", 0) != 0) throw;  // a published failure that is an I/O error
+  }
 }
 
 AgreedSecret agree_job_secret(Store& store) {

@@ -8,8 +8,9 @@
 //   failure      the first error of any rank while the group is being made (see fail_join)
 //   acked/R      rank R is done (it may exit now without that meaning it died)
 //   acked        a counter; the rank that brings it to the world size writes all_acked, which
-//                the rank hosting the store waits for, so it never shuts the server down under
-//                ranks still reading their status
+//                every rank waits for: so the rank hosting the store never shuts the server down
+//                under ranks still reading their status, and no rank starts its first collective
+//                while another is still making the group
 #pragma once
 
 #include <chrono>
@@ -30,16 +31,21 @@ struct JoinRequest {
 // duplicate rank) and TimeoutError naming the ranks that never arrived.
 void join_group(Store& store, const JoinRequest& request);
 
-// The last step: after it no rank uses the store for this group's set-up, so the rank hosting
-// the store may return (and, one day, exit) without pulling it from under the others.
+// The last step, a barrier: after it no rank uses the store for this group's set-up, so the
+// rank hosting the store may return (and exit) without pulling it from under the others.
 void finish_join(Store& store, const JoinRequest& request);
 
 // The first error of any rank while a group is being made, kept in the store under `key`, so
 // that every rank reports that cause ("rank 2 died while ...") instead of naming the rank that
-// stopped after it. fail_join publishes `error` unless another was first, and throws the first;
-// throw_if_join_failed throws the published one, if any (ranks still waiting call it often).
-[[noreturn]] void fail_join(Store& store, const std::string& key, const Error& error, int rank);
+// stopped after it. fail_join publishes `error` unless another was first, and throws the first
+// (the rank that published waits up to 500 ms for the group's other `size` - 2 survivors to read
+// it: it may host the store); throw_if_join_failed throws the published one, if any (ranks still
+// waiting call it often).
+[[noreturn]] void fail_join(Store& store, const std::string& key, const Error& error, int rank, int size);
 void throw_if_join_failed(Store& store, const std::string& key, int rank);
+// The same, except that a store that cannot be reached (its host died) is no answer: the
+// caller goes on to look at the ranks themselves, which may say who died first.
+void throw_if_join_failed_or_store_lost(Store& store, const std::string& key, int rank);
 
 // The secret the transport's handshakes prove: the job's (COMM_JOB_TOKEN or COMM_JOB_TOKEN_FILE,
 // never written to the store), else a random one agreed through the store, which keeps out

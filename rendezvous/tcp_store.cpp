@@ -4,6 +4,7 @@
 // timeout; the client's own deadline is that plus a grace period, for a server that stalls.
 #include <asio.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 #include <thread>
@@ -159,9 +160,20 @@ class TcpStore::Client {
                             " s: is MASTER_PORT held by another program? Pick another port (or let commrun choose one)",
                         ErrorContext{.op = "store.connect"});
         }
-        if (!ec) return connection;
+        if (!ec) {
+          reached_.store(true);
+          return connection;
+        }
       }
       last_error = ec.message();
+      // Waiting for a server that has not started yet is right; waiting for one that was
+      // here and now refuses connections is not: its process is gone.
+      if (reached_.load() && ec == asio::error::connection_refused) {
+        throw IoError("the store server at " + where() +
+                          " is gone (it refuses connections now); the process hosting it (rank 0, commrun or "
+                          "comm-store) has probably exited or crashed: check its output",
+                      ErrorContext{.op = "store.connect"});
+      }
       if (Clock::now() + pause >= deadline) break;
       log::get(log::Subsystem::Rendezvous).debug("store at {} not reachable yet ({}); retrying", where(), last_error);
       std::this_thread::sleep_for(pause);
@@ -274,6 +286,7 @@ class TcpStore::Client {
   std::uint16_t port_;
   std::chrono::milliseconds timeout_;
   std::optional<JobSecret> secret_;
+  std::atomic<bool> reached_{false};  // a connection to the server succeeded once
   std::mutex mutex_;
   std::vector<std::unique_ptr<Connection>> idle_;
 };

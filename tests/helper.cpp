@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "tests/support/dying_store.hpp"
 
 namespace {
 
@@ -211,49 +212,6 @@ int run_file_add(char** argv) {
   return 0;
 }
 
-// Forwards to a store, except that the dying rank exits just before it would set `suffix`.
-class DyingStore final : public comm::Store {
- public:
-  DyingStore(std::shared_ptr<comm::Store> inner, std::string suffix, bool dies)
-      : Store(inner->timeout()), inner_(std::move(inner)), suffix_(std::move(suffix)), dies_(dies) {}
-  std::string describe() const override { return inner_->describe(); }
-
- protected:
-  void maybe_die(const std::string& key) {
-    if (dies_ && key.ends_with(suffix_)) {
-      std::cout << "dying before " << key << std::endl;
-      std::_Exit(3);
-    }
-  }
-  void do_set(const std::string& key, std::span<const std::uint8_t> value) override {
-    maybe_die(key);
-    inner_->set(key, value);
-  }
-  comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override {
-    return inner_->get(key, timeout);
-  }
-  std::int64_t do_add(const std::string& key, std::int64_t delta) override {
-    maybe_die(key);
-    return inner_->add(key, delta);
-  }
-  comm::Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
-                             std::span<const std::uint8_t> desired) override {
-    maybe_die(key);
-    return inner_->compare_set(key, expected, desired);
-  }
-  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    inner_->wait(keys, timeout);
-  }
-  bool do_check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
-  bool do_delete_key(const std::string& key) override { return inner_->delete_key(key); }
-  std::int64_t do_num_keys() override { return inner_->num_keys(); }
-
- private:
-  std::shared_ptr<comm::Store> inner_;
-  std::string suffix_;
-  bool dies_;
-};
-
 int run_die_before(const std::string& suffix) {
   int rank = std::atoi(env_or("RANK", "0").c_str());
   try {
@@ -261,7 +219,11 @@ int run_die_before(const std::string& suffix) {
         env_or("MASTER_ADDR", "127.0.0.1"), static_cast<std::uint16_t>(std::atoi(env_or("MASTER_PORT", "0").c_str())),
         comm::TcpStoreOptions{.timeout = std::chrono::seconds(60)});
     comm::InitOptions options;
-    options.store = std::make_shared<DyingStore>(tcp, suffix, rank == 2);
+    options.store =
+        std::make_shared<comm::testing::DyingStore>(tcp, rank == 2 ? suffix : "", [](const std::string& key) {
+          std::cout << "dying before " << key << std::endl;
+          std::_Exit(3);
+        });
     options.rank = rank;
     options.world_size = std::atoi(env_or("WORLD_SIZE", "1").c_str());
     options.timeout = std::chrono::seconds(60);

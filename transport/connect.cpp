@@ -8,10 +8,10 @@
 #include "comm/error.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
-#include "transport/watched_store.hpp"
 #include "transport/mesh_transport.hpp"
 #include "transport/shm/shm_stream.hpp"
 #include "transport/tcp/socket_stream.hpp"
+#include "transport/watched_store.hpp"
 
 namespace comm::transport {
 namespace {
@@ -48,7 +48,12 @@ std::string host_identity() {
 
 std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions& options, MediumChoice choice,
                                              const JobFailure& job_failure) {
-  Mesh mesh = connect_mesh(job_store, options);
+  // Another rank's published cause wins; else this rank's finding is published, before its
+  // connections close.
+  Mesh mesh = connect_mesh(job_store, options, [&](const Error& error) {
+    job_failure.check();
+    job_failure.fail(error);
+  });
   int rank = options.rank;
   // From here every rank holds a connection to every other: one that closes is a rank that
   // died, and the waits below say so at once.

@@ -2,6 +2,8 @@
 // pending with that peer fails with the reason, and nothing waits on it again.
 #include "transport/mesh_transport.hpp"
 
+#include <algorithm>
+
 #include <chrono>
 #include <thread>
 
@@ -33,9 +35,17 @@ bool MeshTransport::all_peers_lost() const {
 // A write failed because the peer closed: it may have said why just before (a Goodbye naming a
 // mismatch, say), and that, not "broken pipe", is what this rank's operations should fail with.
 void MeshTransport::lose_after_write_error(int peer, std::exception_ptr error) {
-  // Reads what the peer sent last, and loses it properly at its end of file; not from inside
-  // another peer's receive(), which servicing would unseat.
-  if (servicing_peer_ < 0) service(peer);
+  // Reads what the peer sent last (a goodbye naming the rank it stopped over, often), and loses
+  // it properly at its end of file; not from inside another peer's receive(), which servicing
+  // would unseat: then once that receive is over (service()).
+  if (servicing_peer_ >= 0) {
+    if (std::none_of(write_losses_.begin(), write_losses_.end(),
+                     [&](const auto& loss) { return loss.first == peer; })) {
+      write_losses_.emplace_back(peer, error);
+    }
+    return;
+  }
+  service(peer);
   if (peers_[peer].connection) lose_peer(peer, error);
 }
 

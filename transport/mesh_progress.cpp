@@ -53,6 +53,7 @@ void MeshTransport::service(int peer) {
     if (!pending_mismatch_) lose_peer(peer, std::current_exception());
   }
   if (pending_mismatch_) shut_down_on(std::exchange(pending_mismatch_, nullptr));
+  for (auto& [lost, error] : std::exchange(write_losses_, {})) lose_after_write_error(lost, error);
 }
 
 bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {

@@ -163,7 +163,10 @@ class MeshTransport final : public Transport,
   Matcher matcher_;
   std::uint64_t next_id_ = 1;
   std::exception_ptr aborted_;
-  int servicing_peer_ = -1;              // the peer whose receive() is on the stack
+  int servicing_peer_ = -1;  // the peer whose receive() is on the stack
+  // Peers a write failed to while another peer's receive() was on the stack: lost (after a last
+  // read of what they sent) once it is over.
+  std::vector<std::pair<int, std::exception_ptr>> write_losses_;
   std::exception_ptr pending_mismatch_;  // found inside that receive(): handled after it
   // The collective calls this rank sent or received in last (slot: the tag above the step),
   // by slot; calls of a group run in order, so a few dozen cover what can still arrive.

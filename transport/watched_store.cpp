@@ -33,6 +33,11 @@ void WatchedStore::do_wait(const std::vector<std::string>& keys, std::chrono::mi
     try {
       return inner_.wait(keys, std::clamp(left, std::chrono::milliseconds(0), slice_));
     } catch (const TimeoutError&) {
+    } catch (const IoError&) {
+      // The store is gone, likely with the rank that hosted it, after a failure of its own:
+      // the ranks may still say who died first.
+      check_();
+      throw;
     }
     // Look at the ranks only while the keys are missing: a rank that has done its part (set
     // the key) may leave, and that is no failure.

@@ -30,12 +30,14 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
     // A member that dies meanwhile is named at once, not after the timeout.
     transport::WatchedStore watched(*store_, [this] {
       std::string key = join_failure_key(layout_.id);
-      throw_if_join_failed(*store_, key, rank());
+      throw_if_join_failed_or_store_lost(*store_, key, rank());
       try {
         check_members_alive(*transport_, layout_.members, size(), rank(),
-                            "the shared-memory segment of the collectives was being set up");
+                            layout_.id == 0
+                                ? std::string("the shared-memory segment of the collectives was being set up")
+                                : "the shared-memory segment of group " + name() + " was being set up");
       } catch (const Error& error) {
-        fail_join(*store_, key, error, rank());
+        fail_join(*store_, key, error, rank(), size());
       }
     });
     arena_ = transport_->map_shared_arena(watched, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
@@ -54,16 +56,19 @@ void check_members_alive(transport::Transport& transport, const std::vector<int>
     auto failure = transport.failure(peer);
     if (!failure || (excused && excused(member))) continue;
     std::string cause = "its connection failed";
+    int named = peer;  // as the world numbers it, like the transport's own messages
     try {
       std::rethrow_exception(failure);
     } catch (const Error& error) {
       cause = error.message();
+      // A peer that stopped because of another rank relays that rank's error: name the cause.
+      if (error.peer() >= 0 && error.peer() != peer) named = error.peer();
     } catch (const std::exception& error) {
       cause = error.what();
     }
-    throw PeerClosedError("rank " + std::to_string(member) + " died while " + phase + " (" + cause +
+    throw PeerClosedError("rank " + std::to_string(named) + " died while " + phase + " (" + cause +
                               "); the other ranks stop here instead of waiting out the timeout",
-                          ErrorContext{.rank = rank, .peer = member, .op = "init_process_group"});
+                          ErrorContext{.rank = rank, .peer = named, .op = "init_process_group"});
   }
 }
 
@@ -134,7 +139,14 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<in
     return std::make_unique<Impl>(std::move(identity), store_, transport_, timeout_, std::move(layout));
   } catch (const Error& error) {
     if (position < 0 || ranks.size() == 1) throw;
-    fail_join(*store_, join_failure_key(id), error, position);
+    try {
+      fail_join(*store_, join_failure_key(id), error, position, static_cast<int>(ranks.size()));
+    } catch (Error& first) {
+      // The transport is the parent's too, and a member is gone: stop it, so that ranks outside
+      // this group, waiting in the parent's calls, hear the cause rather than a rank leaving.
+      transport_->abort(first.what(), &first);
+      throw;
+    }
   }
 }
 

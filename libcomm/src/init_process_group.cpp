@@ -68,7 +68,9 @@ struct JobStore {
 
 JobStore open_store(const InitOptions& options, const InitMethod& method, const Placement& placement,
                     std::chrono::milliseconds timeout) {
-  if (options.store) return {options.store, false, options.store->describe(), route_host_of(*options.store)};
+  if (options.store) {
+    return {options.store, options.store->serves_others(), options.store->describe(), route_host_of(*options.store)};
+  }
   if (placement.world_size == 1) return {std::make_shared<HashStore>(timeout), false, "no store (world size 1)"};
   if (method.kind == InitMethod::Kind::File) {
     return {std::make_shared<FileStore>(method.path, timeout), false, "file://" + method.path};
@@ -106,8 +108,8 @@ std::shared_ptr<transport::Transport> open_transport(const InitOptions& options,
     mesh.secret_from_user = agreed.from_user;
   }
   transport::JobFailure job_failure{
-      [&] { throw_if_join_failed(store, kJoinFailureKey, placement.rank); },
-      [&](const Error& error) { fail_join(store, kJoinFailureKey, error, placement.rank); }};
+      [&] { throw_if_join_failed_or_store_lost(store, kJoinFailureKey, placement.rank); },
+      [&](const Error& error) { fail_join(store, kJoinFailureKey, error, placement.rank, placement.world_size); }};
   return transport::connect_transport(store, mesh, choice, job_failure);
 }
 
@@ -142,20 +144,27 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
       group = std::make_unique<ProcessGroup::Impl>(std::move(identity), group_store, transport, timeout);
       if (placement.world_size > 1) {
         transport::WatchedStore watched(*group_store, [&] {
-          throw_if_join_failed(*group_store, kJoinFailureKey, placement.rank);
+          throw_if_join_failed_or_store_lost(*group_store, kJoinFailureKey, placement.rank);
           try {
             // A rank that has acknowledged may return from init and exit: that is not a death.
             check_members_alive(*transport, {}, placement.world_size, placement.rank, "the group was being completed",
                                 [&](int member) { return group_store->check({"acked/" + std::to_string(member)}); });
           } catch (const Error& error) {
-            fail_join(*group_store, kJoinFailureKey, error, placement.rank);
+            fail_join(*group_store, kJoinFailureKey, error, placement.rank, placement.world_size);
           }
         });
         finish_join(watched, join);
       }
     } catch (const Error& error) {
       if (placement.world_size == 1) throw;
-      fail_join(*group_store, kJoinFailureKey, error, placement.rank);
+      try {
+        fail_join(*group_store, kJoinFailureKey, error, placement.rank, placement.world_size);
+      } catch (Error& first) {
+        // Ranks already through init hear the cause from the transport, not only that this
+        // rank left.
+        if (transport) transport->abort(first.what(), &first);
+        throw;
+      }
     }
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     log::get(log::Subsystem::Rendezvous)

@@ -52,12 +52,33 @@ SharedSegment::~SharedSegment() { ::munmap(base_, bytes_); }
 SharedMemoryPairs::SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_id,
                                      const std::vector<bool>& same_host, std::chrono::milliseconds timeout)
     : ends_(size) {
+  try {
+    set_up(store, rank, size, job_id, same_host, timeout);
+  } catch (...) {
+    // A set-up that fails (a peer died) leaves no name behind: this rank's own segments go
+    // with linked_, and a lower peer's published ones are unlinked here, since that peer may be
+    // dead and nobody else would (a live one unlinks its own too; ENOENT is fine).
+    for (int peer = 0; peer < rank; ++peer) {
+      try {
+        if (same_host[peer] && store.check({pair_key(peer, rank)})) {
+          ::shm_unlink(store.get_string(pair_key(peer, rank)).c_str());
+        }
+      } catch (const std::exception&) {
+        // the store is gone as well: nothing more can be learned
+      }
+    }
+    throw;
+  }
+}
+
+void SharedMemoryPairs::set_up(Store& store, int rank, int size, const std::string& job_id,
+                               const std::vector<bool>& same_host, std::chrono::milliseconds timeout) {
   // Ring 0 carries low -> high, ring 1 high -> low.
   std::vector<std::string> created(size);
   for (int peer = rank + 1; peer < size; ++peer) {
     if (!same_host[peer]) continue;
-    std::string name = "/comm-" + job_id.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" +
-                       std::to_string(rank) + "-" + std::to_string(peer);
+    std::string name = "/comm-" + job_id.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" + std::to_string(rank) +
+                       "-" + std::to_string(peer);
     int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) fail("cannot create", name);
     linked_.names.push_back(name);
@@ -76,6 +97,9 @@ SharedMemoryPairs::SharedMemoryPairs(Store& store, int rank, int size, const std
     int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) fail("cannot open", name);
     auto segment = map_segment(fd, name);
+    // Both ends have it mapped now: the name has done its work. Unlinked here as well as by
+    // its creator, so that a creator that dies from here on leaves nothing in /dev/shm.
+    ::shm_unlink(name.c_str());
     ends_[peer] = {segment, ring_at(segment->base(), 0), ring_at(segment->base(), 1)};
     store.set(pair_key(peer, rank) + "/mapped", "1");
   }

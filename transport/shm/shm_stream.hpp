@@ -67,6 +67,8 @@ class SharedMemoryPairs {
   ShmPairEnd take(int peer);
 
  private:
+  void set_up(Store& store, int rank, int size, const std::string& job_id, const std::vector<bool>& same_host,
+              std::chrono::milliseconds timeout);
   // Names of segments this rank created that are still linked in /dev/shm. A member with its
   // own destructor: a constructor that throws (a peer that never maps its end) still unlinks.
   struct LinkedNames {

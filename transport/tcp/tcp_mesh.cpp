@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "libcomm/base/environment.hpp"
@@ -190,9 +191,29 @@ Socket connect_to(const SocketAddress& address, const Nonce& listener_nonce, int
        peer);
 }
 
-// Accepts until every higher rank has said a valid hello; strangers are dropped.
-void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& mesh, const MeshOptions& options,
-                         Clock::time_point deadline) {
+// The index of the first socket whose peer has closed the connection (its process died, or
+// gave up), or -1. Bytes a fast peer has already sent are left unread.
+int first_closed(const std::vector<const Socket*>& sockets) {
+  std::vector<pollfd> watched;
+  std::vector<int> indices;
+  for (std::size_t i = 0; i < sockets.size(); ++i) {
+    if (sockets[i] == nullptr || !sockets[i]->valid()) continue;
+    watched.push_back({sockets[i]->fd(), POLLRDHUP, 0});
+    indices.push_back(static_cast<int>(i));
+  }
+  if (watched.empty() || ::poll(watched.data(), watched.size(), 0) <= 0) return -1;
+  for (std::size_t i = 0; i < watched.size(); ++i) {
+    if ((watched[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return indices[i];
+  }
+  return -1;
+}
+
+// Accepts until every higher rank has said a valid hello; strangers are dropped. A connection
+// that closes meanwhile (to a lower rank, or from a higher one already accepted) is a rank that
+// died: that ends the wait at once.
+void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& mesh, const std::vector<Socket>& lower,
+                         const MeshOptions& options, Clock::time_point deadline,
+                         const std::function<void(const Error&)>& on_failure) {
   struct Pending {
     Socket socket;
     std::string from;
@@ -216,6 +237,20 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
       throw TimeoutError("timed out waiting for rank(s) " + ranks + " to connect to " + mesh.local_address +
                              "; they may be unable to reach this address (firewall, COMM_SOCKET_IFNAME)",
                          ErrorContext{.op = "transport.tcp.connect"});
+    }
+    std::vector<const Socket*> connected;
+    for (int peer = 0; peer < options.size; ++peer) {
+      connected.push_back(peer < options.rank ? &lower[static_cast<std::size_t>(peer)] : &mesh.sockets[peer]);
+    }
+    if (int peer = first_closed(connected); peer >= 0) {
+      PeerClosedError error("rank " + std::to_string(peer) +
+                                " died (its connection closed) while the ranks were connecting; the other ranks stop "
+                                "here instead of waiting out the timeout: look at its output for why it ended",
+                            ErrorContext{.rank = options.rank, .peer = peer, .op = "init_process_group"});
+      // Told while the half-made connections of higher ranks are still open: closing them
+      // first would make those ranks blame this one.
+      if (on_failure) on_failure(error);
+      throw error;
     }
     std::vector<pollfd> watched{{listener.fd(), POLLIN, 0}};
     for (auto& connection : pending) watched.push_back({connection.socket.fd(), POLLIN, 0});
@@ -283,32 +318,20 @@ std::string process_name(int rank) {
 }
 
 void check_peers_alive(const Mesh& mesh, int rank, const std::string& phase) {
-  std::vector<pollfd> watched;
-  std::vector<int> peers;
-  for (std::size_t peer = 0; peer < mesh.sockets.size(); ++peer) {
-    if (!mesh.sockets[peer].valid()) continue;
-    watched.push_back({mesh.sockets[peer].fd(), POLLRDHUP, 0});
-    peers.push_back(static_cast<int>(peer));
-  }
-  if (watched.empty() || ::poll(watched.data(), watched.size(), 0) <= 0) return;
-  for (std::size_t i = 0; i < watched.size(); ++i) {
-    if ((watched[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) continue;
-    int peer = peers[i];
-    throw PeerClosedError(mesh.peer_names[static_cast<std::size_t>(peer)] + " died (its connection closed) while " +
-                              phase + "; the other ranks stop here instead of waiting out the timeout: look at rank " +
-                              std::to_string(peer) + "'s output for why it ended",
-                          ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
-  }
+  std::vector<const Socket*> sockets;
+  for (const auto& socket : mesh.sockets) sockets.push_back(&socket);
+  int peer = first_closed(sockets);
+  if (peer < 0) return;
+  throw PeerClosedError(mesh.peer_names[static_cast<std::size_t>(peer)] + " died (its connection closed) while " +
+                            phase + "; the other ranks stop here instead of waiting out the timeout: look at rank " +
+                            std::to_string(peer) + "'s output for why it ended",
+                        ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
 }
 
-Mesh connect_mesh(Store& store, const MeshOptions& options) {
-  auto deadline = Clock::now() + options.timeout;
-  Mesh mesh;
-  mesh.sockets.resize(options.size);
-  mesh.peer_names.resize(options.size);
-  mesh.peer_names[options.rank] = process_name(options.rank);
-  if (options.size == 1) return mesh;
+namespace {
 
+void build_connections(Store& store, const MeshOptions& options, Clock::time_point deadline, Mesh& mesh,
+                       std::vector<Socket>& lower, const std::function<void(const Error&)>& on_failure) {
   LocalAddress local = choose_local_address(options.route_to_host);
   Socket listener = open_listener(local.address);
   mesh.local_address = bound_address(listener).to_string();
@@ -317,7 +340,6 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
   store.set("tcp/" + std::to_string(options.rank), mesh.local_address + " " + nonce_text(listener_nonce));
   logger().info("listening for peers on {} ({})", mesh.local_address, local.interface);
 
-  std::vector<Socket> lower(options.rank);
   std::vector<Nonce> sent(options.rank);
   for (int peer = 0; peer < options.rank; ++peer) {
     std::string published = store.get_string("tcp/" + std::to_string(peer));
@@ -328,7 +350,7 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
     lower[peer] =
         connect_to(SocketAddress::parse(published.substr(0, space)), *their_nonce, peer, deadline, options, sent[peer]);
   }
-  accept_higher_ranks(listener, listener_nonce, mesh, options, deadline);
+  accept_higher_ranks(listener, listener_nonce, mesh, lower, options, deadline, on_failure);
   listener.close();
 
   for (int peer = 0; peer < options.rank; ++peer) {
@@ -345,6 +367,9 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
     mesh.peer_names[peer] = peer_name_of(answer);
     mesh.sockets[peer] = std::move(lower[peer]);
   }
+}
+
+void set_buffers(Mesh& mesh) {
   // COMM_SOCKET_BUFFER (bytes) fixes both socket buffer sizes. Otherwise a connection within
   // this host gets the sizes above; between hosts the kernel's autotuning sizes them for the
   // path's bandwidth-delay product.
@@ -365,6 +390,27 @@ Mesh connect_mesh(Store& store, const MeshOptions& options) {
     set_buffer(socket, SO_SNDBUF, buffer_bytes > 0 ? buffer_bytes : local ? kWithinHostSendBuffer : 0);
     set_buffer(socket, SO_RCVBUF, buffer_bytes > 0 ? buffer_bytes : local ? kWithinHostReceiveBuffer : 0);
   }
+}
+
+}  // namespace
+
+Mesh connect_mesh(Store& store, const MeshOptions& options, const std::function<void(const Error&)>& on_failure) {
+  auto deadline = Clock::now() + options.timeout;
+  Mesh mesh;
+  mesh.sockets.resize(options.size);
+  mesh.peer_names.resize(options.size);
+  mesh.peer_names[options.rank] = process_name(options.rank);
+  if (options.size == 1) return mesh;
+  // Out here, so that they are still open when a failure is told (on_failure): a rank that
+  // closed its connections first would be taken for the cause by the ranks it leaves.
+  std::vector<Socket> lower(options.rank);
+  try {
+    build_connections(store, options, deadline, mesh, lower, on_failure);
+  } catch (const Error& error) {
+    if (on_failure) on_failure(error);
+    throw;
+  }
+  set_buffers(mesh);
   return mesh;
 }
 

@@ -12,11 +12,13 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <optional>
 
+#include "comm/error.hpp"
 #include "comm/store.hpp"
 #include "libcomm/base/job_secret.hpp"
 #include "transport/socket.hpp"
@@ -40,7 +42,10 @@ struct Mesh {
   std::string local_address;
 };
 
-Mesh connect_mesh(Store& store, const MeshOptions& options);
+// `on_failure` hears of a failure first, while this rank's connections are still open (to tell
+// the job through the store before the peers see them close).
+Mesh connect_mesh(Store& store, const MeshOptions& options,
+                  const std::function<void(const Error&)>& on_failure = nullptr);
 
 // Throws PeerClosedError naming the first rank whose connection has closed (its process died,
 // or gave up), saying it happened while `phase` ("the shared-memory pairs were being set up").

@@ -75,6 +75,9 @@ class Store {
 
   // One line saying which store this is, for error messages ("TcpStore at 10.0.0.1:29500").
   virtual std::string describe() const = 0;
+  // Whether this process serves the store to the others (a TcpStore with is_server): then
+  // init_process_group keeps it up until every rank is through, whoever created it.
+  virtual bool serves_others() const { return false; }
 
  protected:
   // Implementations receive validated arguments; they must be thread-safe.
@@ -127,6 +130,7 @@ class PrefixStore final : public Store {
   PrefixStore(std::string prefix, std::shared_ptr<Store> store);
   std::string describe() const override;
   const std::shared_ptr<Store>& underlying() const { return store_; }
+  bool serves_others() const override { return store_->serves_others(); }
 
  protected:
   void do_set(const std::string& key, std::span<const std::uint8_t> value) override;
@@ -197,6 +201,7 @@ class TcpStore final : public Store {
   std::string describe() const override;
   std::uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
+  bool serves_others() const override { return server_ != nullptr; }
 
  protected:
   void do_set(const std::string& key, std::span<const std::uint8_t> value) override;
