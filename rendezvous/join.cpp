@@ -132,8 +132,10 @@ void fail_join(Store& store, const std::string& key, const Error& error, int ran
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
-  } catch (const Error&) {
-    first = mine;  // the store is gone too: this rank's own error is all there is
+  } catch (const Error& store_error) {
+    // The store is gone too, most likely with the rank that hosted it, which may be why this
+    // rank's connections broke: say both.
+    first = encode_failure(error) + "; and the store is unreachable: " + store_error.message();
   }
   throw_failure(first, rank);
 }

@@ -3,7 +3,7 @@
 //
 //   comm-fault-worker SEED OPS [--die-at-key SUFFIX --die-rank R [--die-occurrence N]]
 //                     [--mismatch-at K --mismatch-rank R --mismatch-kind count|dtype|op|root|collective]
-//                     [--stop-file PATH]
+//                     [--stop-file PATH] [--no-final-barrier 1]
 // --stop-file: run until PATH exists (rank 0 looks every 20 operations and tells the others).
 //
 // Every rank makes the world group and a subgroup of the even ranks, then runs OPS collectives
@@ -62,6 +62,7 @@ struct Options {
   std::string mismatch_kind;
   int die_occurrence = 1;
   std::string stop_file;
+  bool final_barrier = true;
 };
 
 struct Wrong {
@@ -222,6 +223,7 @@ Options parse(int argc, char** argv) {
     if (name == "--mismatch-kind") options.mismatch_kind = value;
     if (name == "--die-occurrence") options.die_occurrence = std::atoi(value.c_str());
     if (name == "--stop-file") options.stop_file = value;
+    if (name == "--no-final-barrier") options.final_barrier = value != "1";
   }
   return options;
 }
@@ -266,7 +268,9 @@ int main(int argc, char** argv) {
       }
       worker.run_operation(done);
     }
-    world->barrier();
+    // Without it, a rank may leave while its last messages are still on their way: they must
+    // arrive all the same (issue 15, finding 5).
+    if (options.final_barrier) world->barrier();
     std::cout << "DONE " << done << " hwm_kb " << peak_resident_kb() << std::endl;
     return 0;
   } catch (const comm::Error& error) {

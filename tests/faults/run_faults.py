@@ -11,6 +11,8 @@ comm-fault-worker, which checks every result against a float64 reference. Then o
   attack          while the job runs: random bytes, huge length prefixes, half-open
                   connections, a client without the secret, a replayed proof and a flood of
                   1000 connections on the store port
+  leave-early     no fault: every rank exits right after its last collective, with no barrier,
+                  while its last messages may still be on their way
 and asserts: no wrong result ever; after a kill every survivor errors within 2 s naming the
 dead rank; after a mismatch every rank gets a mismatch error within 1 s of the first; under
 attack the job completes and the store's host stays within 64 MiB of the other ranks' memory;
@@ -35,7 +37,7 @@ import threading
 import time
 
 KINDS = ["kill-mid", "kill-mid", "kill-mid", "kill-init", "kill-init", "kill-new-group", "mismatch", "mismatch",
-         "attack"]
+         "attack", "leave-early"]
 MISMATCH_KINDS = ["count", "dtype", "op", "root", "collective"]
 DETECTION_LIMIT_MS = 2000
 MISMATCH_SPREAD_MS = 1000
@@ -137,7 +139,7 @@ class Case:
         return text
 
     def worker_arguments(self):
-        ops = 300 if self.kind == "mismatch" else 100000
+        ops = {"mismatch": 300, "leave-early": 40}.get(self.kind, 100000)
         if self.kind == "kill-init":
             ops = 50
         arguments = [self.worker, str(self.seed), str(ops)]
@@ -158,6 +160,8 @@ class Case:
             arguments += ["--die-at-key", "/mapped/%d" % (self.victim // 2), "--die-rank", str(self.victim)]
         if self.kind == "attack":
             arguments += ["--stop-file", self.stop_file]
+        if self.kind == "leave-early":
+            arguments += ["--no-final-barrier", "1"]
         if self.kind == "mismatch":
             arguments += ["--mismatch-at", str(self.mismatch_at), "--mismatch-rank", str(self.victim),
                           "--mismatch-kind", self.mismatch_kind]
@@ -249,6 +253,11 @@ class Case:
             for line in rank.lines:
                 if line.startswith("WRONG"):
                     self.fail("rank %d: %s" % (rank.rank, line))
+        if self.kind == "leave-early":
+            for rank in ranks:
+                if rank.poll() != 0 or not rank.has("DONE "):
+                    self.fail("rank %d did not finish (exit %s)" % (rank.rank, rank.poll()))
+            return
         if self.kind == "attack":
             peaks = []
             for rank in ranks:
