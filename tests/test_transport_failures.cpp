@@ -314,4 +314,12 @@ TEST_CASE("a rank that dies during init is named at once, with the step it died 
     CHECK_THAT(output, ContainsSubstring("rank 2") && ContainsSubstring("died") && ContainsSubstring(phase));
     CHECK_THAT(output, !ContainsSubstring("default_pg/"));
   }
+  // Nothing of the dead rank's, nor anyone's, stays in /dev/shm (a creator that died left its
+  // pairs linked).
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    std::string name = entry.path().filename().string();
+    for (const auto& rank : ranks) {
+      CHECK(name.find("-" + std::to_string(rank->pid()) + "-") == std::string::npos);
+    }
+  }
 }

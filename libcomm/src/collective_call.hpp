@@ -34,7 +34,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::start_collective(CallShape shape, std:
       error.add_context(ErrorContext{.rank = rank(), .op = op, .sequence = static_cast<std::int64_t>(sequence)});
       if (error.code() == ErrorCode::Timeout && hang_watch_) {
         // The timeout's message is the verdict: where every rank of the group is now.
-        std::string verdict = hang_watch_->verdict_now() + " (" + error.message() + ")";
+        std::string verdict = hang_watch_->verdict_now(timeout_) + " (" + error.message() + ")";
         TimeoutError timeout(verdict, error.context());
         transport_->abort(timeout.what(), &timeout);
         throw timeout;

@@ -19,9 +19,6 @@ constexpr int kTicksPerStoreLook = 4;  // the store is asked once a second
 // How long a verdict waits for the other ranks' records: a look of theirs (1 s) and slack.
 constexpr auto kGatherWait = std::chrono::milliseconds(1250);
 
-std::int64_t to_ticks(Clock::time_point at) { return at.time_since_epoch().count(); }
-Clock::time_point from_ticks(std::int64_t ticks) { return Clock::time_point(Clock::duration(ticks)); }
-
 long long seconds_since(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - since).count();
 }
@@ -93,7 +90,7 @@ std::string describe(const CallShape& shape) {
   return text;
 }
 
-CallRecord::CallRecord() { since_.store(to_ticks(Clock::now()), std::memory_order_relaxed); }
+CallRecord::CallRecord() : observed_since_(Clock::now()) {}
 
 void CallRecord::begin(const CallShape& shape, std::uint64_t sequence) {
   std::uint64_t version = version_.load(std::memory_order_relaxed);
@@ -106,7 +103,6 @@ void CallRecord::begin(const CallShape& shape, std::uint64_t sequence) {
   count_.store(shape.count, std::memory_order_relaxed);
   root_.store(shape.root, std::memory_order_relaxed);
   sequence_.store(sequence, std::memory_order_relaxed);
-  since_.store(to_ticks(Clock::now()), std::memory_order_relaxed);
   waiting_.peer.store(-1, std::memory_order_relaxed);
   version_.store(version + 2, std::memory_order_release);
 }
@@ -116,7 +112,6 @@ void CallRecord::end() {
   version_.store(version + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   in_call_.store(false, std::memory_order_relaxed);
-  since_.store(to_ticks(Clock::now()), std::memory_order_relaxed);
   version_.store(version + 2, std::memory_order_release);
 }
 
@@ -131,11 +126,19 @@ CallRecord::Snapshot CallRecord::read() const {
                                dtype_.load(std::memory_order_relaxed), count_.load(std::memory_order_relaxed),
                                root_.load(std::memory_order_relaxed)};
     snapshot.sequence = sequence_.load(std::memory_order_relaxed);
-    snapshot.since = from_ticks(since_.load(std::memory_order_relaxed));
     snapshot.waiting_peer = waiting_.peer.load(std::memory_order_relaxed);
     snapshot.waiting_step = waiting_.step.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (version_.load(std::memory_order_relaxed) == before) return snapshot;
+    if (version_.load(std::memory_order_relaxed) != before) continue;
+    // The time of the change is taken by the first look after it (the watch looks four times a
+    // second), not by the calling thread: a clock read per call would cost more than the rest.
+    std::lock_guard lock(observe_mutex_);
+    if (before != observed_version_) {
+      observed_version_ = before;
+      observed_since_ = Clock::now();
+    }
+    snapshot.since = observed_since_;
+    return snapshot;
   }
 }
 
@@ -183,7 +186,7 @@ void HangWatch::run() {
     if (!mine.in_call || Clock::now() - mine.since < threshold_) continue;
     if (reported_ == mine.sequence) continue;
     reported_ = mine.sequence;
-    log::get(log::Subsystem::Group).warn("{}", gather_verdict(mine));
+    log::get(log::Subsystem::Group).warn("{}", gather_verdict(mine, 0));
   }
 }
 
@@ -241,11 +244,14 @@ void HangWatch::answer_requests() {
   }
 }
 
-std::string HangWatch::verdict_now() { return gather_verdict(record_.read()); }
+std::string HangWatch::verdict_now(std::chrono::milliseconds waited) {
+  return gather_verdict(record_.read(), std::chrono::duration_cast<std::chrono::seconds>(waited).count());
+}
 
-std::string HangWatch::gather_verdict(const CallRecord::Snapshot& mine) {
+std::string HangWatch::gather_verdict(const CallRecord::Snapshot& mine, long long waited_seconds) {
+  waited_seconds = std::max(waited_seconds, seconds_since(mine.since));
   std::string verdict = call_name(mine.shape, mine.sequence) + " (" + describe(mine.shape) + ", group " + where_.group +
-                        ") has waited " + std::to_string(seconds_since(mine.since)) + " s: ";
+                        ") has waited " + std::to_string(waited_seconds) + " s: ";
   std::vector<std::optional<PeerRecord>> records(static_cast<std::size_t>(where_.size));
   std::string trouble;
   try {

@@ -6,9 +6,10 @@
 // A timeout of a collective carries the same verdict as its message. Ranks are named as the world
 // group numbers them, in subgroups too.
 //
-// Cost: the calling thread writes a few words to memory per call (CallRecord) and two per wait
-// (algorithms::WaitingOn); a thread per group wakes four times a second to look at them and
-// once a second asks the store whether another rank wants this rank's record.
+// Cost: the calling thread writes a few words to memory per call (CallRecord; no clock read:
+// the watch notes when a call changed) and two per wait (algorithms::WaitingOn); a thread per
+// group wakes four times a second to look at them and once a second asks the store whether
+// another rank wants this rank's record.
 #pragma once
 
 #include <atomic>
@@ -46,6 +47,7 @@ class CallRecord {
     std::uint64_t sequence = 0;                     // of the current call, or of the last one when idle
     bool any_call = false;                          // false until the first call starts
     std::chrono::steady_clock::time_point since{};  // when the call began, or the last one ended
+                                                    // (as first seen: up to 250 ms late)
     int waiting_peer = -1;
     std::uint32_t waiting_step = 0;
   };
@@ -65,8 +67,10 @@ class CallRecord {
   std::atomic<std::uint64_t> count_{0};
   std::atomic<int> root_{-1};
   std::atomic<std::uint64_t> sequence_{0};
-  std::atomic<std::int64_t> since_{0};
   algorithms::WaitingOn waiting_;
+  mutable std::mutex observe_mutex_;  // readers only: when they first saw the current version
+  mutable std::uint64_t observed_version_ = 0;
+  mutable std::chrono::steady_clock::time_point observed_since_;
 };
 
 class HangWatch {
@@ -88,8 +92,9 @@ class HangWatch {
   HangWatch& operator=(const HangWatch&) = delete;
 
   CallRecord& record() { return record_; }
-  // The verdict on the current call, gathered now (at most ~1.5 s): for a timeout's message.
-  std::string verdict_now();
+  // The verdict on the current call, which has waited `waited`, gathered now (at most ~1.5 s):
+  // for a timeout's message.
+  std::string verdict_now(std::chrono::milliseconds waited);
 
   // COMM_HANG_REPORT, in seconds (0..1 day); 60 when unset.
   static std::chrono::seconds threshold_from_environment();
@@ -103,7 +108,7 @@ class HangWatch {
   void answer_requests();
   // Publishes this rank's record for every request up to `latest` not answered yet.
   void answer_up_to(std::int64_t latest);
-  std::string gather_verdict(const CallRecord::Snapshot& mine);
+  std::string gather_verdict(const CallRecord::Snapshot& mine, long long waited_seconds);
 
   // Verdicts name ranks as the world numbers them.
   int world_rank(int group_rank) const;
