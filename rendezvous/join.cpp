@@ -118,13 +118,19 @@ std::string encode_failure(const Error& error) {
                                                ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"}));
 }
 
+// Counts this rank among those that have read the failure, once however often it looks.
+void note_seen(Store& store, const std::string& key, int rank) {
+  if (store.add(key + "/seen/" + std::to_string(rank), 1) == 1) store.add(key + "/seen", 1);
+}
+
 }  // namespace
 
 void fail_join(Store& store, const std::string& key, const Error& error, int rank, int size) {
   std::string mine = encode_failure(error), first;
   try {
     first = store.compare_set(key, "", mine);
-    if (first == mine) {
+    if (first != mine) note_seen(store, key, rank);  // read like any other reader
+    if (first == mine || store.serves_others()) {
       // The store may live in this process, which is likely to exit on this error: give the
       // others (who look every 100 ms or so) a moment to read the cause first.
       auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
@@ -134,8 +140,9 @@ void fail_join(Store& store, const std::string& key, const Error& error, int ran
     }
   } catch (const Error& store_error) {
     // The store is gone too, most likely with the rank that hosted it, which may be why this
-    // rank's connections broke: say both.
-    first = encode_failure(error) + "; and the store is unreachable: " + store_error.message();
+    // rank's connections broke: say both (once, when that is this rank's error already).
+    first = mine;
+    if (error.message() != store_error.message()) first += "; and the store is unreachable: " + store_error.message();
   }
   throw_failure(first, rank);
 }
@@ -143,7 +150,7 @@ void fail_join(Store& store, const std::string& key, const Error& error, int ran
 void throw_if_join_failed(Store& store, const std::string& key, int rank) {
   if (!store.check({key})) return;
   std::string first = store.get_string(key);
-  store.add(key + "/seen", 1);
+  note_seen(store, key, rank);
   throw_failure(first, rank);
 }
 

@@ -38,8 +38,8 @@ void finish_join(Store& store, const JoinRequest& request);
 // The first error of any rank while a group is being made, kept in the store under `key`, so
 // that every rank reports that cause ("rank 2 died while ...") instead of naming the rank that
 // stopped after it. fail_join publishes `error` unless another was first, and throws the first
-// (the rank that published waits up to 500 ms for the group's other `size` - 2 survivors to read
-// it: it may host the store); throw_if_join_failed throws the published one, if any (ranks still
+// (the rank that published it, and the rank that serves the store, wait up to 500 ms for the
+// group's other `size` - 2 survivors to read it); throw_if_join_failed throws the published one, if any (ranks still
 // waiting call it often).
 [[noreturn]] void fail_join(Store& store, const std::string& key, const Error& error, int rank, int size);
 void throw_if_join_failed(Store& store, const std::string& key, int rank);

@@ -48,9 +48,10 @@ std::string host_identity() {
 
 std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions& options, MediumChoice choice,
                                              const JobFailure& job_failure) {
-  // Another rank's published cause wins; else this rank's finding is published, before its
-  // connections close.
-  Mesh mesh = connect_mesh(job_store, options, [&](const Error& error) {
+  // Another rank's published cause wins (looked for while waiting for the others' addresses);
+  // else this rank's finding is published, before its connections close.
+  WatchedStore watched_job(job_store, [&] { job_failure.check(); });
+  Mesh mesh = connect_mesh(watched_job, options, [&](const Error& error) {
     job_failure.check();
     job_failure.fail(error);
   });
