@@ -364,8 +364,12 @@ TEST_CASE("a refused message fails the next collective on every rank, promptly",
         std::uint8_t flag = 0;
         if (me == 0) {
           group.send(comm::Buffer(data.data(), 100, comm::DType::UInt8), 1, 2);
+          // Rank 1 refuses only after this: a refusal that overtook the send (a busy machine
+          // scheduling rank 1 first) would fail the send itself, which is not what is tested.
+          group.send(comm::Buffer(&flag, 1, comm::DType::UInt8), 1, 4);
           group.recv(comm::Buffer(&flag, 1, comm::DType::UInt8), 1, 3);  // the refusal came before it
         } else {
+          group.recv(comm::Buffer(&flag, 1, comm::DType::UInt8), 0, 4);
           try {
             group.recv(comm::Buffer(data.data(), 10, comm::DType::UInt8), 0, 2);
           } catch (const comm::Error&) {
