@@ -129,6 +129,18 @@ void MeshTransport::shut_down(std::exception_ptr error, const std::string& reaso
       // That peer is gone already; nothing to tell it.
     }
   }
+  // Stopping over an error, the Goodbye names the cause: keep the connections until the peers
+  // have closed theirs (they do once they read it), dropping their input meanwhile; a close with
+  // input still arriving would reset the connection and destroy the Goodbye on the peer's side,
+  // which would then blame this rank (within what is left of the flush time).
+  while (code != 0 && std::chrono::steady_clock::now() < deadline) {
+    bool all = true;
+    for (auto& state : peers_) {
+      if (state.connection && !state.connection->stream().drained_to_end()) all = false;
+    }
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   if (!aborted_) aborted_ = error;
   stopped_.store(true, std::memory_order_relaxed);
   for (int peer = 0; peer < size_; ++peer) {

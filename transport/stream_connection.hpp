@@ -95,6 +95,10 @@ class ByteStream {
   // This end is about to be closed by choice (its transport shut down): make sure the peer can
   // still read what was sent last (the Goodbye saying why). Failures mean it is gone already.
   virtual void close_gracefully() noexcept {}
+  // After close_gracefully: drops what the peer still sends; true once it has closed its end
+  // too (or is gone), so that closing this end now cannot reset the connection and destroy the
+  // Goodbye in the peer's kernel before the peer has read it.
+  virtual bool drained_to_end() noexcept { return true; }
   // Whether the peer shares this host's memory (so the transport can offer a shared segment).
   virtual bool shares_host_memory() const { return false; }
   virtual const char* medium() const = 0;

@@ -37,6 +37,15 @@ void SocketStream::close_gracefully() noexcept {
   }
 }
 
+bool SocketStream::drained_to_end() noexcept {
+  char discarded[4096];
+  while (true) {
+    ssize_t n = ::recv(socket_.fd(), discarded, sizeof discarded, MSG_DONTWAIT);
+    if (n > 0) continue;
+    return !(n < 0 && (errno == EAGAIN || errno == EINTR));  // end of file, or an error: over
+  }
+}
+
 std::size_t SocketStream::read_some(void* data, std::size_t bytes) {
   ssize_t n = ::recv(socket_.fd(), data, bytes, 0);
   if (n == 0) lost("receiving", 0);

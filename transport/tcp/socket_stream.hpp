@@ -18,6 +18,7 @@ class SocketStream final : public ByteStream {
   bool writes_wake_through_fd() const override { return true; }
   const char* medium() const override { return "tcp"; }
   void close_gracefully() noexcept override;
+  bool drained_to_end() noexcept override;
 
  private:
   [[noreturn]] void lost(const char* what, int error) const;
