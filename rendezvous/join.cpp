@@ -95,6 +95,11 @@ void finish_join(Store& store, const JoinRequest& request) {
   // has succeeded everywhere, so no rank runs collectives while another is still connecting
   // (a failure then has one phase, and every rank hears of it the same way).
   store.wait({"all_acked"}, request.timeout);
+  // The rank hosting the store leaves last: a rank still waiting for all_acked when the store's
+  // process exits would lose it. A rank that is through may exit: that is no death.
+  store.set("through/" + std::to_string(request.rank), "1");
+  if (store.add("through", 1) == request.world_size) store.set("all_through", "1");
+  if (request.hosts_store) store.wait({"all_through"}, request.timeout);
 }
 
 namespace {

@@ -6,7 +6,10 @@
 //   joined       a counter; the rank that brings it to the world size writes status
 //   status       "ok", or "error: ..." written by the first rank that found a disagreement
 //   failure      the first error of any rank while the group is being made (see fail_join)
-//   acked/R      rank R is done (it may exit now without that meaning it died)
+//   acked/R      rank R is done with its set-up
+//   through/R    rank R has seen all_acked (it may exit now without that meaning it died);
+//   through      a counter; the last rank writes all_through, which the rank hosting the store
+//                waits for
 //   acked        a counter; the rank that brings it to the world size writes all_acked, which
 //                every rank waits for: so the rank hosting the store never shuts the server down
 //                under ranks still reading their status, and no rank starts its first collective

@@ -146,9 +146,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
         transport::WatchedStore watched(*group_store, [&] {
           throw_if_join_failed_or_store_lost(*group_store, kJoinFailureKey, placement.rank);
           try {
-            // A rank that has acknowledged may return from init and exit: that is not a death.
+            // A rank that is through may return from init and exit: that is not a death.
             check_members_alive(*transport, {}, placement.world_size, placement.rank, "the group was being completed",
-                                [&](int member) { return group_store->check({"acked/" + std::to_string(member)}); });
+                                [&](int member) { return group_store->check({"through/" + std::to_string(member)}); });
           } catch (const Error& error) {
             fail_join(*group_store, kJoinFailureKey, error, placement.rank, placement.world_size);
           }
