@@ -95,6 +95,7 @@ struct CollectiveContext {
   // reads what the peers sent before, and fails the call if the transport stopped (a message
   // of an earlier call that disagrees with this rank's, say).
   void check_transport() const {
+    if (!transport.poll_due()) return;
     if (std::exception_ptr error = transport.poll()) std::rethrow_exception(error);
   }
   // Sends to one peer and receives from another (or the same) at once; returns when both are done.

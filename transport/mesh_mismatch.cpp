@@ -66,7 +66,7 @@ void MeshTransport::note_call(std::uint64_t tag, std::uint64_t fingerprint) {
   CallRecord& record = calls_[record_index(slot, kRecordedCalls)];
   if (record.slot == slot) return;  // this call's every transfer after its first
   record = {slot, fingerprint};
-  calls_noted_.fetch_add(1, std::memory_order_relaxed);
+  poll_due_.store(true, std::memory_order_relaxed);  // poll() compares what arrived before
   // Messages and probes of this call that arrived before it began, from any peer (a peer that
   // thinks another rank is the root sends to ranks that will never receive from it).
   if (auto other = disagreement({kAnySource, tag, nullptr, 0, nullptr, fingerprint, {}})) {

@@ -142,7 +142,7 @@ void MeshTransport::shut_down(std::exception_ptr error, const std::string& reaso
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   if (!aborted_) aborted_ = error;
-  stopped_.store(true, std::memory_order_relaxed);
+  poll_due_.store(true, std::memory_order_relaxed);  // poll() reports the stop
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_ && peers_[peer].connection) lose_peer(peer, aborted_);
   }

@@ -76,13 +76,11 @@ bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
 }
 
 std::exception_ptr MeshTransport::poll() {
-  std::uint64_t noted = calls_noted_.load(std::memory_order_relaxed);
-  if (noted == calls_polled_.load(std::memory_order_relaxed) && !stopped_.load(std::memory_order_relaxed)) {
-    return nullptr;
-  }
+  if (!poll_due()) return nullptr;
   std::lock_guard lock(mutex_);
-  calls_polled_.store(noted, std::memory_order_relaxed);
   service_all();
+  // Due again only once a message-based call is noted; a stopped transport stays due.
+  poll_due_.store(aborted_ != nullptr, std::memory_order_relaxed);
   return aborted_;
 }
 

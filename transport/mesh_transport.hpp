@@ -176,12 +176,6 @@ class MeshTransport final : public Transport,
   };
   static constexpr std::size_t kRecordedCalls = 64;
   std::array<CallRecord, kRecordedCalls> calls_{};
-  // poll() reads the peers only when there is something to find: a message-based call was made
-  // since it last did (calls_noted_ moved), or this transport stopped. Both are read without the
-  // lock, so shared-memory collectives that follow shared-memory collectives pay two loads.
-  std::atomic<std::uint64_t> calls_noted_{0};
-  std::atomic<std::uint64_t> calls_polled_{0};
-  std::atomic<bool> stopped_{false};
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
   ProgressThread progress_;  // last: stopped before the members it reads are destroyed
