@@ -128,21 +128,36 @@ void note_seen(Store& store, const std::string& key, int rank) {
   if (store.add(key + "/seen/" + std::to_string(rank), 1) == 1) store.add(key + "/seen", 1);
 }
 
+// The store may live in this process, which is likely to exit on this error: give the group's
+// other survivors (who look every 100 ms or so) up to 500 ms to read the cause first. Every
+// survivor, the publisher included, counts itself once it has read it; one rank (the dead one)
+// is not expected to.
+void wait_for_readers(Store& store, const std::string& key, int size) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (store.add(key + "/seen", 0) < size - 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 }  // namespace
+
+void leave_word_of_death(Store& store, const std::string& key, int rank) {
+  PeerClosedError death("rank " + std::to_string(rank) + " (" + without_nonce(identity()) +
+                            ") died before it had connected to the other ranks (the store saw its connection "
+                            "close); the other ranks stop here instead of waiting out the timeout: look at rank " +
+                            std::to_string(rank) + "'s output for why it ended",
+                        ErrorContext{.peer = rank, .op = "init_process_group"});
+  store.leave_last_word(key, encode_failure(death));
+}
+
+void withdraw_word_of_death(Store& store, const std::string& key) { store.withdraw_last_word(key); }
 
 void fail_join(Store& store, const std::string& key, const Error& error, int rank, int size) {
   std::string mine = encode_failure(error), first;
   try {
     first = store.compare_set(key, "", mine);
-    if (first != mine) note_seen(store, key, rank);  // read like any other reader
-    if (first == mine || store.serves_others()) {
-      // The store may live in this process, which is likely to exit on this error: give the
-      // others (who look every 100 ms or so) a moment to read the cause first.
-      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-      while (store.add(key + "/seen", 0) < size - 2 && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
+    note_seen(store, key, rank);
+    if (first == mine || store.serves_others()) wait_for_readers(store, key, size);
   } catch (const Error& store_error) {
     // The store is gone too, most likely with the rank that hosted it, which may be why this
     // rank's connections broke: say both (once, when that is this rank's error already).
@@ -152,16 +167,19 @@ void fail_join(Store& store, const std::string& key, const Error& error, int ran
   throw_failure(first, rank);
 }
 
-void throw_if_join_failed(Store& store, const std::string& key, int rank) {
+void throw_if_join_failed(Store& store, const std::string& key, int rank, int size) {
   if (!store.check({key})) return;
   std::string first = store.get_string(key);
   note_seen(store, key, rank);
+  // A cause no rank published (a dead rank's last word, written by the store) has no publisher
+  // to wait for the readers: the rank serving the store does.
+  if (store.serves_others()) wait_for_readers(store, key, size);
   throw_failure(first, rank);
 }
 
-void throw_if_join_failed_or_store_lost(Store& store, const std::string& key, int rank) {
+void throw_if_join_failed_or_store_lost(Store& store, const std::string& key, int rank, int size) {
   try {
-    throw_if_join_failed(store, key, rank);
+    throw_if_join_failed(store, key, rank, size);
   } catch (const IoError& error) {
     if (error.op().rfind("store.", 0) != 0) throw;  // a published failure that is an I/O error
   }

@@ -40,15 +40,23 @@ void finish_join(Store& store, const JoinRequest& request);
 
 // The first error of any rank while a group is being made, kept in the store under `key`, so
 // that every rank reports that cause ("rank 2 died while ...") instead of naming the rank that
-// stopped after it. fail_join publishes `error` unless another was first, and throws the first
-// (the rank that published it, and the rank that serves the store, wait up to 500 ms for the
-// group's other `size` - 2 survivors to read it); throw_if_join_failed throws the published one, if any (ranks still
-// waiting call it often).
+// stopped after it. fail_join publishes `error` unless another was first, and throws the first;
+// throw_if_join_failed throws the published one, if any (ranks still waiting call it often).
+// The rank that published it and the rank that serves the store wait up to 500 ms for the
+// group's `size` - 1 survivors to have read it before they throw.
 [[noreturn]] void fail_join(Store& store, const std::string& key, const Error& error, int rank, int size);
-void throw_if_join_failed(Store& store, const std::string& key, int rank);
+void throw_if_join_failed(Store& store, const std::string& key, int rank, int size);
 // The same, except that a store that cannot be reached (its host died) is no answer: the
 // caller goes on to look at the ranks themselves, which may say who died first.
-void throw_if_join_failed_or_store_lost(Store& store, const std::string& key, int rank);
+void throw_if_join_failed_or_store_lost(Store& store, const std::string& key, int rank, int size);
+
+// Until a rank holds a connection to every other, only the store can see it die: it leaves a
+// last word under the failure key (a PeerClosedError naming it, as fail_join would publish),
+// which the store writes if the rank's connection closes first, and which the others' waits look
+// at. Withdrawn once the transport can see deaths itself. Stores that cannot notice a client
+// ending (file://) leave the others to wait for the timeout, as before.
+void leave_word_of_death(Store& store, const std::string& key, int rank);
+void withdraw_word_of_death(Store& store, const std::string& key);
 
 // The secret the transport's handshakes prove: the job's (COMM_JOB_TOKEN or COMM_JOB_TOKEN_FILE,
 // never written to the store), else a random one agreed through the store, which keeps out

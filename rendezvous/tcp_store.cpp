@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "comm/store.hpp"
@@ -45,10 +46,57 @@ class TcpStore::Client {
   Bytes request(const Bytes& frame, const char* op, std::chrono::milliseconds server_timeout,
                 const std::vector<std::string>& keys) {
     auto connection = acquire();
+    Bytes body = exchange(*connection, frame, op, server_timeout, keys);
+    release(std::move(connection));
+    return body;
+  }
+
+  // Last words travel on a connection of their own, kept while any is registered: the pool's
+  // connections come and go (one whose call timed out is dropped), and each going would speak.
+  bool leave_last_word(const std::string& key, const Bytes& frame) {
+    std::lock_guard lock(last_words_mutex_);
+    if (!last_words_connection_) last_words_connection_ = connect();
+    Bytes body = exchange_last_words(frame, "store.leave_last_word");
+    FrameReader reply(body);
+    if (static_cast<ResponseStatus>(reply.type()) != ResponseStatus::Ok) {
+      throw InvalidArgumentError(reply.string(), ErrorContext{.op = "store.leave_last_word"});
+    }
+    last_words_.insert(key);
+    return true;
+  }
+
+  void withdraw_last_word(const std::string& key, const Bytes& frame) {
+    std::lock_guard lock(last_words_mutex_);
+    if (!last_words_.contains(key)) return;
+    exchange_last_words(frame, "store.withdraw_last_word");
+    last_words_.erase(key);
+    if (last_words_.empty()) last_words_connection_.reset();  // nothing left to say: a plain close
+  }
+
+  std::string where() const { return endpoint_text(host_, port_); }
+
+ private:
+  struct Connection;
+
+  // On the last words' connection; when it fails the server has already had the words said.
+  Bytes exchange_last_words(const Bytes& frame, const char* op) {
+    try {
+      return exchange(*last_words_connection_, frame, op, timeout_, {});
+    } catch (const Error&) {
+      last_words_connection_.reset();
+      last_words_.clear();
+      throw;
+    }
+  }
+
+  // One request and its reply on `connection`; a failure drops the connection (the caller must
+  // not reuse it) and throws.
+  Bytes exchange(Connection& connection, const Bytes& frame, const char* op, std::chrono::milliseconds server_timeout,
+                 const std::vector<std::string>& keys) {
     auto deadline = Clock::now() + server_timeout + kServerGrace;
-    std::error_code ec = connection->write(frame, deadline);
+    std::error_code ec = connection.write(frame, deadline);
     std::array<std::uint8_t, kLengthBytes> length{};
-    if (!ec) ec = connection->read(asio::buffer(length), deadline);
+    if (!ec) ec = connection.read(asio::buffer(length), deadline);
     Bytes body;
     if (!ec) {
       std::uint32_t size = decode_length(length.data());
@@ -58,13 +106,13 @@ class TcpStore::Client {
                       ErrorContext{.op = op});
       }
       body.resize(size);
-      ec = connection->read(asio::buffer(body), deadline);
+      ec = connection.read(asio::buffer(body), deadline);
     }
-    if (ec) fail(ec, op, keys);  // the connection is dropped, not returned to the pool
-    release(std::move(connection));
+    if (ec) fail(ec, op, keys);
     return body;
   }
 
+ public:
   // Runs one request and hands the reply, positioned after the status byte, to `parse`.
   template <class Parse>
   auto call(const Bytes& frame, const char* op, std::chrono::milliseconds server_timeout,
@@ -78,8 +126,6 @@ class TcpStore::Client {
                     ErrorContext{.op = op});
     }
   }
-
-  std::string where() const { return endpoint_text(host_, port_); }
 
  private:
   struct Connection {
@@ -221,7 +267,11 @@ class TcpStore::Client {
     Proof server_proof{};
     try {
       FrameReader reply(body);
-      if (static_cast<ResponseStatus>(reply.type()) != ResponseStatus::Ok) not_a_store();
+      auto status = static_cast<ResponseStatus>(reply.type());
+      if (status == ResponseStatus::Failure) {  // a store of another libcomm version, say
+        throw IoError(reply.string() + " (store at " + where() + ")", ErrorContext{.op = "store.connect"});
+      }
+      if (status != ResponseStatus::Ok) not_a_store();
       secured = reply.u32() != 0;
       auto nonce = reply.bytes();
       auto proof = reply.bytes();
@@ -289,6 +339,9 @@ class TcpStore::Client {
   std::atomic<bool> reached_{false};  // a connection to the server succeeded once
   std::mutex mutex_;
   std::vector<std::unique_ptr<Connection>> idle_;
+  std::mutex last_words_mutex_;  // guards the two below
+  std::unique_ptr<Connection> last_words_connection_;
+  std::set<std::string> last_words_;  // their keys
 };
 
 namespace {
@@ -394,6 +447,15 @@ std::int64_t TcpStore::do_num_keys() {
                          read_status(reply, {ResponseStatus::Integer}, client_->where(), "store.num_keys");
                          return reply.i64();
                        });
+}
+
+bool TcpStore::do_leave_last_word(const std::string& key, std::span<const std::uint8_t> value) {
+  return client_->leave_last_word(key, request_of(RequestType::LastWord).bytes(key).bytes(value).finish());
+}
+
+void TcpStore::do_withdraw_last_word(const std::string& key) {
+  client_->withdraw_last_word(
+      key, request_of(RequestType::LastWord).bytes(key).bytes(std::span<const std::uint8_t>{}).finish());
 }
 
 }  // namespace comm

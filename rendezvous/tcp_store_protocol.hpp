@@ -18,6 +18,11 @@
 //   Check        u32 n, n keys                             -> Integer (1: all present)
 //   Delete       key                                       -> Integer (1: existed)
 //   NumKeys                                                -> Integer
+//   LastWord     key, value                                -> Ok | Failure(message)
+//
+// LastWord registers what the server writes under key (unless it exists) when this connection
+// ends, whatever the reason; an empty value withdraws the word for that key. A server shutting
+// down says no last words. A connection holds at most kMaxLastWords.
 //
 // The proofs (see libcomm/base/job_secret.hpp) are HMACs of both nonces under different
 // purposes: the server's shows the client it reached the job's store, the client's shows the
@@ -35,7 +40,7 @@
 namespace comm::tcp_store_protocol {
 
 inline constexpr std::uint32_t kMagic = 0x4D4D4F43;  // "COMM"
-inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::uint32_t kVersion = 3;         // 3: LastWord
 inline constexpr std::size_t kLengthBytes = 4;
 // A compare_set of two maximal values is the largest legal request.
 inline constexpr std::size_t kMaxFrameBytes = 2 * kMaxStoreValueBytes + 64 * 1024;
@@ -44,6 +49,7 @@ inline constexpr std::size_t kMaxFrameBytes = 2 * kMaxStoreValueBytes + 64 * 102
 // for a few seconds, whatever it announces.
 inline constexpr std::size_t kMaxHelloFrameBytes = 4096;
 inline constexpr std::chrono::seconds kHelloDeadline{5};
+inline constexpr std::size_t kMaxLastWords = 16;
 
 enum class RequestType : std::uint8_t {
   Hello = 1,
@@ -55,7 +61,8 @@ enum class RequestType : std::uint8_t {
   Check,
   Delete,
   NumKeys,
-  Authenticate
+  Authenticate,
+  LastWord
 };
 
 // What a proof covers, so that a server's proof can never pass for a client's.

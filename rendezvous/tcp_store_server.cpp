@@ -176,6 +176,12 @@ void TcpStoreServer::Impl::put(const std::string& key, Bytes value) {
   if (created) notify_created(key);
 }
 
+void TcpStoreServer::Impl::say_last_word(const std::string& peer, const std::string& key, Bytes value) {
+  if (values_.contains(key)) return;
+  logger().info("store server: client {} has gone; writing its last word under {}", peer, key);
+  put(key, std::move(value));
+}
+
 void TcpStoreServer::Impl::notify_created(const std::string& key) {
   auto found = parked_.find(key);
   if (found == parked_.end()) return;
@@ -281,6 +287,17 @@ Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request, cons
       std::string key = read_key(request);
       request.expect_end();
       return integer_frame(values_.erase(key) > 0 ? 1 : 0);
+    }
+    case RequestType::LastWord: {
+      std::string key = read_key(request);
+      auto value = read_value(request);
+      request.expect_end();
+      if (!session->set_last_word(key, Bytes(value.begin(), value.end()))) {
+        return FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Failure))
+            .bytes("a client may leave at most " + std::to_string(kMaxLastWords) + " last words")
+            .finish();
+      }
+      return status_frame(ResponseStatus::Ok);
     }
     case RequestType::NumKeys: request.expect_end(); return integer_frame(static_cast<std::int64_t>(values_.size()));
     case RequestType::Hello: throw ProtocolViolation{"hello sent twice"};

@@ -55,6 +55,8 @@ class TcpStoreServer::Impl {
                 const std::shared_ptr<Session>& session, bool& parked);
   void session_opened() { ++clients_; }
   void session_closed() { --clients_; }
+  // A session's client has gone: its last word goes under `key` unless the key exists.
+  void say_last_word(const std::string& peer, const std::string& key, Bytes value);
 
  private:
   void accept();
@@ -96,6 +98,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void respond(Bytes frame);
   void close(const std::string& reason);
   bool is_open() const { return socket_.is_open(); }
+  // Registers (non-empty value) or withdraws what the server writes when this client goes;
+  // false when the client already holds kMaxLastWords.
+  bool set_last_word(const std::string& key, Bytes value);
 
  private:
   enum class Stage { AwaitHello, AwaitProof, Open };
@@ -119,6 +124,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Stage stage_ = Stage::AwaitHello;
   Nonce client_nonce_{};
   Nonce server_nonce_{};
+  std::vector<std::pair<std::string, Bytes>> last_words_;
   bool busy_ = false;             // a request is being answered (possibly parked)
   bool close_when_sent_ = false;  // the last reply refused the client
 };

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <utility>
 
 #include "libcomm/base/close_on_exec.hpp"
 #include "rendezvous/tcp_store_server.hpp"
@@ -70,6 +71,23 @@ void Session::close(const std::string& reason) {
   hello_timer_.cancel();
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  // Every way a connection ends comes here, except the server's own shutdown, which destroys
+  // sessions without closing them: then nobody is left to hear the words.
+  for (auto& [key, value] : std::exchange(last_words_, {})) server_.say_last_word(peer_, key, std::move(value));
+}
+
+bool Session::set_last_word(const std::string& key, Bytes value) {
+  auto same = std::find_if(last_words_.begin(), last_words_.end(), [&](const auto& word) { return word.first == key; });
+  if (value.empty()) {
+    if (same != last_words_.end()) last_words_.erase(same);
+  } else if (same != last_words_.end()) {
+    same->second = std::move(value);
+  } else if (last_words_.size() < kMaxLastWords) {
+    last_words_.emplace_back(key, std::move(value));
+  } else {
+    return false;
+  }
+  return true;
 }
 
 void Session::read_length() {
@@ -128,8 +146,13 @@ void Session::handshake(RequestType type, FrameReader& request) {
     std::uint32_t version = request.u32();
     if (magic != kMagic) throw ProtocolViolation{"bad magic in hello"};
     if (version != kVersion) {
-      throw ProtocolViolation{"protocol version " + std::to_string(version) + ", server speaks " +
-                              std::to_string(kVersion) + " (mixed libcomm versions?)"};
+      // Said, then closed: a client of another libcomm version fails at once with the reason
+      // instead of retrying a server that hangs up on it.
+      std::string reason = "the store speaks protocol version " + std::to_string(kVersion) + ", this process " +
+                           std::to_string(version) + ": every rank and the store must run the same libcomm version";
+      server_.warn_dropped(peer_, reason);
+      close_when_sent_ = true;
+      return respond(reply(ResponseStatus::Failure).bytes(reason).finish());
     }
     client_nonce_ = read_nonce(request, "client nonce");
     request.expect_end();

@@ -347,6 +347,81 @@ TEST_CASE("an in-process server picks a free port and serves its own client", "[
   CHECK_THAT(store.describe(), ContainsSubstring(std::to_string(store.port())));
 }
 
+// Init's way to hear of a rank that dies before it is connected to the others (issue 15,
+// finding 4): the server writes a client's last word when that client's connection ends.
+TEST_CASE("the server writes a client's last word when the client goes, unless withdrawn or taken", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1", "");
+  auto observer = client(server.port());
+  {
+    auto leaving = client(server.port());
+    CHECK(leaving.leave_last_word("gone/1", "rank 1 died"));
+    CHECK(leaving.leave_last_word("gone/2", "first"));
+    CHECK(leaving.leave_last_word("gone/2", "replaced"));
+    CHECK(leaving.leave_last_word("taken", "not written"));
+    CHECK(leaving.leave_last_word("withdrawn", "not written"));
+    leaving.withdraw_last_word("withdrawn");
+    leaving.withdraw_last_word("never left");  // nothing to withdraw: no error
+    leaving.set("alive", "1");                 // the pool's connections are not the word's
+    observer.set("taken", "before");
+    CHECK_FALSE(observer.check({"gone/1"}));
+  }
+  CHECK(observer.get_string("gone/1") == "rank 1 died");  // get waits: the server sees the close at once
+  CHECK(observer.get_string("gone/2") == "replaced");
+  CHECK(observer.get_string("taken") == "before");
+  std::this_thread::sleep_for(100ms);
+  CHECK_FALSE(observer.check({"withdrawn"}));
+
+  // Withdrawing every word closes that connection quietly; a later word opens a new one.
+  {
+    auto leaving = client(server.port());
+    CHECK(leaving.leave_last_word("again", "said"));
+    leaving.withdraw_last_word("again");
+    CHECK(leaving.leave_last_word("third", "said"));
+  }
+  CHECK(observer.get_string("third") == "said");
+  CHECK_FALSE(observer.check({"again"}));
+}
+
+TEST_CASE("last words: at most a few per client, never empty, forwarded by prefix stores", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1", "");
+  auto observer = client(server.port());
+  {
+    auto leaving = std::make_shared<comm::TcpStore>("127.0.0.1", server.port(), comm::TcpStoreOptions{.timeout = 10s});
+    for (std::size_t i = 0; i < protocol::kMaxLastWords; ++i) {
+      CHECK(leaving->leave_last_word("word/" + std::to_string(i), "x"));
+    }
+    CHECK_THROWS_AS(leaving->leave_last_word("one too many", "x"), comm::InvalidArgumentError);
+    CHECK_THROWS_AS(leaving->leave_last_word("empty", ""), comm::InvalidArgumentError);
+    comm::PrefixStore prefixed("job", leaving);
+    prefixed.withdraw_last_word("word/0");  // not this key: "job/word/0" was never left
+  }
+  observer.wait({"word/0", "word/" + std::to_string(protocol::kMaxLastWords - 1)});
+  CHECK_FALSE(observer.check({"one too many"}));
+  {
+    auto leaving = std::make_shared<comm::TcpStore>("127.0.0.1", server.port(), comm::TcpStoreOptions{.timeout = 10s});
+    comm::PrefixStore prefixed("job", leaving);
+    CHECK(prefixed.leave_last_word("rank/3", "gone"));
+  }
+  CHECK(observer.get_string("job/rank/3") == "gone");
+  comm::HashStore in_process;
+  CHECK_FALSE(in_process.leave_last_word("k", "v"));  // threads of one process cannot die apart
+}
+
+// The last word came with protocol version 3: a client of another version is told why, then
+// dropped (it was dropped without a word, and retried the server until its timeout).
+TEST_CASE("a client speaking another protocol version is told so, then dropped", "[tcp_store]") {
+  comm::TcpStoreServer server(0, "127.0.0.1", "");
+  RawConnection old_client(server.port());
+  comm::Bytes reply = old_client.say_hello(comm::Nonce{}, protocol::kVersion - 1);
+  REQUIRE_FALSE(reply.empty());
+  protocol::FrameReader reader(reply);
+  CHECK(static_cast<protocol::ResponseStatus>(reader.type()) == protocol::ResponseStatus::Failure);
+  CHECK_THAT(reader.string(), ContainsSubstring("protocol version " + std::to_string(protocol::kVersion)) &&
+                                  ContainsSubstring("same libcomm version"));
+  CHECK(old_client.closed_by_server());
+  check_still_serving(server.port());
+}
+
 TEST_CASE("FileStore is shared by separate processes", "[file_store]") {
   comm::testing::TemporaryDirectory directory;
   std::string path = (directory.path() / "store").string();

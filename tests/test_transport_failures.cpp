@@ -283,11 +283,16 @@ TEST_CASE("shared-memory set-up that fails part way leaves nothing in /dev/shm",
 // Issue 15, finding 4: a rank that died during init after joining left the others waiting the
 // whole timeout, and the errors then named store keys. Rank 2 of 4 exits just before each step
 // of init it takes part in; every other rank must stop within 2 s, naming rank 2 and the step.
+// The step is the one the first rank to notice was at: when rank 2 dies before it says it has
+// mapped its pair with rank 0, rank 3 (whose pair with rank 2 is complete) may be at the next
+// step already, and then that is the step everyone reports.
 TEST_CASE("a rank that dies during init is named at once, with the step it died in", "[transport][init]") {
-  auto [suffix, phase] = GENERATE(table<std::string, std::string>({
-      {"/host/2", "the ranks were comparing their hosts"},
-      {"shm/0-2/mapped", "the shared-memory pairs were being set up"},
-      {"arena/0/mapped/2", "the shared-memory segment of the collectives was being set up"},
+  auto [suffix, phase, later_phase] = GENERATE(table<std::string, std::string, std::string>({
+      {"/tcp/2", "before it had connected to the other ranks", ""},
+      {"/host/2", "the ranks were comparing their hosts", ""},
+      {"shm/0-2/mapped", "the shared-memory pairs were being set up",
+       "the shared-memory segment of the collectives was being set up"},
+      {"arena/0/mapped/2", "the shared-memory segment of the collectives was being set up", ""},
   }));
   INFO("rank 2 dies before setting ..." << suffix);
   comm::TcpStoreServer server(0, "127.0.0.1", "");
@@ -311,7 +316,9 @@ TEST_CASE("a rank that dies during init is named at once, with the step it died 
     REQUIRE(status.has_value());
     CHECK(*status == 10);
     CHECK(after < 2s);
-    CHECK_THAT(output, ContainsSubstring("rank 2") && ContainsSubstring("died") && ContainsSubstring(phase));
+    CHECK_THAT(output, ContainsSubstring("rank 2") && ContainsSubstring("died"));
+    CHECK((output.find(phase) != std::string::npos ||
+           (!later_phase.empty() && output.find(later_phase) != std::string::npos)));
     CHECK_THAT(output, !ContainsSubstring("default_pg/"));
   }
   // Nothing of the dead rank's, nor anyone's, stays in /dev/shm (a creator that died left its

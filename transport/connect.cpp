@@ -51,10 +51,14 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   // Another rank's published cause wins (looked for while waiting for the others' addresses);
   // else this rank's finding is published, before its connections close.
   WatchedStore watched_job(job_store, [&] { job_failure.check(); });
-  Mesh mesh = connect_mesh(watched_job, options, [&](const Error& error) {
-    job_failure.check();
-    job_failure.fail(error);
-  });
+  Mesh mesh = connect_mesh(
+      watched_job, options,
+      [&](const Error& error) {
+        job_failure.check();
+        job_failure.fail(error);
+      },
+      job_failure.check);
+  job_failure.connected();
   int rank = options.rank;
   // From here every rank holds a connection to every other: one that closes is a rank that
   // died, and the waits below say so at once.

@@ -23,9 +23,12 @@ MediumChoice parse_medium_choice(const std::string& text, const std::string& sou
 // on other ranks: `check` throws when the job has failed elsewhere (another rank's published
 // error); `fail` publishes this rank's finding (a dead peer) and throws, before anything is
 // cleaned up, so that no rank tripping over the clean-up is taken for the cause.
+// `connected` runs once this rank holds a connection to every other: from then on the
+// transport sees a rank die, and the store need not (init withdraws its last word there).
 struct JobFailure {
   std::function<void()> check = [] {};
   std::function<void(const Error&)> fail = [](const Error& error) { throw error; };
+  std::function<void()> connected = [] {};
 };
 std::shared_ptr<Transport> connect_transport(Store& store, const MeshOptions& options, MediumChoice choice,
                                              const JobFailure& job_failure = {});

@@ -31,6 +31,8 @@ class WatchedStore final : public Store {
   bool do_check(const std::vector<std::string>& keys) override;
   bool do_delete_key(const std::string& key) override;
   std::int64_t do_num_keys() override;
+  bool do_leave_last_word(const std::string& key, std::span<const std::uint8_t> value) override;
+  void do_withdraw_last_word(const std::string& key) override;
 
  private:
   Store& inner_;

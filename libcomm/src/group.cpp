@@ -30,7 +30,7 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
     // A member that dies meanwhile is named at once, not after the timeout.
     transport::WatchedStore watched(*store_, [this] {
       std::string key = join_failure_key(layout_.id);
-      throw_if_join_failed_or_store_lost(*store_, key, rank());
+      throw_if_join_failed_or_store_lost(*store_, key, rank(), size());
       try {
         check_members_alive(*transport_, layout_.members, size(), rank(),
                             layout_.id == 0

@@ -108,8 +108,9 @@ std::shared_ptr<transport::Transport> open_transport(const InitOptions& options,
     mesh.secret_from_user = agreed.from_user;
   }
   transport::JobFailure job_failure{
-      [&] { throw_if_join_failed_or_store_lost(store, kJoinFailureKey, placement.rank); },
-      [&](const Error& error) { fail_join(store, kJoinFailureKey, error, placement.rank, placement.world_size); }};
+      [&] { throw_if_join_failed_or_store_lost(store, kJoinFailureKey, placement.rank, placement.world_size); },
+      [&](const Error& error) { fail_join(store, kJoinFailureKey, error, placement.rank, placement.world_size); },
+      [&] { withdraw_word_of_death(store, kJoinFailureKey); }};
   return transport::connect_transport(store, mesh, choice, job_failure);
 }
 
@@ -132,7 +133,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     std::string name = options.group_name.empty() ? "default_pg" : options.group_name;
     auto group_store = std::make_shared<PrefixStore>(name, job.store);
     JoinRequest join{placement.rank, placement.world_size, timeout, job.hosts_server};
-    if (placement.world_size > 1) join_group(*group_store, join);
+    if (placement.world_size > 1) {
+      join_group(*group_store, join);
+      leave_word_of_death(*group_store, kJoinFailureKey, placement.rank);
+    }
     // From here a rank that fails publishes why, and the others report that cause rather than
     // the rank that stopped after it.
     std::shared_ptr<transport::Transport> transport;
@@ -144,7 +148,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
       group = std::make_unique<ProcessGroup::Impl>(std::move(identity), group_store, transport, timeout);
       if (placement.world_size > 1) {
         transport::WatchedStore watched(*group_store, [&] {
-          throw_if_join_failed_or_store_lost(*group_store, kJoinFailureKey, placement.rank);
+          throw_if_join_failed_or_store_lost(*group_store, kJoinFailureKey, placement.rank, placement.world_size);
           try {
             // A rank that is through may return from init and exit: that is not a death.
             check_members_alive(*transport, {}, placement.world_size, placement.rank, "the group was being completed",

@@ -5,7 +5,8 @@ Each case starts the ranks of a job directly (as torchrun would: RANK, WORLD_SIZ
 MASTER_PORT; rank 0 hosts the store; a job secret in COMM_JOB_TOKEN), running
 comm-fault-worker, which checks every result against a float64 reference. Then one of:
   kill-mid        SIGKILL a random rank while the job runs collectives
-  kill-init       a random rank kills itself at a step of init (hosts, shm pairs, segment)
+  kill-init       a random rank kills itself at a step of init (before publishing its address,
+                  comparing hosts, shm pairs, segment, acknowledging)
   kill-new-group  a random rank kills itself while new_group maps the subgroup's segment
   mismatch        one rank calls something else in one slot (count, dtype, op, root, collective)
   attack          while the job runs: random bytes, huge length prefixes, half-open
@@ -122,7 +123,7 @@ class Case:
         self.delay_ms = rng.randint(0, 400)
         self.mismatch_kind = rng.choice(MISMATCH_KINDS)
         self.mismatch_at = rng.randint(0, 30)
-        self.init_step = rng.choice(["host", "pair", "segment", "acknowledge"])
+        self.init_step = rng.choice(["address", "host", "pair", "segment", "acknowledge"])
         self.secret = "faults-%016x-secret" % rng.getrandbits(64)
         self.stop_file = "/tmp/comm-faults-stop-%d-%d" % (os.getpid(), seed)
         self.failures = []
@@ -144,14 +145,14 @@ class Case:
             ops = 50
         arguments = [self.worker, str(self.seed), str(ops)]
         if self.kind == "kill-init":
-            # Steps of init after the join: over tcp only the last one has a key of its own.
+            # Steps of init after the join: over tcp only the first and the last have keys of their own.
             victim = self.victim
-            step = self.init_step if self.transport == "shm" else "acknowledge"
+            step = self.init_step if self.transport == "shm" or self.init_step == "address" else "acknowledge"
             if step == "pair" and victim == 0:
                 step = "host"
             if step == "segment" and victim == 0:
                 step = "acknowledge"
-            key = {"host": "/host/%d" % victim, "pair": "shm/0-%d/mapped" % victim,
+            key = {"address": "/tcp/%d" % victim, "host": "/host/%d" % victim, "pair": "shm/0-%d/mapped" % victim,
                    "segment": "arena/0/mapped/%d" % victim, "acknowledge": "/acked/%d" % victim}[step]
             self.init_step = step
             arguments += ["--die-at-key", key, "--die-rank", str(victim)]
@@ -301,7 +302,7 @@ class Case:
 
 
 def store_hello(nonce):
-    body = struct.pack("<BII", 1, 0x4D4D4F43, 2) + struct.pack("<I", len(nonce)) + nonce
+    body = struct.pack("<BII", 1, 0x4D4D4F43, 3) + struct.pack("<I", len(nonce)) + nonce
     return struct.pack("<I", len(body)) + body
 
 

@@ -47,6 +47,10 @@ class DyingStore final : public Store {
   bool do_check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
   bool do_delete_key(const std::string& key) override { return inner_->delete_key(key); }
   std::int64_t do_num_keys() override { return inner_->num_keys(); }
+  bool do_leave_last_word(const std::string& key, std::span<const std::uint8_t> value) override {
+    return inner_->leave_last_word(key, std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
+  }
+  void do_withdraw_last_word(const std::string& key) override { inner_->withdraw_last_word(key); }
 
  private:
   void maybe_die(const std::string& key) {

@@ -46,10 +46,10 @@ class RawConnection {
     }
   }
   // Says hello with the given nonce; returns the server's reply body (status first).
-  Bytes say_hello(const Nonce& nonce = Nonce{}) const {
+  Bytes say_hello(const Nonce& nonce = Nonce{}, std::uint32_t version = tcp_store_protocol::kVersion) const {
     send(tcp_store_protocol::FrameWriter(static_cast<std::uint8_t>(tcp_store_protocol::RequestType::Hello))
              .u32(tcp_store_protocol::kMagic)
-             .u32(tcp_store_protocol::kVersion)
+             .u32(version)
              .bytes(nonce)
              .finish());
     return read_reply();

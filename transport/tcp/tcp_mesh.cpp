@@ -26,6 +26,8 @@ constexpr const char* kConnectPurpose = "libcomm mesh connect";
 constexpr const char* kAcceptPurpose = "libcomm mesh accept";
 // How long a connection that has not said hello may hold a place before it is dropped.
 constexpr auto kHelloTimeout = std::chrono::seconds(5);
+// How often a rank waiting for higher ranks to connect asks whether the job failed elsewhere.
+constexpr auto kLookInterval = std::chrono::milliseconds(100);
 
 struct Hello {
   std::uint32_t magic;
@@ -213,7 +215,7 @@ int first_closed(const std::vector<const Socket*>& sockets) {
 // died: that ends the wait at once.
 void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& mesh, const std::vector<Socket>& lower,
                          const MeshOptions& options, Clock::time_point deadline,
-                         const std::function<void(const Error&)>& on_failure) {
+                         const std::function<void(const Error&)>& on_failure, const std::function<void()>& look) {
   struct Pending {
     Socket socket;
     std::string from;
@@ -229,8 +231,13 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
     }
     return ranks;
   };
+  auto next_look = Clock::now() + kLookInterval;
   while (!missing().empty()) {
     auto now = Clock::now();
+    if (look && now >= next_look) {
+      look();
+      next_look = now + kLookInterval;
+    }
     if (now >= deadline) {
       std::string ranks;
       for (int peer : missing()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
@@ -331,7 +338,8 @@ void check_peers_alive(const Mesh& mesh, int rank, const std::string& phase) {
 namespace {
 
 void build_connections(Store& store, const MeshOptions& options, Clock::time_point deadline, Mesh& mesh,
-                       std::vector<Socket>& lower, const std::function<void(const Error&)>& on_failure) {
+                       std::vector<Socket>& lower, const std::function<void(const Error&)>& on_failure,
+                       const std::function<void()>& look) {
   LocalAddress local = choose_local_address(options.route_to_host);
   Socket listener = open_listener(local.address);
   mesh.local_address = bound_address(listener).to_string();
@@ -350,7 +358,7 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
     lower[peer] =
         connect_to(SocketAddress::parse(published.substr(0, space)), *their_nonce, peer, deadline, options, sent[peer]);
   }
-  accept_higher_ranks(listener, listener_nonce, mesh, lower, options, deadline, on_failure);
+  accept_higher_ranks(listener, listener_nonce, mesh, lower, options, deadline, on_failure, look);
   listener.close();
 
   for (int peer = 0; peer < options.rank; ++peer) {
@@ -394,7 +402,8 @@ void set_buffers(Mesh& mesh) {
 
 }  // namespace
 
-Mesh connect_mesh(Store& store, const MeshOptions& options, const std::function<void(const Error&)>& on_failure) {
+Mesh connect_mesh(Store& store, const MeshOptions& options, const std::function<void(const Error&)>& on_failure,
+                  const std::function<void()>& look) {
   auto deadline = Clock::now() + options.timeout;
   Mesh mesh;
   mesh.sockets.resize(options.size);
@@ -405,7 +414,7 @@ Mesh connect_mesh(Store& store, const MeshOptions& options, const std::function<
   // closed its connections first would be taken for the cause by the ranks it leaves.
   std::vector<Socket> lower(options.rank);
   try {
-    build_connections(store, options, deadline, mesh, lower, on_failure);
+    build_connections(store, options, deadline, mesh, lower, on_failure, look);
   } catch (const Error& error) {
     if (on_failure) on_failure(error);
     throw;

@@ -43,9 +43,12 @@ struct Mesh {
 };
 
 // `on_failure` hears of a failure first, while this rank's connections are still open (to tell
-// the job through the store before the peers see them close).
+// the job through the store before the peers see them close). `look` runs every 100 ms or so
+// while this rank waits for higher ranks to connect, and throws when the job has failed
+// elsewhere (a rank that died before it published its address is found that way).
 Mesh connect_mesh(Store& store, const MeshOptions& options,
-                  const std::function<void(const Error&)>& on_failure = nullptr);
+                  const std::function<void(const Error&)>& on_failure = nullptr,
+                  const std::function<void()>& look = nullptr);
 
 // Throws PeerClosedError naming the first rank whose connection has closed (its process died,
 // or gave up), saying it happened while `phase` ("the shared-memory pairs were being set up").

@@ -70,6 +70,14 @@ class Store {
   bool delete_key(std::string_view key);
   std::int64_t num_keys();
 
+  // A last word: should this process end, or lose its link to the store, before it withdraws
+  // the word, the store itself writes `value` (not empty) under `key`, unless the key exists by
+  // then. This is how the others learn at once that a process died before it could tell them
+  // anything (init leaves one until its rank is connected to every other). Returns false, and
+  // registers nothing, on a store that cannot notice a client ending (HashStore, FileStore).
+  bool leave_last_word(std::string_view key, std::string_view value);
+  void withdraw_last_word(std::string_view key);
+
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout);
 
@@ -90,6 +98,10 @@ class Store {
   virtual bool do_check(const std::vector<std::string>& keys) = 0;
   virtual bool do_delete_key(const std::string& key) = 0;
   virtual std::int64_t do_num_keys() = 0;
+  virtual bool do_leave_last_word(const std::string& /*key*/, std::span<const std::uint8_t> /*value*/) {
+    return false;
+  }
+  virtual void do_withdraw_last_word(const std::string& /*key*/) {}
 
   // The TimeoutError every store throws when a get or wait runs out of time.
   [[noreturn]] void throw_timeout(const char* op, const std::vector<std::string>& missing,
@@ -142,6 +154,8 @@ class PrefixStore final : public Store {
   bool do_check(const std::vector<std::string>& keys) override;
   bool do_delete_key(const std::string& key) override;
   std::int64_t do_num_keys() override;
+  bool do_leave_last_word(const std::string& key, std::span<const std::uint8_t> value) override;
+  void do_withdraw_last_word(const std::string& key) override;
 
  private:
   std::string prefixed(const std::string& key) const { return prefix_ + "/" + key; }
@@ -213,6 +227,8 @@ class TcpStore final : public Store {
   bool do_check(const std::vector<std::string>& keys) override;
   bool do_delete_key(const std::string& key) override;
   std::int64_t do_num_keys() override;
+  bool do_leave_last_word(const std::string& key, std::span<const std::uint8_t> value) override;
+  void do_withdraw_last_word(const std::string& key) override;
 
  private:
   class Client;
