@@ -3,7 +3,10 @@
 // order and independent groups progress concurrently.
 #include <catch2/catch_test_macros.hpp>
 
+#include <condition_variable>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "tests/support/thread_ranks.hpp"
 
@@ -117,6 +120,74 @@ TEST_CASE("i-forms complete in issue order, and independent groups progress conc
     barrier->wait();
   });
   REQUIRE_RANK_CHECKS(checks);
+}
+
+// What torch's Future (and any event loop) needs of a Work: news of its completion without a
+// thread that waits on it.
+TEST_CASE("a Work's completion callback runs once, without anyone waiting, with the outcome", "[async]") {
+  for (std::string transport : {"tcp", "shm"}) {
+    RankChecks checks;
+    run_ranks(
+        2,
+        [&](comm::ProcessGroup& world) {
+          int me = world.rank();
+          std::mutex mutex;
+          std::condition_variable changed;
+          int calls = 0;
+          auto note = [&] {
+            std::lock_guard lock(mutex);
+            ++calls;
+            changed.notify_all();
+          };
+          auto wait_for_calls = [&](int count) {
+            std::unique_lock lock(mutex);
+            return changed.wait_for(lock, std::chrono::seconds(10), [&] { return calls >= count; });
+          };
+          // A collective, and a receive that completes only when the peer sends a while later.
+          std::vector<double> data(1000, me + 1.0);
+          auto reduce = world.iall_reduce(data);
+          reduce->on_completion(note);
+          std::vector<int> message(4, -1);
+          std::shared_ptr<comm::Work> receive;
+          if (me == 0) {
+            receive = world.irecv(message, 1, 7);
+            receive->on_completion(note);
+          } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            std::vector<int> sent{1, 2, 3, 4};
+            world.send(sent, 0, 7);
+          }
+          RANK_CHECK(checks, wait_for_calls(me == 0 ? 2 : 1));
+          RANK_CHECK(checks, reduce->is_completed() && data[0] == 3.0 && data[999] == 3.0);
+          if (me == 0) RANK_CHECK(checks, receive->is_completed() && message[3] == 4);
+          // On a Work that is done already, the callback runs at once, here.
+          int before = calls;
+          reduce->on_completion(note);
+          RANK_CHECK(checks, calls == before + 1);
+          world.barrier();
+          // A failure completes the Work too: the callback runs, and wait() rethrows.
+          if (me == 0) {
+            std::vector<int> never(1);
+            auto orphan = world.irecv(never, 1, 99);
+            orphan->on_completion(note);
+            world.abort();
+            RANK_CHECK(checks, wait_for_calls(before + 2));
+            RANK_CHECK(checks, orphan->is_completed());
+            bool threw = false;
+            try {
+              orphan->wait();
+            } catch (const comm::Error&) {
+              threw = true;
+            }
+            RANK_CHECK(checks, threw);
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          RANK_CHECK(checks, calls == (me == 0 ? before + 2 : before + 1));  // each callback once
+        },
+        std::chrono::seconds(60), transport);
+    INFO(transport);
+    REQUIRE_RANK_CHECKS(checks);
+  }
 }
 
 TEST_CASE("collectives reject bad input on the calling rank", "[collectives][bad-input]") {

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 #include <ctime>
+#include <utility>
 
 #include "libcomm/base/environment.hpp"
 
@@ -35,26 +36,37 @@ void Completion::fail(std::exception_ptr error) {
 
 void Completion::finish(std::uint32_t state) {
   // The exchange publishes bytes_/source_/error_ and is the last touch of this object unless a
-  // thread sleeps on it: a waiter that sees the outcome may destroy it at once.
-  if ((state_.exchange(state, std::memory_order_acq_rel) & kSleeper) != 0) {
+  // thread sleeps on it or a callback waits: a waiter that sees the outcome may destroy a
+  // completion on its stack at once (those never have callbacks).
+  std::uint32_t before = state_.exchange(state, std::memory_order_acq_rel);
+  if ((before & kCallback) != 0) std::exchange(callback_, nullptr)();
+  if ((before & kSleeper) != 0) {
     ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
   }
 }
 
-void Completion::sleep_until(std::chrono::steady_clock::time_point until) {
-  std::uint32_t expected = kPending;
-  if (!state_.compare_exchange_strong(expected, kPending | kSleeper, std::memory_order_acq_rel) &&
-      expected != (kPending | kSleeper)) {
-    return;  // done meanwhile
+void Completion::when_done(std::function<void()> callback) {
+  callback_ = std::move(callback);
+  std::uint32_t seen = state_.load(std::memory_order_acquire);
+  while ((seen & kOutcome) == kPending) {
+    if (state_.compare_exchange_weak(seen, seen | kCallback, std::memory_order_acq_rel)) return;  // finish() runs it
   }
+  std::exchange(callback_, nullptr)();
+}
+
+void Completion::sleep_until(std::chrono::steady_clock::time_point until) {
+  std::uint32_t expected = state_.load(std::memory_order_acquire);
+  while ((expected & kOutcome) == kPending && (expected & kSleeper) == 0) {
+    if (state_.compare_exchange_weak(expected, expected | kSleeper, std::memory_order_acq_rel)) expected |= kSleeper;
+  }
+  if ((expected & kOutcome) != kPending) return;  // done meanwhile
   auto left = until - std::chrono::steady_clock::now();
   if (left <= std::chrono::nanoseconds::zero()) return;
   auto seconds = std::chrono::duration_cast<std::chrono::seconds>(left);
   timespec relative{static_cast<std::time_t>(seconds.count()),
                     static_cast<long>(std::chrono::duration_cast<std::chrono::nanoseconds>(left - seconds).count())};
   // Returns at once if the word changed since (no lost wake-up), on a wake-up, or on timeout.
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, kPending | kSleeper, &relative,
-            nullptr, 0);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, expected, &relative, nullptr, 0);
 }
 
 void Completion::rethrow_if_failed() const {

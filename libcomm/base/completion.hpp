@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 
 namespace comm::detail {
@@ -48,6 +49,11 @@ class Completion {
   void complete(std::size_t bytes, int source);
   void fail(std::exception_ptr error);
 
+  // Runs `callback` once done, on the thread that completes this (at once, here, when it is done
+  // already). At most one per completion, and only on completions shared through a shared_ptr
+  // (the completer's reference keeps it alive while the callback runs).
+  void when_done(std::function<void()> callback);
+
   // Blocks until done; rethrows the failure.
   void wait();
   // False when the timeout passed first.
@@ -60,7 +66,7 @@ class Completion {
  private:
   // The state word holds the outcome and whether a thread sleeps on it (a futex): completing
   // is one exchange, and nothing touches the object after it unless someone sleeps.
-  static constexpr std::uint32_t kPending = 0, kDone = 1, kFailed = 2, kOutcome = 3, kSleeper = 4;
+  static constexpr std::uint32_t kPending = 0, kDone = 1, kFailed = 2, kOutcome = 3, kSleeper = 4, kCallback = 8;
   void finish(std::uint32_t state);
   // Sleeps until done or `until`, whichever is first (may return early).
   void sleep_until(std::chrono::steady_clock::time_point until);
@@ -69,6 +75,7 @@ class Completion {
   std::size_t bytes_ = 0;
   int source_ = -1;
   std::exception_ptr error_;
+  std::function<void()> callback_;  // set before kCallback is; run by finish()
   // The progressor, shared (a Work may outlive its group) or borrowed.
   std::shared_ptr<Progressor> driver() const {
     return borrowed_ != nullptr ? std::shared_ptr<Progressor>(std::shared_ptr<void>(), borrowed_) : progressor_.lock();

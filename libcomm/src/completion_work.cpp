@@ -42,6 +42,11 @@ int CompletionWork::source_rank() const {
   return label_.peer >= 0 || !completion_ ? label_.peer : completion_->source();
 }
 
+void CompletionWork::on_completion(std::function<void()> callback) {
+  if (!completion_) return callback();
+  completion_->when_done(std::move(callback));
+}
+
 std::size_t CompletionWork::bytes() const { return completion_ ? completion_->bytes() : label_.bytes; }
 
 }  // namespace comm::detail

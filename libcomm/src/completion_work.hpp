@@ -33,6 +33,7 @@ class CompletionWork final : public Work {
   bool wait_for(std::chrono::milliseconds timeout) override;
   int source_rank() const override;
   std::size_t bytes() const override;
+  void on_completion(std::function<void()> callback) override;
 
  private:
   std::shared_ptr<Completion> completion_;

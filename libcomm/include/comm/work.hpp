@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 
 namespace comm {
 
@@ -23,6 +24,12 @@ class Work {
   virtual int source_rank() const = 0;
   // Bytes transferred (after completion).
   virtual std::size_t bytes() const = 0;
+  // Calls `callback` once the operation has completed or failed (wait() then returns or
+  // throws at once), on whichever thread completes it, or here when it already has; nobody
+  // needs to wait or poll for it to run. At most one callback per Work. It must be short, must
+  // not throw, and must not call into libcomm (it may run under the library's locks): hand the
+  // news to a thread of your own, as torch's Future or an event loop would.
+  virtual void on_completion(std::function<void()> callback) = 0;
 
  protected:
   Work() = default;
