@@ -19,3 +19,16 @@ for rank in 0 1 2; do
   grep -q "^\[$rank\] hello from rank $rank of 3" "$stage/output"
 done
 echo "installed headers, library, pkg-config file and commrun work for an outside program"
+
+# The torch backend, when built: installed where /usr/bin/python3 looks, and importable there.
+module=$(find "$stage" -name 'torch_libcomm*.so' | head -n 1)
+if [ -n "$module" ]; then
+  moduledir=$(dirname "$module")
+  /usr/bin/python3 -c "import sys; sys.exit(0 if sys.argv[1] in sys.path else 1)" "${moduledir#"$stage"}" || {
+    echo "torch_libcomm installed in ${moduledir#"$stage"}, which /usr/bin/python3 does not search" >&2
+    exit 1
+  }
+  PYTHONPATH="$moduledir" LD_LIBRARY_PATH="$libdir" /usr/bin/python3 -c \
+    "import torch_libcomm, torch.distributed as dist; assert dist.Backend('libcomm') == 'libcomm'"
+  echo "the installed torch_libcomm registers the libcomm backend"
+fi

@@ -44,10 +44,11 @@ RULES = [
     # Programs users could have written: the public headers, and headers beside them.
     ("bench/", []),
     ("examples/", []),
+    ("torch_backend/", []),
 ]
 
 # Clients of the public API include their own headers by bare name, as a user's program would.
-CLIENTS = ("bench/", "examples/")
+CLIENTS = ("bench/", "examples/", "torch_backend/")
 SOURCE_SUFFIXES = (".hpp", ".cpp", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

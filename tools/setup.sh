@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Catch2 v3 and Meson >= 1.7 come from bookworm-backports (Debian's own archive).
-main_packages=(g++ ninja-build pkg-config libasio-dev libspdlog-dev libfmt-dev libssl-dev python3 iproute2)
+main_packages=(g++ ninja-build pkg-config libasio-dev libspdlog-dev libfmt-dev libssl-dev python3 iproute2
+               python3-dev pybind11-dev libtorch-dev python3-torch)
 backports_packages=(meson libcatch2-dev)
 
 missing() {

@@ -1,0 +1,143 @@
+#include "libcomm_work.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
+#include "comm/error.hpp"
+
+namespace torch_libcomm {
+namespace {
+
+// Marks Futures completed for every group of the process, in the order their operations
+// completed: the libcomm callback only queues the Work (it may run under libcomm's locks, and
+// torch's Future runs user callbacks).
+class CompletionThread {
+ public:
+  static CompletionThread& instance() {
+    static CompletionThread thread;
+    return thread;
+  }
+
+  void post(c10::intrusive_ptr<LibcommWork> work) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(work));
+    }
+    changed_.notify_one();
+  }
+
+  ~CompletionThread() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  CompletionThread() : thread_([this] { run(); }) {}
+
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      auto work = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      work->complete_future();
+      work.reset();
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<c10::intrusive_ptr<LibcommWork>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+LibcommWork::LibcommWork(int rank, c10d::OpType type, std::vector<std::shared_ptr<comm::Work>> works,
+                         std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive)
+    : c10d::Work(rank, type),
+      works_(std::move(works)),
+      outputs_(std::move(outputs)),
+      keep_alive_(std::move(keep_alive)) {}
+
+bool LibcommWork::isCompleted() {
+  for (auto& work : works_) {
+    if (!work->is_completed()) return false;
+  }
+  return true;
+}
+
+std::exception_ptr LibcommWork::outcome() const {
+  for (const auto& work : works_) {
+    try {
+      work->wait();  // done already: returns or rethrows at once
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+  return nullptr;
+}
+
+bool LibcommWork::isSuccess() const {
+  for (const auto& work : works_) {
+    if (!work->is_completed()) return false;
+  }
+  return outcome() == nullptr;
+}
+
+std::exception_ptr LibcommWork::exception() const {
+  for (const auto& work : works_) {
+    if (!work->is_completed()) return nullptr;
+  }
+  return outcome();
+}
+
+int LibcommWork::sourceRank() const {
+  TORCH_CHECK(works_.size() == 1, "ProcessGroup libcomm: sourceRank() is for a single receive");
+  return works_.front()->source_rank();
+}
+
+bool LibcommWork::wait(std::chrono::milliseconds timeout) {
+  for (auto& work : works_) {
+    if (timeout == ::kNoTimeout) {
+      work->wait();  // libcomm's own timeout (the group's) applies
+    } else if (!work->wait_for(timeout)) {
+      TORCH_CHECK(false, "ProcessGroup libcomm: operation timed out after ", timeout.count(), " ms");
+    }
+  }
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> LibcommWork::getFuture() {
+  std::call_once(future_requested_, [this] {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    pending_.store(works_.size());
+    if (works_.empty()) return complete_future();
+    auto self = c10::intrusive_ptr<LibcommWork>::reclaim_copy(this);
+    for (auto& work : works_) {
+      work->on_completion([self] {
+        if (self->pending_.fetch_sub(1) == 1) CompletionThread::instance().post(self);
+      });
+    }
+  });
+  return future_;
+}
+
+void LibcommWork::complete_future() {
+  if (auto failure = outcome()) {
+    future_->setError(failure);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+}  // namespace torch_libcomm

@@ -1,0 +1,47 @@
+// The Python module torch_libcomm: importing it registers the backend "libcomm" with
+// torch.distributed, so that `dist.init_process_group("libcomm", ...)` runs on libcomm.
+//
+//   import torch_libcomm               # once per process (mp.spawn children import it again)
+//   dist.init_process_group("libcomm", init_method=..., rank=..., world_size=...)
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <chrono>
+
+#include "comm/comm.hpp"
+#include "libcomm_process_group.hpp"
+#include "torch_store.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// torch calls this for the world group and for every new_group, on the group's members only,
+// with a store already prefixed for the group.
+c10::intrusive_ptr<c10d::ProcessGroup> create(const c10d::DistributedBackendOptions& options, const py::object&) {
+  auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
+  std::shared_ptr<comm::ProcessGroup> group;
+  {
+    py::gil_scoped_release no_gil;  // init waits for the other ranks
+    comm::InitOptions init;
+    init.store = std::make_shared<torch_libcomm::TorchStore>(options.store, timeout);
+    init.rank = options.group_rank;
+    init.world_size = options.group_size;
+    init.timeout = timeout;
+    group = comm::init_process_group(init);
+  }
+  return c10::make_intrusive<torch_libcomm::LibcommProcessGroup>(std::move(group));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(torch_libcomm, module) {
+  module.doc() = "libcomm as a torch.distributed backend: import it, then init_process_group(\"libcomm\")";
+  auto distributed = py::module_::import("torch.distributed");  // binds ProcessGroup and the options
+  module.def("_create", &create, py::arg("backend_options"), py::arg("pg_options"));
+  auto backend = distributed.attr("Backend");
+  // Registering twice is an error in torch: a module imported again (or reloaded) must not.
+  if (!py::hasattr(backend, "LIBCOMM")) {
+    backend.attr("register_backend")("libcomm", module.attr("_create"), py::arg("extended_api") = true);
+  }
+}
