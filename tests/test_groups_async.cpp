@@ -75,6 +75,54 @@ TEST_CASE("new_group: group-local ranks, disjoint groups at once, no cross-talk"
   REQUIRE_RANK_CHECKS(checks);
 }
 
+// torch.distributed calls a backend's group creator on the group's members only (issue 16).
+TEST_CASE("new_group by key: only members call it, and it shares the world's connections", "[groups]") {
+  RankChecks checks;
+  run_ranks(4, [&](comm::ProcessGroup& world) {
+    int me = world.rank();
+    // Ranks 0 and 2 make "evens"; 1 and 3 make "odds" and then "odd pair again" (a second group
+    // of the same ranks); nobody else calls either.
+    std::shared_ptr<comm::ProcessGroup> mine =
+        me % 2 == 0 ? world.new_group({2, 0}, "evens") : world.new_group({1, 3}, "odds");
+    RANK_CHECK(checks, mine->size() == 2);
+    RANK_CHECK(checks, mine->rank() == (me == 2 ? 0 : me == 0 ? 1 : me == 1 ? 0 : 1));
+    for (int round = 0; round < 20; ++round) {
+      std::vector<std::int64_t> data(100, me + round);
+      mine->all_reduce(data);
+      std::int64_t want = me % 2 == 0 ? (0 + 2 + 2 * round) : (1 + 3 + 2 * round);
+      RANK_CHECK(checks, data[0] == want && data[99] == want);
+    }
+    if (me % 2 == 1) {
+      auto again = world.new_group({3, 1}, "odd pair again");
+      std::vector<float> one(1, 1.0f);
+      again->all_reduce(one);
+      RANK_CHECK(checks, one[0] == 2.0f);
+    }
+    // The world still works, and a counted new_group after keyed ones agrees everywhere.
+    world.barrier();
+    auto all = world.new_group({0, 1, 2, 3});
+    std::vector<int> value(1, 1);
+    all->all_reduce(value);
+    RANK_CHECK(checks, value[0] == 4);
+    // A rank that is not in the list may not make it; a key is needed; the same key twice is refused.
+    bool refused = false;
+    try {
+      world.new_group({(me + 1) % 4}, "not mine");
+    } catch (const comm::InvalidArgumentError& error) {
+      refused = std::string(error.what()).find("members only") != std::string::npos;
+    }
+    RANK_CHECK(checks, refused);
+    refused = false;
+    try {
+      world.new_group({me}, me % 2 == 0 ? "evens" : "odds");
+    } catch (const comm::InvalidArgumentError& error) {
+      refused = std::string(error.what()).find("use another key") != std::string::npos;
+    }
+    RANK_CHECK(checks, refused);
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}
+
 TEST_CASE("new_group rejects bad rank lists", "[groups][bad-input]") {
   RankChecks checks;
   run_ranks(2, [&](comm::ProcessGroup& world) {

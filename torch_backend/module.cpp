@@ -7,6 +7,9 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "comm/comm.hpp"
 #include "libcomm_process_group.hpp"
@@ -16,19 +19,32 @@ namespace py = pybind11;
 
 namespace {
 
-// torch calls this for the world group and for every new_group, on the group's members only,
-// with a store already prefixed for the group.
+// The world group of this process, which torch's new_group groups are made from (and share the
+// connections of). torch owns it; a destroyed world leaves this empty.
+std::mutex world_mutex;
+std::weak_ptr<comm::ProcessGroup> world;
+
+// torch calls this for the world group (no global ranks) and for every new_group, on the group's
+// members only, with a store already prefixed for the group and a group name all members share.
 c10::intrusive_ptr<c10d::ProcessGroup> create(const c10d::DistributedBackendOptions& options, const py::object&) {
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
   std::shared_ptr<comm::ProcessGroup> group;
   {
-    py::gil_scoped_release no_gil;  // init waits for the other ranks
-    comm::InitOptions init;
-    init.store = std::make_shared<torch_libcomm::TorchStore>(options.store, timeout);
-    init.rank = options.group_rank;
-    init.world_size = options.group_size;
-    init.timeout = timeout;
-    group = comm::init_process_group(init);
+    py::gil_scoped_release no_gil;  // making a group waits for the other ranks
+    std::lock_guard lock(world_mutex);
+    auto parent = world.lock();
+    if (!options.global_ranks_in_group.empty() && parent) {
+      std::vector<int> ranks(options.global_ranks_in_group.begin(), options.global_ranks_in_group.end());
+      group = parent->new_group(std::move(ranks), "torch/" + options.group_id);
+    } else {
+      comm::InitOptions init;
+      init.store = std::make_shared<torch_libcomm::TorchStore>(options.store, timeout);
+      init.rank = options.group_rank;
+      init.world_size = options.group_size;
+      init.timeout = timeout;
+      group = comm::init_process_group(init);
+      if (options.global_ranks_in_group.empty()) world = group;
+    }
   }
   return c10::make_intrusive<torch_libcomm::LibcommProcessGroup>(std::move(group));
 }

@@ -113,7 +113,8 @@ std::uint64_t ProcessGroup::Impl::point_to_point_tag(int tag) const {
   return (std::uint64_t{layout_.id & 0x7FFF} << algorithms::kGroupIdShift) | static_cast<std::uint64_t>(tag);
 }
 
-std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<int> ranks) {
+std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<int> ranks,
+                                                                  std::optional<std::string> key) {
   const char* op = "new_group";
   check_member(op);
   ErrorContext context{.rank = rank(), .op = op};
@@ -124,10 +125,29 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<in
     COMM_CHECK(std::count(ranks.begin(), ranks.end(), ranks[i]) == 1, InvalidArgumentError, context,
                "rank " + std::to_string(ranks[i]) + " is listed twice");
   }
-  // Every member of this group calls new_group in the same order, so the n-th child has the same
-  // id everywhere; mixing in the parent's id keeps grandchildren apart from children.
-  std::uint64_t mix = (std::uint64_t{layout_.id} << 32 | ++groups_created_) * 0x9E3779B97F4A7C15ull;
+  if (key) {
+    COMM_CHECK(std::find(ranks.begin(), ranks.end(), rank()) != ranks.end(), InvalidArgumentError, context,
+               "a group made by key is made by its members only, and this rank is not in it");
+    COMM_CHECK(!key->empty(), InvalidArgumentError, context, "the group's key is empty");
+  }
+  // Without a key every member of this group calls new_group in the same order, so the n-th child
+  // has the same id everywhere; with one, the key names it (FNV-1a: the same in every process).
+  // Mixing in the parent's id keeps grandchildren apart from children.
+  std::uint64_t naming = 0;
+  if (key) {  // the others do not count this group
+    naming = 0xCBF29CE484222325ull;
+    for (unsigned char c : *key) naming = (naming ^ c) * 0x100000001B3ull;
+  } else {
+    naming = ++groups_created_;
+  }
+  std::uint64_t mix = (std::uint64_t{layout_.id} << 32 ^ naming) * 0x9E3779B97F4A7C15ull;
   auto id = static_cast<std::uint32_t>((mix >> 40) % 0x7FFF) + 1;
+  // Two live groups of one id would share tags: refused on every member alike (the id depends
+  // only on what they all pass).
+  COMM_CHECK(id != layout_.id && child_ids_.insert(id).second, InvalidArgumentError, context,
+             "this group already made a group whose internal id (" + std::to_string(id) + ") is the one " +
+                 (key ? "key '" + *key + "'" : std::string("this new_group call")) +
+                 " lands on; use another key (or fewer groups)");
   GroupLayout layout{id, {}};
   int position = -1;
   for (std::size_t i = 0; i < ranks.size(); ++i) {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -77,7 +78,8 @@ class ProcessGroup::Impl {
   const char* transport_name() const { return transport_->medium(); }
   bool shared_memory_usable() const { return size() == 1 || arena_ != nullptr; }
   Algorithm algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const;
-  std::unique_ptr<Impl> new_group(std::vector<int> ranks);
+  // `key`: made by its members only (see ProcessGroup::new_group); none: by every rank, in order.
+  std::unique_ptr<Impl> new_group(std::vector<int> ranks, std::optional<std::string> key = std::nullopt);
   void abort();
   void set_cuda_stream(void* stream) { cuda_stream_ = stream; }
   void* cuda_stream() const { return cuda_stream_; }
@@ -183,6 +185,7 @@ class ProcessGroup::Impl {
   GroupLayout layout_;
   std::atomic<std::uint64_t> collective_sequence_{0};
   std::uint32_t groups_created_ = 0;
+  std::set<std::uint32_t> child_ids_;                  // of the groups made from this one: an id is never reused
   std::unique_ptr<algorithms::ScratchPool> scratch_;   // the collectives' temporary memory
   std::unique_ptr<transport::SharedArena> arena_;      // shared-memory collectives' segment; null: none
   std::unique_ptr<algorithms::IpcState> ipc_;          // GPU collectives' state, made on first use

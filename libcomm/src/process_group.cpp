@@ -28,6 +28,9 @@ void ProcessGroup::abort() { impl_->abort(); }
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks) {
   return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks)));
 }
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, std::string_view key) {
+  return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks), std::string(key)));
+}
 
 void ProcessGroup::send(Buffer buffer, int dst, int tag) { impl_->send(buffer, dst, tag); }
 int ProcessGroup::recv(Buffer buffer, int src, int tag) { return impl_->recv(buffer, src, tag); }

@@ -6,6 +6,7 @@ wrong results. World sizes 2 and 3, through mp.spawn and tcp:// (torch's own TCP
 
     PYTHONPATH=build/torch_backend /usr/bin/python3 tests/torch/test_backend.py
 """
+import os
 import socket
 import sys
 import traceback
@@ -197,6 +198,38 @@ def check_async(rank, size, check):
     dist.barrier()
 
 
+def open_sockets():
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink("/proc/self/fd/" + name).startswith("socket:")
+        except OSError:
+            pass
+    return count
+
+
+def check_groups(rank, size, check):
+    """new_group shares the world's connections: torch creates it on members only."""
+    before = open_sockets()
+    evens = [r for r in range(size) if r % 2 == 0]
+    groups = [dist.new_group(evens), dist.new_group(list(range(size))), dist.new_group([size - 1])]
+    tensor = torch.full((6,), float(rank + 1))
+    if rank in evens:
+        dist.all_reduce(tensor, group=groups[0])
+        check.equal("all_reduce in the even ranks' group", tensor, torch.full((6,), float(sum(r + 1 for r in evens))))
+    everyone = torch.full((3,), float(rank))
+    dist.all_reduce(everyone, group=groups[1])
+    check.equal("all_reduce in a group of everyone", everyone, torch.full((3,), float(sum(range(size)))))
+    if rank == size - 1:
+        alone = torch.ones(2)
+        dist.all_reduce(alone, group=groups[2])
+        check.equal("all_reduce in a group of one", alone, torch.ones(2))
+    check.count += 1
+    if open_sockets() > before:
+        check.failures.append("rank %d: new_group opened %d sockets" % (rank, open_sockets() - before))
+    dist.barrier()
+
+
 def check_errors(rank, size, check):
     columns = torch.zeros(4, 4)[:, 0]  # not contiguous
     check.raises("non-contiguous", lambda: dist.all_reduce(columns), "contiguous")
@@ -216,6 +249,7 @@ def worker(rank, size, port, results):
         check_collectives(rank, size, check)
         check_point_to_point(rank, size, check)
         check_async(rank, size, check)
+        check_groups(rank, size, check)
         check_errors(rank, size, check)
     except Exception:  # an error is a failure of this rank, reported with the others
         check.failures.append("rank %d: %s" % (rank, traceback.format_exc()))

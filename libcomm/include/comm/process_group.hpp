@@ -114,6 +114,11 @@ class ProcessGroup {
   // the same order relative to other new_group calls, as in torch.distributed. A rank not in
   // the list gets a group whose rank() is -1 and whose every call is an error.
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks);
+  // The same group, made the way torch.distributed makes its groups: only the listed ranks call
+  // it, each with the same ranks and the same `key`, a name no other group made from this one
+  // has (torch's group name, say); the others never hear of it. It shares this group's
+  // connections, like the form above. Two keys that land on one internal group id are refused.
+  std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, std::string_view key);
 
   // GPU buffers (Device{Cuda, i}) are ordered against this CUDA stream (a cudaStream_t; the
   // default, nullptr, is the legacy default stream): a call waits for work enqueued on it
