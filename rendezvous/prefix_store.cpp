@@ -47,7 +47,7 @@ bool PrefixStore::do_delete_key(const std::string& key) { return store_->delete_
 std::int64_t PrefixStore::do_num_keys() { return store_->num_keys(); }
 
 bool PrefixStore::do_leave_last_word(const std::string& key, std::span<const std::uint8_t> value) {
-  return store_->leave_last_word(prefixed(key), std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
+  return store_->leave_last_word(prefixed(key), value);
 }
 
 void PrefixStore::do_withdraw_last_word(const std::string& key) { store_->withdraw_last_word(prefixed(key)); }

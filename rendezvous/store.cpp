@@ -110,12 +110,16 @@ bool Store::delete_key(std::string_view key) {
 
 std::int64_t Store::num_keys() { return do_num_keys(); }
 
-bool Store::leave_last_word(std::string_view key, std::string_view value) {
+bool Store::leave_last_word(std::string_view key, std::span<const std::uint8_t> value) {
   check_key(key, "store.leave_last_word");
-  check_value(as_bytes(value), "store.leave_last_word");
+  check_value(value, "store.leave_last_word");
   COMM_CHECK(!value.empty(), InvalidArgumentError, ErrorContext{.op = "store.leave_last_word"},
              "a last word must not be empty");
-  return do_leave_last_word(std::string(key), as_bytes(value));
+  return do_leave_last_word(std::string(key), value);
+}
+
+bool Store::leave_last_word(std::string_view key, std::string_view value) {
+  return leave_last_word(key, as_bytes(value));
 }
 
 void Store::withdraw_last_word(std::string_view key) {

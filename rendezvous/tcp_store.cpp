@@ -75,44 +75,6 @@ class TcpStore::Client {
 
   std::string where() const { return endpoint_text(host_, port_); }
 
- private:
-  struct Connection;
-
-  // On the last words' connection; when it fails the server has already had the words said.
-  Bytes exchange_last_words(const Bytes& frame, const char* op) {
-    try {
-      return exchange(*last_words_connection_, frame, op, timeout_, {});
-    } catch (const Error&) {
-      last_words_connection_.reset();
-      last_words_.clear();
-      throw;
-    }
-  }
-
-  // One request and its reply on `connection`; a failure drops the connection (the caller must
-  // not reuse it) and throws.
-  Bytes exchange(Connection& connection, const Bytes& frame, const char* op, std::chrono::milliseconds server_timeout,
-                 const std::vector<std::string>& keys) {
-    auto deadline = Clock::now() + server_timeout + kServerGrace;
-    std::error_code ec = connection.write(frame, deadline);
-    std::array<std::uint8_t, kLengthBytes> length{};
-    if (!ec) ec = connection.read(asio::buffer(length), deadline);
-    Bytes body;
-    if (!ec) {
-      std::uint32_t size = decode_length(length.data());
-      if (size == 0 || size > kMaxFrameBytes) {
-        throw IoError("store server at " + where() + " sent a malformed reply (frame of " + std::to_string(size) +
-                          " bytes); is that port really a libcomm store?",
-                      ErrorContext{.op = op});
-      }
-      body.resize(size);
-      ec = connection.read(asio::buffer(body), deadline);
-    }
-    if (ec) fail(ec, op, keys);
-    return body;
-  }
-
- public:
   // Runs one request and hands the reply, positioned after the status byte, to `parse`.
   template <class Parse>
   auto call(const Bytes& frame, const char* op, std::chrono::milliseconds server_timeout,
@@ -154,6 +116,40 @@ class TcpStore::Client {
       return run(deadline, [&](auto handler) { asio::async_read(socket, buffer, handler); });
     }
   };
+
+  // On the last words' connection; when it fails the server has already had the words said.
+  Bytes exchange_last_words(const Bytes& frame, const char* op) {
+    try {
+      return exchange(*last_words_connection_, frame, op, timeout_, {});
+    } catch (const Error&) {
+      last_words_connection_.reset();
+      last_words_.clear();
+      throw;
+    }
+  }
+
+  // One request and its reply on `connection`; a failure drops the connection (the caller must
+  // not reuse it) and throws.
+  Bytes exchange(Connection& connection, const Bytes& frame, const char* op, std::chrono::milliseconds server_timeout,
+                 const std::vector<std::string>& keys) {
+    auto deadline = Clock::now() + server_timeout + kServerGrace;
+    std::error_code ec = connection.write(frame, deadline);
+    std::array<std::uint8_t, kLengthBytes> length{};
+    if (!ec) ec = connection.read(asio::buffer(length), deadline);
+    Bytes body;
+    if (!ec) {
+      std::uint32_t size = decode_length(length.data());
+      if (size == 0 || size > kMaxFrameBytes) {
+        throw IoError("store server at " + where() + " sent a malformed reply (frame of " + std::to_string(size) +
+                          " bytes); is that port really a libcomm store?",
+                      ErrorContext{.op = op});
+      }
+      body.resize(size);
+      ec = connection.read(asio::buffer(body), deadline);
+    }
+    if (ec) fail(ec, op, keys);
+    return body;
+  }
 
   std::unique_ptr<Connection> acquire() {
     {

@@ -1,5 +1,6 @@
 #include "libcomm_work.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <thread>
@@ -69,11 +70,10 @@ LibcommWork::LibcommWork(int rank, c10d::OpType type, std::vector<std::shared_pt
       outputs_(std::move(outputs)),
       keep_alive_(std::move(keep_alive)) {}
 
-bool LibcommWork::isCompleted() {
-  for (auto& work : works_) {
-    if (!work->is_completed()) return false;
-  }
-  return true;
+bool LibcommWork::isCompleted() { return all_completed(); }
+
+bool LibcommWork::all_completed() const {
+  return std::all_of(works_.begin(), works_.end(), [](const auto& work) { return work->is_completed(); });
 }
 
 std::exception_ptr LibcommWork::outcome() const {
@@ -87,19 +87,9 @@ std::exception_ptr LibcommWork::outcome() const {
   return nullptr;
 }
 
-bool LibcommWork::isSuccess() const {
-  for (const auto& work : works_) {
-    if (!work->is_completed()) return false;
-  }
-  return outcome() == nullptr;
-}
+bool LibcommWork::isSuccess() const { return all_completed() && outcome() == nullptr; }
 
-std::exception_ptr LibcommWork::exception() const {
-  for (const auto& work : works_) {
-    if (!work->is_completed()) return nullptr;
-  }
-  return outcome();
-}
+std::exception_ptr LibcommWork::exception() const { return all_completed() ? outcome() : nullptr; }
 
 int LibcommWork::sourceRank() const {
   TORCH_CHECK(works_.size() == 1, "ProcessGroup libcomm: sourceRank() is for a single receive");

@@ -36,6 +36,7 @@ class LibcommWork final : public c10d::Work {
   void complete_future();
 
  private:
+  bool all_completed() const;
   // The outcome, once every libcomm Work is done: null, or the first failure.
   std::exception_ptr outcome() const;
 

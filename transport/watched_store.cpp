@@ -59,7 +59,7 @@ bool WatchedStore::do_delete_key(const std::string& key) { return inner_.delete_
 std::int64_t WatchedStore::do_num_keys() { return inner_.num_keys(); }
 
 bool WatchedStore::do_leave_last_word(const std::string& key, std::span<const std::uint8_t> value) {
-  return inner_.leave_last_word(key, std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
+  return inner_.leave_last_word(key, value);
 }
 
 void WatchedStore::do_withdraw_last_word(const std::string& key) { inner_.withdraw_last_word(key); }

@@ -48,7 +48,7 @@ class DyingStore final : public Store {
   bool do_delete_key(const std::string& key) override { return inner_->delete_key(key); }
   std::int64_t do_num_keys() override { return inner_->num_keys(); }
   bool do_leave_last_word(const std::string& key, std::span<const std::uint8_t> value) override {
-    return inner_->leave_last_word(key, std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
+    return inner_->leave_last_word(key, value);
   }
   void do_withdraw_last_word(const std::string& key) override { inner_->withdraw_last_word(key); }
 

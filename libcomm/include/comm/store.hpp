@@ -75,6 +75,7 @@ class Store {
   // then. This is how the others learn at once that a process died before it could tell them
   // anything (init leaves one until its rank is connected to every other). Returns false, and
   // registers nothing, on a store that cannot notice a client ending (HashStore, FileStore).
+  bool leave_last_word(std::string_view key, std::span<const std::uint8_t> value);
   bool leave_last_word(std::string_view key, std::string_view value);
   void withdraw_last_word(std::string_view key);
 
@@ -98,9 +99,7 @@ class Store {
   virtual bool do_check(const std::vector<std::string>& keys) = 0;
   virtual bool do_delete_key(const std::string& key) = 0;
   virtual std::int64_t do_num_keys() = 0;
-  virtual bool do_leave_last_word(const std::string& /*key*/, std::span<const std::uint8_t> /*value*/) {
-    return false;
-  }
+  virtual bool do_leave_last_word(const std::string& /*key*/, std::span<const std::uint8_t> /*value*/) { return false; }
   virtual void do_withdraw_last_word(const std::string& /*key*/) {}
 
   // The TimeoutError every store throws when a get or wait runs out of time.
