@@ -2,6 +2,7 @@
 
 #include <span>
 
+#include "device_stream.hpp"
 #include "libcomm_work.hpp"
 #include "tensor_buffers.hpp"
 
@@ -57,6 +58,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::broadcast(std::vector<at::Te
                                                               const c10d::BroadcastOptions& options) {
   check_single_tensor(tensors, "broadcast");
   auto buffer = buffer_of(tensors[0], "broadcast");
+  order_on_current_stream(*group_, "broadcast", tensors);
   return make_work(OpType::BROADCAST, {group_->ibroadcast(buffer, static_cast<int>(options.rootRank))}, tensors);
 }
 
@@ -65,6 +67,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::allreduce(std::vector<at::Te
   check_single_tensor(tensors, "allreduce");
   auto buffer = buffer_of(tensors[0], "allreduce");
   auto op = reduce_op_of(options.reduceOp, "allreduce");
+  order_on_current_stream(*group_, "allreduce", tensors);
   return make_work(OpType::ALLREDUCE, {group_->iall_reduce(buffer, op)}, tensors);
 }
 
@@ -73,6 +76,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::allreduce_coalesced(
   TORCH_CHECK(!tensors.empty(), "ProcessGroup libcomm: allreduce_coalesced needs at least one tensor");
   auto op = reduce_op_of(options.reduceOp, "allreduce_coalesced");
   auto buffers = buffers_of(tensors, "allreduce_coalesced", "tensor");
+  order_on_current_stream(*group_, "allreduce_coalesced", tensors);
   WorkList works;
   for (auto& buffer : buffers) works.push_back(group_->iall_reduce(buffer, op));
   return make_work(OpType::ALLREDUCE_COALESCED, std::move(works), tensors);
@@ -83,6 +87,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::reduce(std::vector<at::Tenso
   check_single_tensor(tensors, "reduce");
   auto buffer = buffer_of(tensors[0], "reduce");
   auto op = reduce_op_of(options.reduceOp, "reduce");
+  order_on_current_stream(*group_, "reduce", tensors);
   return make_work(OpType::REDUCE, {group_->ireduce(buffer, static_cast<int>(options.rootRank), op)}, tensors);
 }
 
@@ -95,6 +100,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::allgather(std::vector<std::v
   check_same_type_and_size(inputs[0], outputs[0], "allgather");
   auto input = buffer_of(inputs[0], "allgather", "input tensor");
   auto output_buffers = buffers_of(outputs[0], "allgather", "output tensor");
+  order_on_current_stream(*group_, "allgather", outputs, inputs);
   return make_work(OpType::ALLGATHER, {group_->iall_gather(std::span(output_buffers), input)}, outputs[0]);
 }
 
@@ -106,6 +112,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::_allgather_base(at::Tensor& 
               "hold the group size times the input's elements");
   auto output_buffer = buffer_of(output, "_allgather_base", "output tensor");
   auto input_buffer = buffer_of(input, "_allgather_base", "input tensor");
+  order_on_current_stream(*group_, "_allgather_base", output, input);
   return make_work(OpType::_ALLGATHER_BASE, {group_->iall_gather(output_buffer, input_buffer)}, {output});
 }
 
@@ -114,6 +121,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::allgather_coalesced(std::vec
                                                                         const c10d::AllgatherOptions&) {
   // outputs[r][i]: input i of rank r.
   check_list_size(outputs.size(), getSize(), "allgather_coalesced", "the output lists");
+  order_on_current_stream(*group_, "allgather_coalesced", outputs, inputs);
   WorkList works;
   std::vector<at::Tensor> flat_outputs;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -149,6 +157,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::gather(std::vector<std::vect
     TORCH_CHECK(outputs.empty(), "ProcessGroup libcomm: gather: only the root passes output tensors");
   }
   auto input = buffer_of(inputs[0], "gather", "input tensor");
+  order_on_current_stream(*group_, "gather", outputs, inputs);
   return make_work(OpType::GATHER, {group_->igather(input, std::span(output_buffers), root)}, std::move(results),
                    inputs);
 }
@@ -170,6 +179,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::scatter(std::vector<at::Tens
     TORCH_CHECK(inputs.empty(), "ProcessGroup libcomm: scatter: only the root passes input tensors");
   }
   auto output = buffer_of(outputs[0], "scatter", "output tensor");
+  order_on_current_stream(*group_, "scatter", outputs, inputs);
   std::span<const comm::Buffer> sources(input_buffers);
   return make_work(OpType::SCATTER, {group_->iscatter(output, sources, root)}, outputs, std::move(keep_alive));
 }
@@ -182,6 +192,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::reduce_scatter(std::vector<a
   check_list_size(inputs[0].size(), getSize(), "reduce_scatter", "the input list");
   check_same_type_and_size(outputs[0], inputs[0], "reduce_scatter");
   auto op = reduce_op_of(options.reduceOp, "reduce_scatter");
+  order_on_current_stream(*group_, "reduce_scatter", outputs, inputs);
   // libcomm reduces one flat input of size() blocks: the list is copied into one.
   std::vector<at::Tensor> flat_parts;
   for (const auto& input : inputs[0]) flat_parts.push_back(input.reshape({-1}));
@@ -200,6 +211,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::_reduce_scatter_base(at::Ten
   auto op = reduce_op_of(options.reduceOp, "_reduce_scatter_base");
   auto output_buffer = buffer_of(output, "_reduce_scatter_base", "output tensor");
   auto input_buffer = buffer_of(input, "_reduce_scatter_base", "input tensor");
+  order_on_current_stream(*group_, "_reduce_scatter_base", output, input);
   return make_work(OpType::_REDUCE_SCATTER_BASE, {group_->ireduce_scatter(output_buffer, input_buffer, op)}, {output},
                    {input});
 }
@@ -233,6 +245,7 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::alltoall_base(at::Tensor& ou
                                                                   std::vector<int64_t>& input_splits,
                                                                   const c10d::AllToAllOptions&) {
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ProcessGroup libcomm: alltoall_base: dtypes differ");
+  order_on_current_stream(*group_, "alltoall_base", output, input);
   if (output_splits.empty() && input_splits.empty()) {
     TORCH_CHECK(output.numel() == input.numel() && input.numel() % getSize() == 0,
                 "ProcessGroup libcomm: "
@@ -253,24 +266,28 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::alltoall(std::vector<at::Ten
                                                              const c10d::AllToAllOptions&) {
   check_list_size(outputs.size(), getSize(), "alltoall", "the output list");
   check_list_size(inputs.size(), getSize(), "alltoall", "the input list");
+  order_on_current_stream(*group_, "alltoall", outputs, inputs);
   return make_work(OpType::ALLTOALL, exchange_blocks(inputs, outputs, "alltoall"), outputs, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::send(std::vector<at::Tensor>& tensors, int destination, int tag) {
   check_single_tensor(tensors, "send");
   auto buffer = buffer_of(tensors[0], "send");
+  order_on_current_stream(*group_, "send", tensors);
   return make_work(OpType::SEND, {group_->isend(buffer, destination, tag)}, {}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::recv(std::vector<at::Tensor>& tensors, int source, int tag) {
   check_single_tensor(tensors, "recv");
   auto buffer = buffer_of(tensors[0], "recv");
+  order_on_current_stream(*group_, "recv", tensors);
   return make_work(OpType::RECV, {group_->irecv(buffer, source, tag)}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   check_single_tensor(tensors, "recv");
   auto buffer = buffer_of(tensors[0], "recv");
+  order_on_current_stream(*group_, "recv", tensors);
   return make_work(OpType::RECVANYSOURCE, {group_->irecv(buffer, comm::kAnySource, tag)}, tensors);
 }
 
