@@ -3,6 +3,7 @@
 // order and independent groups progress concurrently.
 #include <catch2/catch_test_macros.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <numeric>
@@ -119,6 +120,36 @@ TEST_CASE("new_group by key: only members call it, and it shares the world's con
       refused = std::string(error.what()).find("use another key") != std::string::npos;
     }
     RANK_CHECK(checks, refused);
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}
+
+// torch.distributed's new_group(timeout=...): calls on the new group wait that long for their
+// peers, not the world's 60 s; the world's timeout is untouched.
+TEST_CASE("new_group takes its own timeout", "[groups]") {
+  RankChecks checks;
+  std::atomic<bool> timed_out{false};
+  run_ranks(2, [&](comm::ProcessGroup& world) {
+    auto quick = world.new_group({0, 1}, "quick", std::chrono::milliseconds(300));
+    RANK_CHECK(checks, quick->timeout() == std::chrono::milliseconds(300));
+    RANK_CHECK(checks, world.timeout() == std::chrono::seconds(60));
+    if (world.rank() == 0) {
+      // Rank 1 never joins this barrier.
+      auto started = std::chrono::steady_clock::now();
+      bool timeout_error = false;
+      try {
+        quick->barrier();
+      } catch (const comm::TimeoutError&) {
+        timeout_error = true;
+      }
+      auto waited = std::chrono::steady_clock::now() - started;
+      RANK_CHECK(checks, timeout_error);
+      RANK_CHECK(checks, waited >= std::chrono::milliseconds(250) && waited < std::chrono::seconds(5));
+      timed_out = true;
+    } else {
+      while (!timed_out) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    RANK_CHECK_THROWS(checks, world.new_group({0, 1}, "never", std::chrono::milliseconds(0)), "must be positive");
   });
   REQUIRE_RANK_CHECKS(checks);
 }

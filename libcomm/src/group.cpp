@@ -114,11 +114,14 @@ std::uint64_t ProcessGroup::Impl::point_to_point_tag(int tag) const {
 }
 
 std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<int> ranks,
-                                                                  std::optional<std::string> key) {
+                                                                  std::optional<std::string> key,
+                                                                  std::optional<std::chrono::milliseconds> timeout) {
   const char* op = "new_group";
   check_member(op);
   ErrorContext context{.rank = rank(), .op = op};
   COMM_CHECK(!ranks.empty(), InvalidArgumentError, context, "the list of ranks is empty; a group needs at least one");
+  COMM_CHECK(!timeout || timeout->count() > 0, InvalidArgumentError, context,
+             "the timeout must be positive, got " + std::to_string(timeout ? timeout->count() : 0) + " ms");
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     COMM_CHECK(ranks[i] >= 0 && ranks[i] < size(), InvalidArgumentError, context,
                "rank " + std::to_string(ranks[i]) + " is not in this group of " + std::to_string(size()) + " ranks");
@@ -156,7 +159,8 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<in
   }
   Identity identity{position, static_cast<int>(ranks.size()), -1, -1, name() + "/group" + std::to_string(id)};
   try {
-    return std::make_unique<Impl>(std::move(identity), store_, transport_, timeout_, std::move(layout));
+    return std::make_unique<Impl>(std::move(identity), store_, transport_, timeout.value_or(timeout_),
+                                  std::move(layout));
   } catch (const Error& error) {
     if (position < 0 || ranks.size() == 1) throw;
     try {

@@ -79,7 +79,9 @@ class ProcessGroup::Impl {
   bool shared_memory_usable() const { return size() == 1 || arena_ != nullptr; }
   Algorithm algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const;
   // `key`: made by its members only (see ProcessGroup::new_group); none: by every rank, in order.
-  std::unique_ptr<Impl> new_group(std::vector<int> ranks, std::optional<std::string> key = std::nullopt);
+  // `timeout`: the child's, else this group's.
+  std::unique_ptr<Impl> new_group(std::vector<int> ranks, std::optional<std::string> key = std::nullopt,
+                                  std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   void abort();
   void set_cuda_stream(void* stream) { cuda_stream_ = stream; }
   void* cuda_stream() const { return cuda_stream_; }

@@ -25,11 +25,13 @@ void ProcessGroup::set_cuda_stream(void* stream) { impl_->set_cuda_stream(stream
 void* ProcessGroup::cuda_stream() const { return impl_->cuda_stream(); }
 void ProcessGroup::abort() { impl_->abort(); }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks) {
-  return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks)));
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,
+                                                      std::optional<std::chrono::milliseconds> timeout) {
+  return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks), std::nullopt, timeout));
 }
-std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, std::string_view key) {
-  return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks), std::string(key)));
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, std::string_view key,
+                                                      std::optional<std::chrono::milliseconds> timeout) {
+  return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks), std::string(key), timeout));
 }
 
 void ProcessGroup::send(Buffer buffer, int dst, int tag) { impl_->send(buffer, dst, tag); }

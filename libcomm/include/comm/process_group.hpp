@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -112,13 +113,16 @@ class ProcessGroup {
   // A group of some of this group's ranks (given as ranks of this group, in the order that
   // numbers them in the new group). Every rank of this group calls it, with the same list, in
   // the same order relative to other new_group calls, as in torch.distributed. A rank not in
-  // the list gets a group whose rank() is -1 and whose every call is an error.
-  std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks);
+  // the list gets a group whose rank() is -1 and whose every call is an error. `timeout`: how
+  // long the new group's calls wait for their peers (default: this group's timeout()).
+  std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks,
+                                          std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // The same group, made the way torch.distributed makes its groups: only the listed ranks call
   // it, each with the same ranks and the same `key`, a name no other group made from this one
   // has (torch's group name, say); the others never hear of it. It shares this group's
   // connections, like the form above. Two keys that land on one internal group id are refused.
-  std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, std::string_view key);
+  std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, std::string_view key,
+                                          std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   // GPU buffers (Device{Cuda, i}) are ordered against this CUDA stream (a cudaStream_t; the
   // default, nullptr, is the legacy default stream): a call waits for work enqueued on it
