@@ -35,7 +35,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10d::DistributedBackendOpti
     auto parent = world.lock();
     if (!options.global_ranks_in_group.empty() && parent) {
       std::vector<int> ranks(options.global_ranks_in_group.begin(), options.global_ranks_in_group.end());
-      group = parent->new_group(std::move(ranks), "torch/" + options.group_id);
+      group = parent->new_group(std::move(ranks), "torch/" + options.group_id, timeout);
     } else {
       comm::InitOptions init;
       init.store = std::make_shared<torch_libcomm::TorchStore>(options.store, timeout);

@@ -24,6 +24,8 @@ bool dtype_of(at::ScalarType type, comm::DType& dtype) {
 
 comm::Buffer buffer_of(const at::Tensor& tensor, const char* operation, const char* what) {
   TORCH_CHECK(tensor.defined(), "ProcessGroup libcomm: ", operation, ": undefined ", what);
+  TORCH_CHECK(tensor.layout() == at::kStrided, "ProcessGroup libcomm: ", operation, ": the ", what, " is ",
+              tensor.layout(), "; libcomm takes dense tensors (call .to_dense() first)");
   TORCH_CHECK(tensor.is_contiguous(), "ProcessGroup libcomm: ", operation, ": ", what,
               " must be contiguous (call .contiguous() first)");
   comm::DType dtype{};

@@ -30,6 +30,9 @@ class TorchStore final : public comm::Store {
   std::int64_t do_num_keys() override;
 
  private:
+  comm::Bytes compare_set_and_wake(const std::string& key, std::span<const std::uint8_t> expected,
+                                   std::span<const std::uint8_t> desired);
+
   c10::intrusive_ptr<c10d::Store> store_;
 };
 

@@ -235,6 +235,8 @@ def check_errors(rank, size, check):
     check.raises("non-contiguous", lambda: dist.all_reduce(columns), "contiguous")
     # (complex tensors reach a backend as float views, which is right for SUM)
     check.raises("int16, a dtype libcomm lacks", lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int16)), "dtype")
+    sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (4,))
+    check.raises("a sparse tensor", lambda: dist.all_reduce(sparse), "dense tensors")
     check.raises("bitwise op on floats", lambda: dist.all_reduce(torch.zeros(2), op=dist.ReduceOp.BAND), "")
     check.raises("all_gather of the wrong length",
                  lambda: dist.all_gather([torch.zeros(2)] * (size + 1), torch.zeros(2)), "one tensor per rank")

@@ -6,9 +6,9 @@ job checks an all_reduce and a new_group against values computed here.
     PYTHONPATH=build/torch_backend /usr/bin/python3 tests/torch/test_init_methods.py
 """
 import os
-import subprocess
 import sys
 import tempfile
+import time
 from datetime import timedelta
 
 import torch
@@ -16,6 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import torch_libcomm  # noqa: F401  registers "libcomm"
+from launchers import free_port, run_torchrun
 
 
 def exercise(rank, size):
@@ -42,6 +43,15 @@ def spawned(rank, size, how, path, results):
     dist.destroy_process_group()
 
 
+def outlives_store_host(rank, port):
+    """Rank 0, whose process hosts torch's TCPStore, leaves at once; rank 1 stays on while
+    libcomm's hang watch looks at the store (once a second), then leaves normally."""
+    dist.init_process_group("libcomm", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=2)
+    dist.barrier()
+    if rank == 1:
+        time.sleep(2.5)
+
+
 def under_torchrun():
     """This file run by torchrun: env:// from the variables torchrun sets."""
     dist.init_process_group("libcomm")
@@ -61,18 +71,21 @@ def main():
         failed += not right
         print("%s under mp.spawn, 3 ranks: %s" % ("file://" if how == "file" else "store=FileStore",
                                                   "ok" if right else "WRONG %s" % outcomes))
-    # torch 1.13's torchrun spells its flags with underscores; --standalone picks a free port. On
-    # Python 3.11 its default --redirects/--tee "0" parse to None and torchrun fails before it
-    # starts a worker, whatever the backend (enum iteration skips the zero flag): name them.
-    command = ["/usr/bin/python3", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
-               "--redirects", "1", "--tee", "1", os.path.abspath(__file__), "--worker"]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=240)
-    # tee prefixes each worker's line with "[default<rank>]:".
-    lines = [line.split("]:", 1)[-1] for line in run.stdout.splitlines() if "]:rank " in line]
-    right = run.returncode == 0 and len(lines) == 4 and all(line.endswith("right") for line in lines)
+    # torch's store failing under libcomm's own threads was an uncaught std::system_error
+    # ("Broken pipe"): the surviving rank aborted.
+    try:
+        mp.spawn(outlives_store_host, args=(free_port(),), nprocs=2, join=True)
+        outcome = "ok"
+    except Exception as error:  # ProcessExitedException: a rank died of a signal
+        outcome = "WRONG: %s" % error
+    failed += outcome != "ok"
+    print("a rank outliving the process that hosts torch's store exits cleanly: " + outcome)
+    code, ranked_lines, stdout, stderr = run_torchrun(os.path.abspath(__file__), 4, ["--worker"])
+    lines = [line for _, line in ranked_lines if line.startswith("rank ")]
+    right = code == 0 and len(lines) == 4 and all(line.endswith("right") for line in lines)
     failed += not right
     print("env:// under torchrun --nproc_per_node 4: %s" % ("ok" if right else "WRONG (exit %d)\n%s\n%s" % (
-        run.returncode, run.stdout[-2000:], run.stderr[-3000:])))
+        code, stdout[-2000:], stderr[-3000:])))
     return 1 if failed else 0
 
 
