@@ -138,6 +138,16 @@ bool devices_present() {
   return present;
 }
 
+int current_device() {
+  if (!devices_present()) return -1;
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
 int device_of(const void* pointer) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {

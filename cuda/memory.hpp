@@ -110,5 +110,7 @@ int device_of(const void* pointer);
 // argument checks look at pointers only where that can find anything.
 bool built_with_cuda();
 bool devices_present();
+// The calling thread's current device (cudaGetDevice); -1 where there is none.
+int current_device();
 
 }  // namespace comm::cuda

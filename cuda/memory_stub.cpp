@@ -37,5 +37,6 @@ void fill(void*, int, std::size_t, int, void*) { built_without_cuda("cuda.fill")
 int device_of(const void*) { return -1; }
 bool built_with_cuda() { return false; }
 bool devices_present() { return false; }
+int current_device() { return -1; }
 
 }  // namespace comm::cuda

@@ -39,6 +39,8 @@ RULES = [
     # internals.
     ("algorithms/", [BASE, "cuda/", "transport/transport.hpp"]),
     ("libcomm/src/", [BASE, "cuda/", "rendezvous/", "transport/", "algorithms/"]),
+    # The C API: over the public C++ API, with CUDA's pointer queries and copies.
+    ("libcomm/c_api/", [BASE, "cuda/"]),
     # Tests are white-box: any layer below the API (the implementation of the API only through it).
     ("tests/", [BASE, "cuda/", "rendezvous/", "transport/", "algorithms/"]),
     # Programs users could have written: the public headers, and headers beside them.

@@ -90,7 +90,8 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
   // Rank 0 hosts the server unless a launcher (commrun) or comm-store already runs one.
   bool external = environment::get(kStoreIsExternalVariable).value_or("0") != "0";
   bool host_server = placement.rank == 0 && !external;
-  auto store = std::make_shared<TcpStore>(host, port, TcpStoreOptions{.is_server = host_server, .timeout = timeout});
+  auto store = std::make_shared<TcpStore>(
+      host, port, TcpStoreOptions{.is_server = host_server, .timeout = timeout, .job_secret = options.job_secret});
   return {store, host_server, store->describe(), host};
 }
 
@@ -102,7 +103,10 @@ std::shared_ptr<transport::Transport> open_transport(const InitOptions& options,
                                                from_environment ? "COMM_TRANSPORT" : "InitOptions::transport");
   transport::MeshOptions mesh{
       .rank = placement.rank, .size = placement.world_size, .route_to_host = job.route_to_host, .timeout = timeout};
-  if (placement.world_size > 1) {
+  if (placement.world_size > 1 && options.job_secret) {
+    mesh.secret = JobSecret(*options.job_secret);
+    mesh.secret_from_user = true;
+  } else if (placement.world_size > 1) {
     auto agreed = agree_job_secret(store);
     mesh.secret = std::move(agreed.secret);
     mesh.secret_from_user = agreed.from_user;

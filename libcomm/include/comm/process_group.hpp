@@ -30,6 +30,9 @@ struct InitOptions {
   std::string group_name{};                                      // lets several jobs share one file:// or store
   std::shared_ptr<Store> store{};  // or bring your own store (init_method is then ignored)
   std::string transport = "auto";  // auto | tcp | shm
+  // The secret the job's store and connections prove (TcpStoreOptions::job_secret); unset:
+  // COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE), else a random one agreed through the store.
+  std::optional<std::string> job_secret{};
 };
 
 class ProcessGroup {

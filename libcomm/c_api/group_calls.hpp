@@ -1,0 +1,28 @@
+// comm_group_start/comm_group_end: per thread and nestable. Between the outermost start and end,
+// inits and operations are queued; the end runs the inits at once (each on its own thread, since
+// each waits for its peers), then issues every operation in order as libcomm's i-forms, so that
+// sends and receives, to self too, and collectives of several communicators progress together;
+// then it waits for the host operations and leaves device operations enqueued on their streams.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "comm/comm.h"
+#include "comm/comm.hpp"
+
+namespace comm::c_api {
+
+using Init = std::function<void()>;
+// Issues an operation on the group (setting its stream first for device buffers).
+using Issue = std::function<std::shared_ptr<Work>(ProcessGroup&)>;
+
+bool in_group();
+// Outside a group: runs `init` now.
+void run_or_queue_init(comm_communicator* comm, Init init);
+void queue_operation(comm_communicator* comm, Issue issue, bool on_device);
+
+comm_result_t group_start();
+comm_result_t group_end();
+
+}  // namespace comm::c_api

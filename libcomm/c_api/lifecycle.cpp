@@ -1,0 +1,265 @@
+// The C API's communicators: ids, init (blocking, non-blocking, grouped), split, destroy, abort,
+// and what a communicator reports about itself and its errors.
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "comm/comm.h"
+#include "comm/comm.hpp"
+#include "cuda/memory.hpp"
+#include "libcomm/c_api/communicator.hpp"
+#include "libcomm/c_api/group_calls.hpp"
+#include "libcomm/c_api/results.hpp"
+#include "libcomm/c_api/unique_id.hpp"
+
+using comm::c_api::CallError;
+using comm::c_api::guarded;
+using comm::c_api::require;
+
+namespace {
+
+// Owns every live communicator; a comm_t is the raw pointer. Only making and ending one looks
+// here (the operations take the pointer as it is, as NCCL's do), so a communicator destroyed
+// twice is an error rather than a double free.
+struct Communicators {
+  std::mutex mutex;
+  std::map<comm_communicator*, std::shared_ptr<comm_communicator>> live;
+};
+
+Communicators& communicators() {
+  static Communicators registry;
+  return registry;
+}
+
+comm_t adopt(std::shared_ptr<comm_communicator> communicator) {
+  std::lock_guard lock(communicators().mutex);
+  comm_t handle = communicator.get();
+  communicators().live.emplace(handle, std::move(communicator));
+  return handle;
+}
+
+std::shared_ptr<comm_communicator> release(comm_t comm) {
+  require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm is NULL");
+  std::lock_guard lock(communicators().mutex);
+  auto found = communicators().live.find(comm);
+  require(found != communicators().live.end(), COMM_INVALID_ARGUMENT,
+          "comm is not a live communicator (destroyed or aborted already?)");
+  auto communicator = std::move(found->second);
+  communicators().live.erase(found);
+  return communicator;
+}
+
+struct Config {
+  bool blocking = true;
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+Config read_config(const comm_config_t* config) {
+  Config read;
+  if (!config) return read;
+  require(config->size >= sizeof(comm_config_t) && config->magic == COMM_CONFIG_MAGIC, COMM_INVALID_ARGUMENT,
+          "config was not made from COMM_CONFIG_INITIALIZER");
+  require(config->blocking == 0 || config->blocking == 1, COMM_INVALID_ARGUMENT, "config->blocking must be 0 or 1");
+  require(config->timeout_ms >= 0, COMM_INVALID_ARGUMENT, "config->timeout_ms must be 0 (the default) or positive");
+  read.blocking = config->blocking == 1;
+  if (config->timeout_ms > 0) read.timeout = std::chrono::milliseconds(config->timeout_ms);
+  return read;
+}
+
+std::chrono::milliseconds default_timeout() { return comm::InitOptions{}.timeout; }
+
+comm_result_t init_rank(comm_t* comm, int nranks, const comm_unique_id& id, int rank, const comm_config_t* config) {
+  constexpr const char* kOp = "comm_init_rank";
+  return guarded(nullptr, kOp, [&] {
+    require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm (where to put the communicator) is NULL");
+    *comm = nullptr;
+    require(nranks >= 1, COMM_INVALID_ARGUMENT, "nranks must be at least 1");
+    require(rank >= 0 && rank < nranks, COMM_INVALID_ARGUMENT, "rank must be in [0, nranks)");
+    Config settings = read_config(config);
+    auto contents = comm::c_api::read_unique_id(id);
+    auto communicator = std::make_shared<comm_communicator>(rank, nranks, comm::cuda::current_device(),
+                                                            settings.timeout.value_or(default_timeout()));
+    communicator->hosted_store = comm::c_api::hold_hosted_store(contents);
+    // The init holds the communicator too: a non-blocking one destroyed or aborted before it
+    // finishes ends when its init does, on the init's thread.
+    auto init = [communicator, contents, nranks, rank] {
+      try {
+        auto store = std::make_shared<comm::TcpStore>(
+            contents.host, contents.port,
+            comm::TcpStoreOptions{.timeout = communicator->timeout, .job_secret = contents.secret});
+        communicator->ready(comm::init_process_group(comm::InitOptions{.rank = rank,
+                                                                       .world_size = nranks,
+                                                                       .timeout = communicator->timeout,
+                                                                       .store = std::move(store),
+                                                                       .job_secret = contents.secret}));
+      } catch (...) {
+        communicator->failed(comm::c_api::fail(communicator.get(), kOp));
+        throw;
+      }
+    };
+    *comm = adopt(communicator);
+    if (!settings.blocking && !comm::c_api::in_group()) {
+      std::thread([init] {
+        try {
+          init();
+        } catch (...) {  // kept as the communicator's async error and last error
+        }
+      }).detach();
+      return COMM_IN_PROGRESS;
+    }
+    comm::c_api::run_or_queue_init(communicator.get(), std::move(init));
+    return COMM_SUCCESS;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+comm_result_t comm_get_version(int* version) {
+  return guarded(nullptr, "comm_get_version", [&] {
+    require(version != nullptr, COMM_INVALID_ARGUMENT, "version is NULL");
+    *version = LIBCOMM_VERSION_CODE;
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_get_unique_id(comm_unique_id* id) {
+  return guarded(nullptr, "comm_get_unique_id", [&] {
+    require(id != nullptr, COMM_INVALID_ARGUMENT, "id is NULL");
+    *id = comm::c_api::make_unique_id();
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_init_rank(comm_t* comm, int nranks, comm_unique_id id, int rank) {
+  return init_rank(comm, nranks, id, rank, nullptr);
+}
+
+comm_result_t comm_init_rank_config(comm_t* comm, int nranks, comm_unique_id id, int rank, comm_config_t* config) {
+  return init_rank(comm, nranks, id, rank, config);
+}
+
+comm_result_t comm_init_from_environment(comm_t* comm, comm_config_t* config) {
+  return guarded(nullptr, "comm_init_from_environment", [&] {
+    require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm (where to put the communicator) is NULL");
+    *comm = nullptr;
+    Config settings = read_config(config);
+    require(settings.blocking, COMM_INVALID_ARGUMENT, "comm_init_from_environment is blocking (config->blocking 0)");
+    comm::InitOptions options;
+    if (settings.timeout) options.timeout = *settings.timeout;
+    auto group = comm::init_process_group(options);
+    auto communicator = std::make_shared<comm_communicator>(group->rank(), group->size(), comm::cuda::current_device(),
+                                                            group->timeout());
+    communicator->ready(std::move(group));
+    *comm = adopt(std::move(communicator));
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_split(comm_t comm, int color, int key, comm_t* newcomm, comm_config_t* config) {
+  return guarded(comm, "comm_split", [&] {
+    require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm is NULL");
+    require(newcomm != nullptr, COMM_INVALID_ARGUMENT, "newcomm is NULL");
+    *newcomm = nullptr;
+    require(color >= 0 || color == COMM_SPLIT_NOCOLOR, COMM_INVALID_ARGUMENT,
+            "color must be non-negative, or COMM_SPLIT_NOCOLOR");
+    Config settings = read_config(config);
+    auto& parent = comm->group();
+    // Every rank learns every rank's (color, key); each color's ranks, ordered by key and then
+    // by rank, make their group, the form only members call, keyed by this split's number.
+    std::vector<std::int64_t> mine{color, key};
+    std::vector<std::int64_t> everyone(2 * static_cast<std::size_t>(parent.size()));
+    parent.all_gather(everyone, mine);
+    int split = comm->splits_made++;
+    if (color == COMM_SPLIT_NOCOLOR) return COMM_SUCCESS;
+    std::vector<std::pair<std::int64_t, int>> members;  // (key, parent rank)
+    for (int r = 0; r < parent.size(); ++r) {
+      if (everyone[2 * static_cast<std::size_t>(r)] == color) {
+        members.emplace_back(everyone[2 * static_cast<std::size_t>(r) + 1], r);
+      }
+    }
+    std::sort(members.begin(), members.end());
+    std::vector<int> ranks;
+    int position = -1;
+    for (const auto& [member_key, parent_rank] : members) {
+      if (parent_rank == parent.rank()) position = static_cast<int>(ranks.size());
+      ranks.push_back(parent_rank);
+    }
+    auto timeout = settings.timeout.value_or(comm->timeout);
+    auto child = std::make_shared<comm_communicator>(position, static_cast<int>(ranks.size()),
+                                                     comm::cuda::current_device(), timeout);
+    child->hosted_store = comm->hosted_store;  // the child's store is the parent's
+    child->ready(
+        parent.new_group(std::move(ranks), "c-split/" + std::to_string(split) + "/" + std::to_string(color), timeout));
+    *newcomm = adopt(std::move(child));
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_destroy(comm_t comm) {
+  return guarded(nullptr, "comm_destroy", [&] {
+    auto communicator = release(comm);
+    // The group ends here unless a non-blocking init still runs; then it ends with the init.
+    communicator->take_group();
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_abort(comm_t comm) {
+  return guarded(nullptr, "comm_abort", [&] {
+    auto communicator = release(comm);
+    if (auto group = communicator->take_group()) group->abort();
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_get_async_error(comm_t comm, comm_result_t* async_error) {
+  return guarded(comm, "comm_get_async_error", [&] {
+    require(comm != nullptr && async_error != nullptr, COMM_INVALID_ARGUMENT, "comm or async_error is NULL");
+    *async_error = comm->async_error();
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_count(comm_t comm, int* count) {
+  return guarded(comm, "comm_count", [&] {
+    require(comm != nullptr && count != nullptr, COMM_INVALID_ARGUMENT, "comm or count is NULL");
+    *count = comm->size;
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_user_rank(comm_t comm, int* rank) {
+  return guarded(comm, "comm_user_rank", [&] {
+    require(comm != nullptr && rank != nullptr, COMM_INVALID_ARGUMENT, "comm or rank is NULL");
+    *rank = comm->rank;
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_cu_device(comm_t comm, int* device) {
+  return guarded(comm, "comm_cu_device", [&] {
+    require(comm != nullptr && device != nullptr, COMM_INVALID_ARGUMENT, "comm or device is NULL");
+    *device = comm->device;
+    return COMM_SUCCESS;
+  });
+}
+
+const char* comm_get_error_string(comm_result_t result) {
+  switch (result) {
+    case COMM_SUCCESS: return "no error";
+    case COMM_CUDA_ERROR: return "unhandled cuda error";
+    case COMM_SYSTEM_ERROR: return "unhandled system error";
+    case COMM_INTERNAL_ERROR: return "internal error";
+    case COMM_INVALID_ARGUMENT: return "invalid argument";
+    case COMM_INVALID_USAGE: return "invalid usage";
+    case COMM_REMOTE_ERROR: return "remote process exited or there was a network error";
+    case COMM_IN_PROGRESS: return "operation in progress";
+  }
+  return "unknown result code";
+}
+
+const char* comm_get_last_error(comm_t comm) { return comm ? comm->last_error() : comm::c_api::last_error_of_thread(); }
+
+}  // extern "C"

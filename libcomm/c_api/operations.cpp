@@ -1,0 +1,322 @@
+// The C API's collectives, point-to-point calls and groups: NCCL's arguments turned into
+// libcomm's Buffers and calls. libcomm's collectives work in place; where NCCL's out-of-place
+// form has a separate input that libcomm would overwrite (all_reduce, broadcast's root, reduce's
+// root), the input is copied to the output first. Host operations outside a group run as
+// libcomm's blocking calls; device ones, and every operation in a group, as its i-forms.
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+#include "comm/comm.hpp"
+#include "cuda/memory.hpp"
+#include "libcomm/c_api/communicator.hpp"
+#include "libcomm/c_api/group_calls.hpp"
+#include "libcomm/c_api/results.hpp"
+
+using comm::Buffer;
+using comm::Device;
+using comm::DType;
+using comm::ProcessGroup;
+using comm::ReduceOp;
+using comm::c_api::CallError;
+using comm::c_api::guarded;
+using comm::c_api::require;
+
+namespace {
+
+DType dtype_of(comm_datatype_t datatype) {
+  switch (datatype) {
+    case COMM_INT8: return DType::Int8;
+    case COMM_UINT8: return DType::UInt8;
+    case COMM_INT32: return DType::Int32;
+    case COMM_UINT32: return DType::UInt32;
+    case COMM_INT64: return DType::Int64;
+    case COMM_UINT64: return DType::UInt64;
+    case COMM_FLOAT16: return DType::Float16;
+    case COMM_FLOAT32: return DType::Float32;
+    case COMM_FLOAT64: return DType::Float64;
+    case COMM_BFLOAT16: return DType::BFloat16;
+    case COMM_BOOL: return DType::Bool;
+  }
+  throw CallError(COMM_INVALID_ARGUMENT,
+                  "datatype " + std::to_string(static_cast<int>(datatype)) + " is not a comm_datatype_t");
+}
+
+ReduceOp op_of(comm_op_t op) {
+  switch (op) {
+    case COMM_SUM: return ReduceOp::Sum;
+    case COMM_PRODUCT: return ReduceOp::Product;
+    case COMM_MAX: return ReduceOp::Max;
+    case COMM_MIN: return ReduceOp::Min;
+    case COMM_AVG: return ReduceOp::Avg;
+    case COMM_BAND: return ReduceOp::BAnd;
+    case COMM_BOR: return ReduceOp::BOr;
+    case COMM_BXOR: return ReduceOp::BXor;
+  }
+  throw CallError(COMM_INVALID_ARGUMENT, "op " + std::to_string(static_cast<int>(op)) + " is not a comm_op_t");
+}
+
+Device device_of(const void* pointer) {
+  if (pointer == nullptr || !comm::cuda::devices_present()) return {};
+  int device = comm::cuda::device_of(pointer);
+  return device < 0 ? Device{} : Device{Device::Kind::Cuda, device};
+}
+
+bool on_device(Device device) { return device.kind == Device::Kind::Cuda; }
+
+// The operation's arguments, checked once, with where its memory is.
+struct Call {
+  comm_t comm;
+  DType dtype;
+  void* stream;
+  bool device = false;  // its buffers are GPU memory (all of them: a mix is refused)
+  bool any_buffer = false;
+
+  Call(comm_t comm, comm_datatype_t datatype, void* stream) : comm(comm), dtype(dtype_of(datatype)), stream(stream) {
+    require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm is NULL");
+  }
+
+  // `count` elements at `data`, which may be NULL only when count is 0.
+  Buffer buffer(const void* data, std::size_t count, const char* name) {
+    require(count <= std::numeric_limits<std::size_t>::max() / comm::element_size(dtype), COMM_INVALID_ARGUMENT,
+            "count is too large for the datatype");
+    if (count > 0 && data == nullptr) throw CallError(COMM_INVALID_ARGUMENT, std::string(name) + " is NULL");
+    Device where = count > 0 ? device_of(data) : Device{};
+    if (count > 0) {
+      require(!any_buffer || on_device(where) == device, COMM_INVALID_ARGUMENT,
+              "the buffers must all be host memory or all device memory");
+      device = on_device(where);
+      any_buffer = true;
+    }
+    return Buffer(const_cast<void*>(data), count, dtype, where);
+  }
+
+  std::size_t bytes(std::size_t count) const { return count * comm::element_size(dtype); }
+
+  int size() const { return comm->size; }
+  int rank() const { return comm->rank; }
+};
+
+// NCCL's out-of-place input, copied to where libcomm works in place (on the call's stream for
+// device memory, so that it is ordered before the operation).
+void copy_input(void* destination, const void* source, std::size_t bytes, Device device, void* stream) {
+  if (destination == source || bytes == 0) return;
+  if (on_device(device)) {
+    comm::cuda::copy_async(destination, source, bytes, device.index, stream);
+  } else {
+    std::memmove(destination, source, bytes);
+  }
+}
+
+// Runs the operation: queued inside a group; enqueued on the stream for device memory (kept
+// until it completes); else now, with libcomm's blocking call.
+template <class Blocking, class Start>
+comm_result_t run(const Call& call, Blocking&& blocking, Start&& start) {
+  if (comm::c_api::in_group()) {
+    comm::c_api::queue_operation(
+        call.comm,
+        [device = call.device, stream = call.stream, start](ProcessGroup& group) mutable {
+          if (device) group.set_cuda_stream(stream);
+          return start(group);
+        },
+        call.device);
+    return COMM_SUCCESS;
+  }
+  auto& group = call.comm->group();
+  if (call.device) {
+    group.set_cuda_stream(call.stream);
+    call.comm->keep_in_flight(start(group));
+  } else {
+    blocking(group);
+  }
+  return COMM_SUCCESS;
+}
+
+std::vector<Buffer> blocks(Call& call, const void* data, std::size_t count_each, const char* name) {
+  std::vector<Buffer> result;
+  auto* bytes = static_cast<const char*>(data);
+  for (int r = 0; r < call.size(); ++r) {
+    result.push_back(
+        call.buffer(bytes ? bytes + call.bytes(count_each) * static_cast<std::size_t>(r) : nullptr, count_each, name));
+  }
+  return result;
+}
+
+void require_root(const Call& call, int root) {
+  require(root >= 0 && root < call.size(), COMM_INVALID_ARGUMENT, "root is not a rank of the communicator");
+}
+
+}  // namespace
+
+extern "C" {
+
+comm_result_t comm_all_reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
+                              comm_op_t op, comm_t comm, void* stream) {
+  return guarded(comm, "comm_all_reduce", [&] {
+    Call call(comm, datatype, stream);
+    ReduceOp reduce = op_of(op);
+    Buffer input = call.buffer(sendbuff, count, "sendbuff");
+    Buffer output = call.buffer(recvbuff, count, "recvbuff");
+    std::size_t bytes = call.bytes(count);
+    return run(
+        call,
+        [&](ProcessGroup& group) {
+          copy_input(output.data, input.data, bytes, output.device, stream);
+          group.all_reduce(output, reduce);
+        },
+        [=](ProcessGroup& group) {
+          copy_input(output.data, input.data, bytes, output.device, stream);
+          return group.iall_reduce(output, reduce);
+        });
+  });
+}
+
+comm_result_t comm_broadcast(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, int root,
+                             comm_t comm, void* stream) {
+  return guarded(comm, "comm_broadcast", [&] {
+    Call call(comm, datatype, stream);
+    require_root(call, root);
+    bool is_root = call.rank() == root;
+    Buffer input = call.buffer(is_root ? sendbuff : nullptr, is_root ? count : 0, "sendbuff");
+    Buffer output = call.buffer(recvbuff, count, "recvbuff");
+    std::size_t bytes = is_root ? call.bytes(count) : 0;
+    return run(
+        call,
+        [&](ProcessGroup& group) {
+          copy_input(output.data, input.data, bytes, output.device, stream);
+          group.broadcast(output, root);
+        },
+        [=](ProcessGroup& group) {
+          copy_input(output.data, input.data, bytes, output.device, stream);
+          return group.ibroadcast(output, root);
+        });
+  });
+}
+
+comm_result_t comm_reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_op_t op,
+                          int root, comm_t comm, void* stream) {
+  return guarded(comm, "comm_reduce", [&] {
+    Call call(comm, datatype, stream);
+    require_root(call, root);
+    ReduceOp reduce = op_of(op);
+    Buffer input = call.buffer(sendbuff, count, "sendbuff");
+    // The root reduces into recvbuff; the others lend sendbuff, which libcomm leaves as it was.
+    bool is_root = call.rank() == root;
+    Buffer output = is_root ? call.buffer(recvbuff, count, "recvbuff") : input;
+    std::size_t bytes = is_root ? call.bytes(count) : 0;
+    return run(
+        call,
+        [&](ProcessGroup& group) {
+          copy_input(output.data, input.data, bytes, output.device, stream);
+          group.reduce(output, root, reduce);
+        },
+        [=](ProcessGroup& group) {
+          copy_input(output.data, input.data, bytes, output.device, stream);
+          return group.ireduce(output, root, reduce);
+        });
+  });
+}
+
+comm_result_t comm_all_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype,
+                              comm_t comm, void* stream) {
+  return guarded(comm, "comm_all_gather", [&] {
+    Call call(comm, datatype, stream);
+    Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
+    Buffer output = call.buffer(recvbuff, sendcount * static_cast<std::size_t>(call.size()), "recvbuff");
+    return run(
+        call, [&](ProcessGroup& group) { group.all_gather(output, input); },
+        [=](ProcessGroup& group) { return group.iall_gather(output, input); });
+  });
+}
+
+comm_result_t comm_reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
+                                  comm_op_t op, comm_t comm, void* stream) {
+  return guarded(comm, "comm_reduce_scatter", [&] {
+    Call call(comm, datatype, stream);
+    ReduceOp reduce = op_of(op);
+    Buffer input = call.buffer(sendbuff, recvcount * static_cast<std::size_t>(call.size()), "sendbuff");
+    Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
+    return run(
+        call, [&](ProcessGroup& group) { group.reduce_scatter(output, input, reduce); },
+        [=](ProcessGroup& group) { return group.ireduce_scatter(output, input, reduce); });
+  });
+}
+
+comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
+                              void* stream) {
+  return guarded(comm, "comm_all_to_all", [&] {
+    Call call(comm, datatype, stream);
+    std::size_t total = count * static_cast<std::size_t>(call.size());
+    Buffer input = call.buffer(sendbuff, total, "sendbuff");
+    Buffer output = call.buffer(recvbuff, total, "recvbuff");
+    return run(
+        call, [&](ProcessGroup& group) { group.all_to_all(output, input); },
+        [=](ProcessGroup& group) { return group.iall_to_all(output, input); });
+  });
+}
+
+comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
+                          comm_t comm, void* stream) {
+  return guarded(comm, "comm_gather", [&] {
+    Call call(comm, datatype, stream);
+    require_root(call, root);
+    Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
+    std::vector<Buffer> outputs;
+    if (call.rank() == root) outputs = blocks(call, recvbuff, sendcount, "recvbuff");
+    return run(
+        call, [&](ProcessGroup& group) { group.gather(input, outputs, root); },
+        [=](ProcessGroup& group) mutable { return group.igather(input, outputs, root); });
+  });
+}
+
+comm_result_t comm_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype, int root,
+                           comm_t comm, void* stream) {
+  return guarded(comm, "comm_scatter", [&] {
+    Call call(comm, datatype, stream);
+    require_root(call, root);
+    Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
+    std::vector<Buffer> inputs;
+    if (call.rank() == root) inputs = blocks(call, sendbuff, recvcount, "sendbuff");
+    return run(
+        call, [&](ProcessGroup& group) { group.scatter(output, inputs, root); },
+        [=](ProcessGroup& group) { return group.iscatter(output, inputs, root); });
+  });
+}
+
+comm_result_t comm_barrier(comm_t comm, void* stream) {
+  return guarded(comm, "comm_barrier", [&] {
+    Call call(comm, COMM_UINT8, stream);
+    return run(
+        call, [](ProcessGroup& group) { group.barrier(); }, [](ProcessGroup& group) { return group.ibarrier(); });
+  });
+}
+
+comm_result_t comm_send(const void* sendbuff, size_t count, comm_datatype_t datatype, int peer, comm_t comm,
+                        void* stream) {
+  return guarded(comm, "comm_send", [&] {
+    Call call(comm, datatype, stream);
+    Buffer input = call.buffer(sendbuff, count, "sendbuff");
+    return run(
+        call, [&](ProcessGroup& group) { group.send(input, peer); },
+        [=](ProcessGroup& group) { return group.isend(input, peer); });
+  });
+}
+
+comm_result_t comm_recv(void* recvbuff, size_t count, comm_datatype_t datatype, int peer, comm_t comm, void* stream) {
+  return guarded(comm, "comm_recv", [&] {
+    Call call(comm, datatype, stream);
+    require(peer >= 0, COMM_INVALID_ARGUMENT, "peer must be a rank of the communicator (there is no any-source)");
+    Buffer output = call.buffer(recvbuff, count, "recvbuff");
+    return run(
+        call, [&](ProcessGroup& group) { group.recv(output, peer); },
+        [=](ProcessGroup& group) { return group.irecv(output, peer); });
+  });
+}
+
+comm_result_t comm_group_start(void) { return comm::c_api::group_start(); }
+
+comm_result_t comm_group_end(void) { return comm::c_api::group_end(); }
+
+}  // extern "C"

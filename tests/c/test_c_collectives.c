@@ -1,0 +1,300 @@
+/* Every collective of comm/comm.h on host buffers, with every datatype and (for the reductions)
+ * every op, at counts 0, 1, 7 and 1000 (and a large float32 all_reduce), in place and out of
+ * place as NCCL lays them out, against references computed here in double from every rank's
+ * inputs. Also: out-of-place inputs are left alone, a reduce leaves non-roots' recvbuff alone,
+ * a bitwise op on floating-point data is refused on every rank.
+ *
+ *   commrun -n 3 build/tests/c/test_c_collectives
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "c_check.h"
+
+static const comm_op_t all_ops[] = {COMM_SUM, COMM_PRODUCT, COMM_MAX, COMM_MIN,
+                                    COMM_AVG, COMM_BAND,    COMM_BOR, COMM_BXOR};
+static const char* const op_names[] = {"sum", "product", "max", "min", "avg", "band", "bor", "bxor"};
+static const size_t counts[] = {0, 1, 7, 1000};
+#define COUNT_KINDS (sizeof counts / sizeof counts[0])
+
+static int rank, size;
+static comm_t comm;
+
+static int is_bitwise(comm_op_t op) { return op == COMM_BAND || op == COMM_BOR || op == COMM_BXOR; }
+
+/* Rank r's element i: small values whose sums and products every datatype holds exactly. */
+static double input_value(comm_datatype_t datatype, comm_op_t op, int r, size_t i) {
+  size_t mix = i * 7 + (size_t)r * 3;
+  if (datatype == COMM_BOOL) return (i + (size_t)r) % 3 == 0;
+  if (op == COMM_PRODUCT) {
+    if (datatype_is_signed(datatype)) return mix % 3 == 0 ? -1 : (mix % 3 == 1 ? 2 : 1);
+    return mix % 2 ? 2 : 1;
+  }
+  if (is_bitwise(op)) return (double)((i * 7 + (size_t)r * 13) % 64);
+  return datatype_is_signed(datatype) ? (double)((int)(mix % 9) - 4) : (double)(mix % 9);
+}
+
+/* The reduction of every rank's element i, by libcomm's rules (docs/design/reduce.md). */
+static double reduced_value(comm_datatype_t datatype, comm_op_t op, size_t i) {
+  double result = input_value(datatype, op, 0, i);
+  long long bits = (long long)result;
+  int r;
+  for (r = 1; r < size; ++r) {
+    double value = input_value(datatype, op, r, i);
+    switch (op) {
+      case COMM_SUM: case COMM_AVG: result = datatype == COMM_BOOL ? (result || value) : result + value; break;
+      case COMM_PRODUCT: result = datatype == COMM_BOOL ? (result && value) : result * value; break;
+      case COMM_MAX: result = value > result ? value : result; break;
+      case COMM_MIN: result = value < result ? value : result; break;
+      case COMM_BAND: bits &= (long long)value; break;
+      case COMM_BOR: bits |= (long long)value; break;
+      case COMM_BXOR: bits ^= (long long)value; break;
+    }
+  }
+  if (is_bitwise(op)) return (double)bits;
+  if (op == COMM_AVG && datatype != COMM_BOOL) {
+    if (datatype_is_float(datatype)) return result / size;
+    return (double)((long long)result / size); /* integers: the sum divided toward zero */
+  }
+  return result;
+}
+
+static int matches(comm_datatype_t datatype, comm_op_t op, double got, double expected) {
+  if (op == COMM_AVG && datatype_is_float(datatype)) {
+    double tolerance = datatype == COMM_FLOAT64 ? 1e-12 : datatype == COMM_FLOAT32 ? 1e-6 : 1e-2;
+    return fabs(got - expected) <= tolerance * (fabs(expected) > 1 ? fabs(expected) : 1);
+  }
+  return got == round_to(datatype, expected);
+}
+
+static void* buffer_of(comm_datatype_t datatype, size_t count) {
+  return calloc(count ? count : 1, datatype_size(datatype));
+}
+
+static void fill(comm_datatype_t datatype, comm_op_t op, void* buffer, int r, size_t count) {
+  size_t i;
+  for (i = 0; i < count; ++i) store_value(datatype, buffer, i, input_value(datatype, op, r, i));
+}
+
+static void fill_sentinel(comm_datatype_t datatype, void* buffer, size_t count) {
+  size_t i;
+  for (i = 0; i < count; ++i) store_value(datatype, buffer, i, datatype == COMM_BOOL ? 1 : 77);
+}
+
+/* The first wrong element of a buffer that should hold `expected(i)`, or -1. */
+static long first_wrong_input(comm_datatype_t datatype, comm_op_t op, const void* buffer, int r, size_t count) {
+  size_t i;
+  for (i = 0; i < count; ++i) {
+    if (load_value(datatype, buffer, i) != round_to(datatype, input_value(datatype, op, r, i))) return (long)i;
+  }
+  return -1;
+}
+
+static void check_reductions(comm_datatype_t datatype, comm_op_t op, size_t count, int in_place) {
+  const char* how = in_place ? "in place" : "out of place";
+  const char* name = datatype_name(datatype);
+  const char* op_name = op_names[op];
+  int refused = datatype_is_float(datatype) && is_bitwise(op);
+  int root = size - 1;
+  size_t i;
+  void* send = buffer_of(datatype, count * (size_t)size);
+  void* receive = buffer_of(datatype, count * (size_t)size);
+  comm_result_t result;
+
+  /* all_reduce */
+  fill(datatype, op, send, rank, count);
+  fill_sentinel(datatype, receive, count);
+  result = comm_all_reduce(send, in_place ? send : receive, count, datatype, op, comm, NULL);
+  if (refused) {
+    CHECK(result == COMM_INVALID_ARGUMENT && strstr(comm_get_last_error(comm), "bitwise") != NULL,
+          "all_reduce %s %s: %s, %s", name, op_name, comm_get_error_string(result), comm_get_last_error(comm));
+  } else {
+    CHECK(result == COMM_SUCCESS, "all_reduce %s %s %zu %s: %s", name, op_name, count, how, comm_get_last_error(comm));
+    for (i = 0; i < count; ++i) {
+      double got = load_value(datatype, in_place ? send : receive, i);
+      if (!matches(datatype, op, got, reduced_value(datatype, op, i))) {
+        CHECK(0, "all_reduce %s %s %zu %s: [%zu] = %g, expected %g", name, op_name, count, how, i, got,
+              reduced_value(datatype, op, i));
+        break;
+      }
+    }
+    if (!in_place) CHECK(first_wrong_input(datatype, op, send, rank, count) < 0, "all_reduce changed sendbuff");
+  }
+
+  /* reduce: the root gets the result; the others' recvbuff stays as it was */
+  fill(datatype, op, send, rank, count);
+  fill_sentinel(datatype, receive, count);
+  result = comm_reduce(send, in_place ? send : receive, count, datatype, op, root, comm, NULL);
+  if (!refused) {
+    CHECK(result == COMM_SUCCESS, "reduce %s %s %zu %s: %s", name, op_name, count, how, comm_get_last_error(comm));
+    for (i = 0; i < count; ++i) {
+      const void* looked = in_place ? send : receive;
+      double got = load_value(datatype, looked, i);
+      double want = rank == root ? reduced_value(datatype, op, i)
+                                 : (in_place ? input_value(datatype, op, rank, i) : (datatype == COMM_BOOL ? 1 : 77));
+      if (rank == root ? !matches(datatype, op, got, want) : got != round_to(datatype, want)) {
+        CHECK(0, "reduce %s %s %zu %s on rank %d: [%zu] = %g, expected %g", name, op_name, count, how, rank, i, got,
+              want);
+        break;
+      }
+    }
+    if (!in_place) CHECK(first_wrong_input(datatype, op, send, rank, count) < 0, "reduce changed sendbuff");
+  }
+
+  /* reduce_scatter: block r of every rank's input, reduced, to rank r (in place: recvbuff is
+   * this rank's block of sendbuff) */
+  for (i = 0; i < count * (size_t)size; ++i) store_value(datatype, send, i, input_value(datatype, op, rank, i));
+  fill_sentinel(datatype, receive, count);
+  {
+    char* own_block = (char*)send + (size_t)rank * count * datatype_size(datatype);
+    void* output = in_place ? (void*)own_block : receive;
+    result = comm_reduce_scatter(send, output, count, datatype, op, comm, NULL);
+    if (!refused) {
+      CHECK(result == COMM_SUCCESS, "reduce_scatter %s %s %zu %s: %s", name, op_name, count, how,
+            comm_get_last_error(comm));
+      for (i = 0; i < count; ++i) {
+        double got = load_value(datatype, output, i);
+        double want = reduced_value(datatype, op, (size_t)rank * count + i);
+        if (!matches(datatype, op, got, want)) {
+          CHECK(0, "reduce_scatter %s %s %zu %s: [%zu] = %g, expected %g", name, op_name, count, how, i, got, want);
+          break;
+        }
+      }
+      if (!in_place) {
+        CHECK(first_wrong_input(datatype, op, send, rank, count * (size_t)size) < 0, "reduce_scatter changed sendbuff");
+      }
+    }
+  }
+  free(send);
+  free(receive);
+}
+
+/* Rank r's element i for the data-moving collectives: says where it came from. */
+static double moved_value(comm_datatype_t datatype, int r, size_t i) {
+  if (datatype == COMM_BOOL) return (i + (size_t)r) % 2;
+  return (double)((i * 3 + (size_t)r * 5) % (datatype == COMM_INT8 ? 100 : 200));
+}
+
+static long first_wrong_moved(comm_datatype_t datatype, const void* buffer, size_t at, int r, size_t first, size_t count) {
+  size_t i;
+  for (i = 0; i < count; ++i) {
+    if (load_value(datatype, buffer, at + i) != round_to(datatype, moved_value(datatype, r, first + i))) return (long)i;
+  }
+  return -1;
+}
+
+static void check_data_movement(comm_datatype_t datatype, size_t count, int in_place) {
+  const char* how = in_place ? "in place" : "out of place";
+  const char* name = datatype_name(datatype);
+  size_t total = count * (size_t)size, element = datatype_size(datatype), i;
+  char* send = buffer_of(datatype, total);
+  char* receive = buffer_of(datatype, total);
+  int root = (int)(count % (size_t)size), r;
+  long wrong;
+
+  /* broadcast: the root's sendbuff (in place: its recvbuff) reaches every recvbuff */
+  fill_sentinel(datatype, send, count);
+  fill_sentinel(datatype, receive, count);
+  if (rank == root) {
+    for (i = 0; i < count; ++i) store_value(datatype, send, i, moved_value(datatype, root, i));
+  }
+  CHECK_OK(comm_broadcast(send, in_place ? send : receive, count, datatype, root, comm, NULL));
+  wrong = first_wrong_moved(datatype, in_place ? send : receive, 0, root, 0, count);
+  CHECK(wrong < 0, "broadcast %s %zu %s from %d: wrong at %ld", name, count, how, root, wrong);
+
+  /* all_gather: in place, this rank's input is already block rank of recvbuff */
+  fill_sentinel(datatype, receive, total);
+  {
+    char* input = in_place ? receive + (size_t)rank * count * element : send;
+    for (i = 0; i < count; ++i) store_value(datatype, input, i, moved_value(datatype, rank, i));
+    CHECK_OK(comm_all_gather(input, receive, count, datatype, comm, NULL));
+  }
+  for (r = 0; r < size; ++r) {
+    wrong = first_wrong_moved(datatype, receive, (size_t)r * count, r, 0, count);
+    CHECK(wrong < 0, "all_gather %s %zu %s: block %d wrong at %ld", name, count, how, r, wrong);
+  }
+
+  /* all_to_all: block p of rank r's input carries (r, p * count + i) */
+  for (i = 0; i < total; ++i) store_value(datatype, send, i, moved_value(datatype, rank, i));
+  fill_sentinel(datatype, receive, total);
+  CHECK_OK(comm_all_to_all(send, in_place ? send : receive, count, datatype, comm, NULL));
+  for (r = 0; r < size; ++r) {
+    wrong = first_wrong_moved(datatype, in_place ? send : receive, (size_t)r * count, r, (size_t)rank * count, count);
+    CHECK(wrong < 0, "all_to_all %s %zu %s: block from %d wrong at %ld", name, count, how, r, wrong);
+  }
+
+  if (!in_place) {
+    /* gather to root, scatter from root */
+    for (i = 0; i < count; ++i) store_value(datatype, send, i, moved_value(datatype, rank, i));
+    fill_sentinel(datatype, receive, total);
+    CHECK_OK(comm_gather(send, rank == root ? receive : NULL, count, datatype, root, comm, NULL));
+    if (rank == root) {
+      for (r = 0; r < size; ++r) {
+        wrong = first_wrong_moved(datatype, receive, (size_t)r * count, r, 0, count);
+        CHECK(wrong < 0, "gather %s %zu: block %d wrong at %ld", name, count, r, wrong);
+      }
+    }
+    for (i = 0; i < total; ++i) store_value(datatype, send, i, moved_value(datatype, root, i));
+    fill_sentinel(datatype, receive, count);
+    CHECK_OK(comm_scatter(rank == root ? send : NULL, receive, count, datatype, root, comm, NULL));
+    wrong = first_wrong_moved(datatype, receive, 0, root, (size_t)rank * count, count);
+    CHECK(wrong < 0, "scatter %s %zu: wrong at %ld", name, count, wrong);
+
+    /* send and receive around the ring, in a group so that the order does not matter */
+    for (i = 0; i < count; ++i) store_value(datatype, send, i, moved_value(datatype, rank, i));
+    fill_sentinel(datatype, receive, count);
+    CHECK_OK(comm_group_start());
+    CHECK_OK(comm_send(send, count, datatype, (rank + 1) % size, comm, NULL));
+    CHECK_OK(comm_recv(receive, count, datatype, (rank + size - 1) % size, comm, NULL));
+    CHECK_OK(comm_group_end());
+    wrong = first_wrong_moved(datatype, receive, 0, (rank + size - 1) % size, 0, count);
+    CHECK(wrong < 0, "send/recv %s %zu: wrong at %ld", name, count, wrong);
+  }
+  free(send);
+  free(receive);
+}
+
+static void check_large_all_reduce(void) {
+  size_t count = 300001, i;
+  float* data = malloc(count * sizeof *data);
+  for (i = 0; i < count; ++i) data[i] = (float)((i + (size_t)rank) % 17);
+  CHECK_OK(comm_all_reduce(data, data, count, COMM_FLOAT32, COMM_SUM, comm, NULL));
+  for (i = 0; i < count; ++i) {
+    double want = 0;
+    int r;
+    for (r = 0; r < size; ++r) want += (double)((i + (size_t)r) % 17);
+    if (data[i] != (float)want) {
+      CHECK(0, "large all_reduce: [%zu] = %g, expected %g", i, data[i], want);
+      break;
+    }
+  }
+  free(data);
+}
+
+int main(void) {
+  size_t t, o, c;
+  int in_place;
+  comm_result_t result = comm_init_from_environment(&comm, NULL);
+  if (result != COMM_SUCCESS) {
+    fprintf(stderr, "init: %s: %s\n", comm_get_error_string(result), comm_get_last_error(NULL));
+    return 1;
+  }
+  CHECK_OK(comm_user_rank(comm, &rank));
+  CHECK_OK(comm_count(comm, &size));
+  check_rank = rank;
+  for (t = 0; t < all_datatype_count; ++t) {
+    for (c = 0; c < COUNT_KINDS; ++c) {
+      for (in_place = 0; in_place < 2; ++in_place) {
+        for (o = 0; o < sizeof all_ops / sizeof all_ops[0]; ++o) {
+          check_reductions(all_datatypes[t], all_ops[o], counts[c], in_place);
+        }
+        check_data_movement(all_datatypes[t], counts[c], in_place);
+      }
+    }
+  }
+  check_large_all_reduce();
+  CHECK_OK(comm_barrier(comm, NULL));
+  CHECK_OK(comm_destroy(comm));
+  return check_summary("C API collectives");
+}
