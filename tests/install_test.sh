@@ -20,6 +20,15 @@ for rank in 0 1 2; do
 done
 echo "installed headers, library, pkg-config file and commrun work for an outside program"
 
+# A C program, through the same pkg-config file and the C compiler (comm/comm.h is C99).
+cc -std=c99 -pedantic -Werror "$source/examples/c/all_reduce.c" $(pkg-config --cflags --libs comm) -o "$stage/outside_c"
+LD_LIBRARY_PATH="$libdir" "$bindir/commrun" -n 3 "$stage/outside_c" "$stage/id" > "$stage/output_c"
+cat "$stage/output_c"
+for rank in 0 1 2; do
+  grep -q "^\[$rank\] rank $rank of 3: all_reduce of 1048576 floats: right" "$stage/output_c"
+done
+echo "a C program builds with cc \$(pkg-config --cflags --libs comm) and runs"
+
 # The torch backend, when built: installed where /usr/bin/python3 looks, and importable there.
 module=$(find "$stage" -name 'torch_libcomm*.so' | head -n 1)
 if [ -n "$module" ]; then
