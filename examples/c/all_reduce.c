@@ -16,14 +16,13 @@
 
 #include <comm/comm.h>
 
-#define CHECK_COMM(call)                                                                       \
-  do {                                                                                         \
-    comm_result_t result_ = (call);                                                            \
-    if (result_ != COMM_SUCCESS) {                                                             \
-      fprintf(stderr, "%s failed: %s\n  %s\n", #call, comm_get_error_string(result_),          \
-              comm_get_last_error(NULL));                                                      \
-      exit(1);                                                                                 \
-    }                                                                                          \
+#define CHECK_COMM(call)                                                                                          \
+  do {                                                                                                            \
+    comm_result_t result_ = (call);                                                                               \
+    if (result_ != COMM_SUCCESS) {                                                                                \
+      fprintf(stderr, "%s failed: %s\n  %s\n", #call, comm_get_error_string(result_), comm_get_last_error(NULL)); \
+      exit(1);                                                                                                    \
+    }                                                                                                             \
   } while (0)
 
 static int environment_int(const char* name) {

@@ -13,8 +13,8 @@ int check_summary(const char* name) {
   return check_failures == 0 ? 0 : 1;
 }
 
-const comm_datatype_t all_datatypes[] = {COMM_INT8,    COMM_UINT8,   COMM_INT32,   COMM_UINT32,
-                                         COMM_INT64,   COMM_UINT64,  COMM_FLOAT16, COMM_FLOAT32,
+const comm_datatype_t all_datatypes[] = {COMM_INT8,    COMM_UINT8,    COMM_INT32,   COMM_UINT32,
+                                         COMM_INT64,   COMM_UINT64,   COMM_FLOAT16, COMM_FLOAT32,
                                          COMM_FLOAT64, COMM_BFLOAT16, COMM_BOOL};
 const size_t all_datatype_count = sizeof all_datatypes / sizeof all_datatypes[0];
 
@@ -37,17 +37,23 @@ const char* datatype_name(comm_datatype_t datatype) {
 
 size_t datatype_size(comm_datatype_t datatype) {
   switch (datatype) {
-    case COMM_INT8: case COMM_UINT8: case COMM_BOOL: return 1;
-    case COMM_FLOAT16: case COMM_BFLOAT16: return 2;
-    case COMM_INT32: case COMM_UINT32: case COMM_FLOAT32: return 4;
-    case COMM_INT64: case COMM_UINT64: case COMM_FLOAT64: return 8;
+    case COMM_INT8:
+    case COMM_UINT8:
+    case COMM_BOOL: return 1;
+    case COMM_FLOAT16:
+    case COMM_BFLOAT16: return 2;
+    case COMM_INT32:
+    case COMM_UINT32:
+    case COMM_FLOAT32: return 4;
+    case COMM_INT64:
+    case COMM_UINT64:
+    case COMM_FLOAT64: return 8;
   }
   return 0;
 }
 
 int datatype_is_float(comm_datatype_t datatype) {
-  return datatype == COMM_FLOAT16 || datatype == COMM_FLOAT32 || datatype == COMM_FLOAT64 ||
-         datatype == COMM_BFLOAT16;
+  return datatype == COMM_FLOAT16 || datatype == COMM_FLOAT32 || datatype == COMM_FLOAT64 || datatype == COMM_BFLOAT16;
 }
 
 int datatype_is_signed(comm_datatype_t datatype) {
@@ -88,7 +94,7 @@ static uint16_t double_to_half(double value) {
   uint32_t half, rest;
   if (magnitude >= 0x7F800000) return (uint16_t)(sign | (magnitude > 0x7F800000 ? 0x7E00 : 0x7C00));
   if (magnitude >= 0x477FF000) return (uint16_t)(sign | 0x7C00); /* 65520 and up: infinity */
-  if (magnitude < 0x38800000) { /* below 2^-14: a subnormal half, in units of 2^-24 */
+  if (magnitude < 0x38800000) {                                  /* below 2^-14: a subnormal half, in units of 2^-24 */
     return (uint16_t)(sign | (uint16_t)nearbyint(bits_float(magnitude) * 16777216.0));
   }
   half = (((magnitude >> 23) - 112) << 10) | ((magnitude & 0x7FFFFF) >> 13);

@@ -14,25 +14,25 @@ extern int check_failures;
 extern int check_count;
 extern int check_rank;
 
-#define CHECK(condition, ...)                                               \
-  do {                                                                      \
-    ++check_count;                                                          \
-    if (!(condition)) {                                                     \
-      ++check_failures;                                                     \
-      if (check_failures <= 20) {                                           \
+#define CHECK(condition, ...)                                                 \
+  do {                                                                        \
+    ++check_count;                                                            \
+    if (!(condition)) {                                                       \
+      ++check_failures;                                                       \
+      if (check_failures <= 20) {                                             \
         fprintf(stderr, "[rank %d] %s:%d: ", check_rank, __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                                       \
-        fprintf(stderr, "\n");                                              \
-      }                                                                     \
-    }                                                                       \
+        fprintf(stderr, __VA_ARGS__);                                         \
+        fprintf(stderr, "\n");                                                \
+      }                                                                       \
+    }                                                                         \
   } while (0)
 
 /* A call that must succeed; on failure, says the code and the last error. */
-#define CHECK_OK(call)                                                                                  \
-  do {                                                                                                  \
-    comm_result_t checked_result_ = (call);                                                             \
+#define CHECK_OK(call)                                                                                    \
+  do {                                                                                                    \
+    comm_result_t checked_result_ = (call);                                                               \
     CHECK(checked_result_ == COMM_SUCCESS, "%s -> %s: %s", #call, comm_get_error_string(checked_result_), \
-          comm_get_last_error(NULL));                                                                   \
+          comm_get_last_error(NULL));                                                                     \
   } while (0)
 
 /* Prints "<name>: N checks, N failed" and returns the exit status. */

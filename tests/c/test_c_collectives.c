@@ -43,7 +43,8 @@ static double reduced_value(comm_datatype_t datatype, comm_op_t op, size_t i) {
   for (r = 1; r < size; ++r) {
     double value = input_value(datatype, op, r, i);
     switch (op) {
-      case COMM_SUM: case COMM_AVG: result = datatype == COMM_BOOL ? (result || value) : result + value; break;
+      case COMM_SUM:
+      case COMM_AVG: result = datatype == COMM_BOOL ? (result || value) : result + value; break;
       case COMM_PRODUCT: result = datatype == COMM_BOOL ? (result && value) : result * value; break;
       case COMM_MAX: result = value > result ? value : result; break;
       case COMM_MIN: result = value < result ? value : result; break;
@@ -176,7 +177,8 @@ static double moved_value(comm_datatype_t datatype, int r, size_t i) {
   return (double)((i * 3 + (size_t)r * 5) % (datatype == COMM_INT8 ? 100 : 200));
 }
 
-static long first_wrong_moved(comm_datatype_t datatype, const void* buffer, size_t at, int r, size_t first, size_t count) {
+static long first_wrong_moved(comm_datatype_t datatype, const void* buffer, size_t at, int r, size_t first,
+                              size_t count) {
   size_t i;
   for (i = 0; i < count; ++i) {
     if (load_value(datatype, buffer, at + i) != round_to(datatype, moved_value(datatype, r, first + i))) return (long)i;

@@ -14,7 +14,9 @@
 static int rank, size;
 static comm_t world;
 
-static int64_t block_value(int from, int to, size_t i) { return (int64_t)from * 1000000 + (int64_t)to * 1000 + (int64_t)i; }
+static int64_t block_value(int from, int to, size_t i) {
+  return (int64_t)from * 1000000 + (int64_t)to * 1000 + (int64_t)i;
+}
 
 static void check_grouped_all_to_all(size_t count) {
   int64_t* send = malloc((size_t)size * count * sizeof *send + 1);
@@ -26,7 +28,8 @@ static void check_grouped_all_to_all(size_t count) {
   }
   memset(receive, 0xFF, (size_t)size * count * sizeof *receive);
   CHECK_OK(comm_group_start());
-  for (peer = 0; peer < size; ++peer) CHECK_OK(comm_send(send + (size_t)peer * count, count, COMM_INT64, peer, world, NULL));
+  for (peer = 0; peer < size; ++peer)
+    CHECK_OK(comm_send(send + (size_t)peer * count, count, COMM_INT64, peer, world, NULL));
   for (peer = 0; peer < size; ++peer) {
     CHECK_OK(comm_recv(receive + (size_t)peer * count, count, COMM_INT64, peer, world, NULL));
   }
@@ -84,8 +87,8 @@ static void check_split(void) {
   }
   CHECK_OK(comm_user_rank(part, &part_rank));
   CHECK_OK(comm_count(part, &part_size));
-  CHECK(part_rank == expected_rank && part_size == expected_size, "split: rank %d of %d, expected %d of %d",
-        part_rank, part_size, expected_rank, expected_size);
+  CHECK(part_rank == expected_rank && part_size == expected_size, "split: rank %d of %d, expected %d of %d", part_rank,
+        part_size, expected_rank, expected_size);
   value = rank;
   CHECK_OK(comm_all_reduce(&value, &sum, 1, COMM_FLOAT64, COMM_SUM, part, NULL));
   CHECK(sum == expected_sum, "all_reduce on the split: %g, expected %g", sum, expected_sum);

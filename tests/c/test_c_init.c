@@ -104,12 +104,12 @@ static void check_missing_peer_times_out(void) {
 }
 
 /* A call that must fail with `code`, leaving a last error that contains `words`. */
-#define CHECK_REFUSED(call, code, words)                                                                    \
-  do {                                                                                                      \
-    comm_result_t refused_ = (call);                                                                        \
-    const char* message_ = comm_get_last_error(NULL);                                                       \
-    CHECK(refused_ == (code) && strstr(message_, (words)) != NULL, "%s -> %s (%s), expected %s about '%s'", \
-          #call, comm_get_error_string(refused_), message_, comm_get_error_string(code), (words));          \
+#define CHECK_REFUSED(call, code, words)                                                                           \
+  do {                                                                                                             \
+    comm_result_t refused_ = (call);                                                                               \
+    const char* message_ = comm_get_last_error(NULL);                                                              \
+    CHECK(refused_ == (code) && strstr(message_, (words)) != NULL, "%s -> %s (%s), expected %s about '%s'", #call, \
+          comm_get_error_string(refused_), message_, comm_get_error_string(code), (words));                        \
   } while (0)
 
 static void check_invalid_arguments(void) {
@@ -141,8 +141,7 @@ static void check_invalid_arguments(void) {
                 "datatype 99");
   CHECK_REFUSED(comm_all_reduce(data, data, 4, COMM_FLOAT32, (comm_op_t)42, comm, NULL), COMM_INVALID_ARGUMENT,
                 "op 42");
-  CHECK_REFUSED(comm_all_reduce(data, data, 4, COMM_FLOAT32, COMM_BXOR, comm, NULL), COMM_INVALID_ARGUMENT,
-                "bitwise");
+  CHECK_REFUSED(comm_all_reduce(data, data, 4, COMM_FLOAT32, COMM_BXOR, comm, NULL), COMM_INVALID_ARGUMENT, "bitwise");
   CHECK_REFUSED(comm_all_reduce(NULL, data, 4, COMM_FLOAT32, COMM_SUM, comm, NULL), COMM_INVALID_ARGUMENT,
                 "sendbuff is NULL");
   CHECK_REFUSED(comm_all_reduce(data, NULL, 4, COMM_FLOAT32, COMM_SUM, comm, NULL), COMM_INVALID_ARGUMENT,

@@ -43,13 +43,13 @@ typedef struct {
 /* The values of NCCL's ncclResult_t. */
 typedef enum {
   COMM_SUCCESS = 0,
-  COMM_CUDA_ERROR = 1,        /* a CUDA call failed */
-  COMM_SYSTEM_ERROR = 2,      /* the operating system or the network failed: a socket, a mapping */
-  COMM_INTERNAL_ERROR = 3,    /* a bug in libcomm: please report it with the message */
-  COMM_INVALID_ARGUMENT = 4,  /* a bad pointer, count, type, op, rank or root */
-  COMM_INVALID_USAGE = 5,     /* calls out of order, or ranks that called different things */
-  COMM_REMOTE_ERROR = 6,      /* a peer failed, left, or did not answer within the timeout */
-  COMM_IN_PROGRESS = 7        /* a non-blocking init has not finished yet */
+  COMM_CUDA_ERROR = 1,       /* a CUDA call failed */
+  COMM_SYSTEM_ERROR = 2,     /* the operating system or the network failed: a socket, a mapping */
+  COMM_INTERNAL_ERROR = 3,   /* a bug in libcomm: please report it with the message */
+  COMM_INVALID_ARGUMENT = 4, /* a bad pointer, count, type, op, rank or root */
+  COMM_INVALID_USAGE = 5,    /* calls out of order, or ranks that called different things */
+  COMM_REMOTE_ERROR = 6,     /* a peer failed, left, or did not answer within the timeout */
+  COMM_IN_PROGRESS = 7       /* a non-blocking init has not finished yet */
 } comm_result_t;
 
 /* NCCL's numbering for NCCL's types; COMM_BOOL is libcomm's own. */
@@ -92,7 +92,8 @@ typedef struct {
 } comm_config_t;
 
 #define COMM_CONFIG_MAGIC 0x636f6d6du
-#define COMM_CONFIG_INITIALIZER {sizeof(comm_config_t), COMM_CONFIG_MAGIC, COMM_C_API_VERSION, 1, 0}
+#define COMM_CONFIG_INITIALIZER \
+  { sizeof(comm_config_t), COMM_CONFIG_MAGIC, COMM_C_API_VERSION, 1, 0 }
 
 /* comm_split's color for ranks that join no new communicator (they get NULL). */
 #define COMM_SPLIT_NOCOLOR (-1)
@@ -157,8 +158,8 @@ comm_result_t comm_all_gather(const void* sendbuff, void* recvbuff, size_t sendc
 comm_result_t comm_reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
                                   comm_op_t op, comm_t comm, void* stream);
 /* Both buffers hold nranks * count elements: block r of sendbuff goes to rank r. */
-comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
-                              comm_t comm, void* stream);
+comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
+                              void* stream);
 /* The root's recvbuff holds nranks * sendcount elements. */
 comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
                           comm_t comm, void* stream);
