@@ -47,10 +47,11 @@ RULES = [
     ("bench/", []),
     ("examples/", []),
     ("torch_backend/", []),
+    ("nccl_abi/", []),
 ]
 
 # Clients of the public API include their own headers by bare name, as a user's program would.
-CLIENTS = ("bench/", "examples/", "torch_backend/")
+CLIENTS = ("bench/", "examples/", "torch_backend/", "nccl_abi/")
 SOURCE_SUFFIXES = (".hpp", ".cpp", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

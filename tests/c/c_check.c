@@ -1,5 +1,7 @@
 #include "c_check.h"
 
+#include "comm/comm.h" /* the datatypes' names */
+
 #include <math.h>
 #include <string.h>
 
@@ -13,12 +15,11 @@ int check_summary(const char* name) {
   return check_failures == 0 ? 0 : 1;
 }
 
-const comm_datatype_t all_datatypes[] = {COMM_INT8,    COMM_UINT8,    COMM_INT32,   COMM_UINT32,
-                                         COMM_INT64,   COMM_UINT64,   COMM_FLOAT16, COMM_FLOAT32,
-                                         COMM_FLOAT64, COMM_BFLOAT16, COMM_BOOL};
+const int all_datatypes[] = {COMM_INT8,    COMM_UINT8,   COMM_INT32,   COMM_UINT32,   COMM_INT64, COMM_UINT64,
+                             COMM_FLOAT16, COMM_FLOAT32, COMM_FLOAT64, COMM_BFLOAT16, COMM_BOOL};
 const size_t all_datatype_count = sizeof all_datatypes / sizeof all_datatypes[0];
 
-const char* datatype_name(comm_datatype_t datatype) {
+const char* datatype_name(int datatype) {
   switch (datatype) {
     case COMM_INT8: return "int8";
     case COMM_UINT8: return "uint8";
@@ -35,7 +36,7 @@ const char* datatype_name(comm_datatype_t datatype) {
   return "?";
 }
 
-size_t datatype_size(comm_datatype_t datatype) {
+size_t datatype_size(int datatype) {
   switch (datatype) {
     case COMM_INT8:
     case COMM_UINT8:
@@ -52,11 +53,11 @@ size_t datatype_size(comm_datatype_t datatype) {
   return 0;
 }
 
-int datatype_is_float(comm_datatype_t datatype) {
+int datatype_is_float(int datatype) {
   return datatype == COMM_FLOAT16 || datatype == COMM_FLOAT32 || datatype == COMM_FLOAT64 || datatype == COMM_BFLOAT16;
 }
 
-int datatype_is_signed(comm_datatype_t datatype) {
+int datatype_is_signed(int datatype) {
   return datatype == COMM_INT8 || datatype == COMM_INT32 || datatype == COMM_INT64 || datatype_is_float(datatype);
 }
 
@@ -111,7 +112,7 @@ static uint16_t double_to_bfloat(double value) {
   return (uint16_t)((bits + rounding) >> 16);
 }
 
-double load_value(comm_datatype_t datatype, const void* buffer, size_t i) {
+double load_value(int datatype, const void* buffer, size_t i) {
   switch (datatype) {
     case COMM_INT8: return ((const int8_t*)buffer)[i];
     case COMM_UINT8: return ((const uint8_t*)buffer)[i];
@@ -128,7 +129,7 @@ double load_value(comm_datatype_t datatype, const void* buffer, size_t i) {
   return NAN;
 }
 
-void store_value(comm_datatype_t datatype, void* buffer, size_t i, double value) {
+void store_value(int datatype, void* buffer, size_t i, double value) {
   switch (datatype) {
     case COMM_INT8: ((int8_t*)buffer)[i] = (int8_t)value; break;
     case COMM_UINT8: ((uint8_t*)buffer)[i] = (uint8_t)value; break;
@@ -144,8 +145,56 @@ void store_value(comm_datatype_t datatype, void* buffer, size_t i, double value)
   }
 }
 
-double round_to(comm_datatype_t datatype, double value) {
+double round_to(int datatype, double value) {
   unsigned char scratch[8];
   store_value(datatype, scratch, 0, value);
   return load_value(datatype, scratch, 0);
+}
+
+int op_is_bitwise(int op) { return op == COMM_BAND || op == COMM_BOR || op == COMM_BXOR; }
+
+/* Rank r's element i: small values whose sums and products every datatype holds exactly. */
+double reduction_input(int datatype, int op, int r, size_t i) {
+  size_t mix = i * 7 + (size_t)r * 3;
+  if (datatype == COMM_BOOL) return (i + (size_t)r) % 3 == 0;
+  if (op == COMM_PRODUCT) {
+    if (datatype_is_signed(datatype)) return mix % 3 == 0 ? -1 : (mix % 3 == 1 ? 2 : 1);
+    return mix % 2 ? 2 : 1;
+  }
+  if (op_is_bitwise(op)) return (double)((i * 7 + (size_t)r * 13) % 64);
+  return datatype_is_signed(datatype) ? (double)((int)(mix % 9) - 4) : (double)(mix % 9);
+}
+
+/* The reduction of every rank's element i, by libcomm's rules (docs/design/reduce.md). */
+double reduction_result(int datatype, int op, int size, size_t i) {
+  double result = reduction_input(datatype, op, 0, i);
+  long long bits = (long long)result;
+  int r;
+  for (r = 1; r < size; ++r) {
+    double value = reduction_input(datatype, op, r, i);
+    switch (op) {
+      case COMM_SUM:
+      case COMM_AVG: result = datatype == COMM_BOOL ? (result || value) : result + value; break;
+      case COMM_PRODUCT: result = datatype == COMM_BOOL ? (result && value) : result * value; break;
+      case COMM_MAX: result = value > result ? value : result; break;
+      case COMM_MIN: result = value < result ? value : result; break;
+      case COMM_BAND: bits &= (long long)value; break;
+      case COMM_BOR: bits |= (long long)value; break;
+      case COMM_BXOR: bits ^= (long long)value; break;
+    }
+  }
+  if (op_is_bitwise(op)) return (double)bits;
+  if (op == COMM_AVG && datatype != COMM_BOOL) {
+    if (datatype_is_float(datatype)) return result / size;
+    return (double)((long long)result / size); /* integers: the sum divided toward zero */
+  }
+  return result;
+}
+
+int reduction_matches(int datatype, int op, double got, double expected) {
+  if (op == COMM_AVG && datatype_is_float(datatype)) {
+    double tolerance = datatype == COMM_FLOAT64 ? 1e-12 : datatype == COMM_FLOAT32 ? 1e-6 : 1e-2;
+    return fabs(got - expected) <= tolerance * (fabs(expected) > 1 ? fabs(expected) : 1);
+  }
+  return got == round_to(datatype, expected);
 }

@@ -1,14 +1,14 @@
-/* What the C API's tests share: checks that count failures and say which rank saw them, and
- * values of every comm_datatype_t read and written as doubles (float16 and bfloat16 converted
- * here, round to nearest even), so that references can be computed in double. C99. */
+/* What the C API's tests (and the drop-in libnccl's) share: checks that count failures and say
+ * which rank saw them, and values of every datatype read and written as doubles (float16 and
+ * bfloat16 converted here, round to nearest even), so that references can be computed in double.
+ * Datatypes are the shared numbering of int and ncclDataType_t (0 to 9, and 10 for
+ * libcomm's bool). Include comm/comm.h first for CHECK_OK. C99. */
 #ifndef COMM_TESTS_C_CHECK_H
 #define COMM_TESTS_C_CHECK_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-
-#include "comm/comm.h"
 
 extern int check_failures;
 extern int check_count;
@@ -27,6 +27,7 @@ extern int check_rank;
     }                                                                         \
   } while (0)
 
+#ifdef COMM_COMM_H
 /* A call that must succeed; on failure, says the code and the last error. */
 #define CHECK_OK(call)                                                                                    \
   do {                                                                                                    \
@@ -35,21 +36,32 @@ extern int check_rank;
           comm_get_last_error(NULL));                                                                     \
   } while (0)
 
+#endif
+
 /* Prints "<name>: N checks, N failed" and returns the exit status. */
 int check_summary(const char* name);
 
-extern const comm_datatype_t all_datatypes[];
+extern const int all_datatypes[]; /* 0 to 10 */
 extern const size_t all_datatype_count;
-const char* datatype_name(comm_datatype_t datatype);
-size_t datatype_size(comm_datatype_t datatype);
-int datatype_is_float(comm_datatype_t datatype);
-int datatype_is_signed(comm_datatype_t datatype);
+const char* datatype_name(int datatype);
+size_t datatype_size(int datatype);
+int datatype_is_float(int datatype);
+int datatype_is_signed(int datatype);
 
 /* Element i of the buffer, as a double (bool: 0 or 1). */
-double load_value(comm_datatype_t datatype, const void* buffer, size_t i);
+double load_value(int datatype, const void* buffer, size_t i);
 /* Stores value (exactly representable by the caller's choice) as element i. */
-void store_value(comm_datatype_t datatype, void* buffer, size_t i, double value);
+void store_value(int datatype, void* buffer, size_t i, double value);
 /* value rounded to what the datatype holds (for floating point) or truncated (integers). */
-double round_to(comm_datatype_t datatype, double value);
+double round_to(int datatype, double value);
+
+/* Inputs and results of reductions, by libcomm's rules (docs/design/reduce.md), for `size`
+ * ranks: rank r's element i is small enough that sums and products are exact in every datatype.
+ * Ops in the shared numbering: sum 0, product 1, max 2, min 3, avg 4, and libcomm's band 5,
+ * bor 6, bxor 7. reduction_matches allows rounding for float averages only. */
+int op_is_bitwise(int op);
+double reduction_input(int datatype, int op, int r, size_t i);
+double reduction_result(int datatype, int op, int size, size_t i);
+int reduction_matches(int datatype, int op, double got, double expected);
 
 #endif

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm.h" /* first: c_check.h then defines CHECK_OK */
+
 #include "c_check.h"
 
 static double seconds_now(void) {

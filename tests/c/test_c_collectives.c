@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h" /* first: c_check.h then defines CHECK_OK */
+
 #include "c_check.h"
 
 static const comm_op_t all_ops[] = {COMM_SUM, COMM_PRODUCT, COMM_MAX, COMM_MIN,
@@ -21,61 +23,13 @@ static const size_t counts[] = {0, 1, 7, 1000};
 static int rank, size;
 static comm_t comm;
 
-static int is_bitwise(comm_op_t op) { return op == COMM_BAND || op == COMM_BOR || op == COMM_BXOR; }
-
-/* Rank r's element i: small values whose sums and products every datatype holds exactly. */
-static double input_value(comm_datatype_t datatype, comm_op_t op, int r, size_t i) {
-  size_t mix = i * 7 + (size_t)r * 3;
-  if (datatype == COMM_BOOL) return (i + (size_t)r) % 3 == 0;
-  if (op == COMM_PRODUCT) {
-    if (datatype_is_signed(datatype)) return mix % 3 == 0 ? -1 : (mix % 3 == 1 ? 2 : 1);
-    return mix % 2 ? 2 : 1;
-  }
-  if (is_bitwise(op)) return (double)((i * 7 + (size_t)r * 13) % 64);
-  return datatype_is_signed(datatype) ? (double)((int)(mix % 9) - 4) : (double)(mix % 9);
-}
-
-/* The reduction of every rank's element i, by libcomm's rules (docs/design/reduce.md). */
-static double reduced_value(comm_datatype_t datatype, comm_op_t op, size_t i) {
-  double result = input_value(datatype, op, 0, i);
-  long long bits = (long long)result;
-  int r;
-  for (r = 1; r < size; ++r) {
-    double value = input_value(datatype, op, r, i);
-    switch (op) {
-      case COMM_SUM:
-      case COMM_AVG: result = datatype == COMM_BOOL ? (result || value) : result + value; break;
-      case COMM_PRODUCT: result = datatype == COMM_BOOL ? (result && value) : result * value; break;
-      case COMM_MAX: result = value > result ? value : result; break;
-      case COMM_MIN: result = value < result ? value : result; break;
-      case COMM_BAND: bits &= (long long)value; break;
-      case COMM_BOR: bits |= (long long)value; break;
-      case COMM_BXOR: bits ^= (long long)value; break;
-    }
-  }
-  if (is_bitwise(op)) return (double)bits;
-  if (op == COMM_AVG && datatype != COMM_BOOL) {
-    if (datatype_is_float(datatype)) return result / size;
-    return (double)((long long)result / size); /* integers: the sum divided toward zero */
-  }
-  return result;
-}
-
-static int matches(comm_datatype_t datatype, comm_op_t op, double got, double expected) {
-  if (op == COMM_AVG && datatype_is_float(datatype)) {
-    double tolerance = datatype == COMM_FLOAT64 ? 1e-12 : datatype == COMM_FLOAT32 ? 1e-6 : 1e-2;
-    return fabs(got - expected) <= tolerance * (fabs(expected) > 1 ? fabs(expected) : 1);
-  }
-  return got == round_to(datatype, expected);
-}
-
 static void* buffer_of(comm_datatype_t datatype, size_t count) {
   return calloc(count ? count : 1, datatype_size(datatype));
 }
 
 static void fill(comm_datatype_t datatype, comm_op_t op, void* buffer, int r, size_t count) {
   size_t i;
-  for (i = 0; i < count; ++i) store_value(datatype, buffer, i, input_value(datatype, op, r, i));
+  for (i = 0; i < count; ++i) store_value(datatype, buffer, i, reduction_input(datatype, op, r, i));
 }
 
 static void fill_sentinel(comm_datatype_t datatype, void* buffer, size_t count) {
@@ -87,7 +41,7 @@ static void fill_sentinel(comm_datatype_t datatype, void* buffer, size_t count) 
 static long first_wrong_input(comm_datatype_t datatype, comm_op_t op, const void* buffer, int r, size_t count) {
   size_t i;
   for (i = 0; i < count; ++i) {
-    if (load_value(datatype, buffer, i) != round_to(datatype, input_value(datatype, op, r, i))) return (long)i;
+    if (load_value(datatype, buffer, i) != round_to(datatype, reduction_input(datatype, op, r, i))) return (long)i;
   }
   return -1;
 }
@@ -96,7 +50,7 @@ static void check_reductions(comm_datatype_t datatype, comm_op_t op, size_t coun
   const char* how = in_place ? "in place" : "out of place";
   const char* name = datatype_name(datatype);
   const char* op_name = op_names[op];
-  int refused = datatype_is_float(datatype) && is_bitwise(op);
+  int refused = datatype_is_float(datatype) && op_is_bitwise(op);
   int root = size - 1;
   size_t i;
   void* send = buffer_of(datatype, count * (size_t)size);
@@ -114,9 +68,9 @@ static void check_reductions(comm_datatype_t datatype, comm_op_t op, size_t coun
     CHECK(result == COMM_SUCCESS, "all_reduce %s %s %zu %s: %s", name, op_name, count, how, comm_get_last_error(comm));
     for (i = 0; i < count; ++i) {
       double got = load_value(datatype, in_place ? send : receive, i);
-      if (!matches(datatype, op, got, reduced_value(datatype, op, i))) {
+      if (!reduction_matches(datatype, op, got, reduction_result(datatype, op, size, i))) {
         CHECK(0, "all_reduce %s %s %zu %s: [%zu] = %g, expected %g", name, op_name, count, how, i, got,
-              reduced_value(datatype, op, i));
+              reduction_result(datatype, op, size, i));
         break;
       }
     }
@@ -132,9 +86,10 @@ static void check_reductions(comm_datatype_t datatype, comm_op_t op, size_t coun
     for (i = 0; i < count; ++i) {
       const void* looked = in_place ? send : receive;
       double got = load_value(datatype, looked, i);
-      double want = rank == root ? reduced_value(datatype, op, i)
-                                 : (in_place ? input_value(datatype, op, rank, i) : (datatype == COMM_BOOL ? 1 : 77));
-      if (rank == root ? !matches(datatype, op, got, want) : got != round_to(datatype, want)) {
+      double want = rank == root
+                        ? reduction_result(datatype, op, size, i)
+                        : (in_place ? reduction_input(datatype, op, rank, i) : (datatype == COMM_BOOL ? 1 : 77));
+      if (rank == root ? !reduction_matches(datatype, op, got, want) : got != round_to(datatype, want)) {
         CHECK(0, "reduce %s %s %zu %s on rank %d: [%zu] = %g, expected %g", name, op_name, count, how, rank, i, got,
               want);
         break;
@@ -145,7 +100,7 @@ static void check_reductions(comm_datatype_t datatype, comm_op_t op, size_t coun
 
   /* reduce_scatter: block r of every rank's input, reduced, to rank r (in place: recvbuff is
    * this rank's block of sendbuff) */
-  for (i = 0; i < count * (size_t)size; ++i) store_value(datatype, send, i, input_value(datatype, op, rank, i));
+  for (i = 0; i < count * (size_t)size; ++i) store_value(datatype, send, i, reduction_input(datatype, op, rank, i));
   fill_sentinel(datatype, receive, count);
   {
     char* own_block = (char*)send + (size_t)rank * count * datatype_size(datatype);
@@ -156,8 +111,8 @@ static void check_reductions(comm_datatype_t datatype, comm_op_t op, size_t coun
             comm_get_last_error(comm));
       for (i = 0; i < count; ++i) {
         double got = load_value(datatype, output, i);
-        double want = reduced_value(datatype, op, (size_t)rank * count + i);
-        if (!matches(datatype, op, got, want)) {
+        double want = reduction_result(datatype, op, size, (size_t)rank * count + i);
+        if (!reduction_matches(datatype, op, got, want)) {
           CHECK(0, "reduce_scatter %s %s %zu %s: [%zu] = %g, expected %g", name, op_name, count, how, i, got, want);
           break;
         }

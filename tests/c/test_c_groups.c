@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h" /* first: c_check.h then defines CHECK_OK */
+
 #include "c_check.h"
 
 static int rank, size;

@@ -135,6 +135,11 @@ comm_result_t comm_user_rank(comm_t comm, int* rank);
 /* The CUDA device the communicator was made on; -1 where there is none. */
 comm_result_t comm_cu_device(comm_t comm, int* device);
 
+/* CUDA device memory on the current device (cudaMalloc), for programs that allocate through
+ * the communication library (NCCL's ncclMemAlloc); COMM_CUDA_ERROR where there is no GPU. */
+comm_result_t comm_mem_alloc(void** ptr, size_t size);
+comm_result_t comm_mem_free(void* ptr);
+
 /* A short name of the code ("invalid argument"). */
 const char* comm_get_error_string(comm_result_t result);
 /* The last failure on `comm`, or with comm NULL the last on this thread, in one line: "" when
