@@ -29,6 +29,19 @@ for rank in 0 1 2; do
 done
 echo "a C program builds with cc \$(pkg-config --cflags --libs comm) and runs"
 
+# The drop-in libnccl, when built: a program written for NCCL, compiled against the installed
+# nccl.h and linked with -lnccl, runs on libcomm with the loader pointed at libcomm-nccl/.
+ncclheader=$(find "$stage" -path '*libcomm-nccl/nccl.h' | head -n 1)
+if [ -n "$ncclheader" ]; then
+  nccllib=$(dirname "$(find "$stage" -name 'libnccl.so.2' | head -n 1)")
+  cc -std=c99 -D_POSIX_C_SOURCE=200809L "$source/tests/c/test_nccl_abi.c" "$source/tests/c/c_check.c" \
+    -I"$(dirname "$ncclheader")" $(pkg-config --cflags comm) -L"$nccllib" -lnccl -lm -o "$stage/outside_nccl"
+  LD_LIBRARY_PATH="$nccllib" "$stage/outside_nccl" | tee "$stage/output_nccl"
+  grep -q "0 failed" "$stage/output_nccl"
+  LD_LIBRARY_PATH="$nccllib" ldd "$stage/outside_nccl" | grep -q "$nccllib/libnccl.so.2"
+  echo "an NCCL program built against the installed nccl.h runs on libcomm's libnccl.so.2"
+fi
+
 # The torch backend, when built: installed where /usr/bin/python3 looks, and importable there.
 module=$(find "$stage" -name 'torch_libcomm*.so' | head -n 1)
 if [ -n "$module" ]; then
