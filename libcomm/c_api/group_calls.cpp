@@ -80,7 +80,9 @@ comm_result_t run_operations(std::vector<QueuedOperation>& operations) {
 
 }  // namespace
 
-bool in_group() { return group_state.depth > 0; }
+std::atomic<int> threads_in_groups{0};
+
+bool thread_in_group() { return group_state.depth > 0; }
 
 void run_or_queue_init(comm_communicator* comm, Init init) {
   if (in_group()) {
@@ -95,7 +97,9 @@ void queue_operation(comm_communicator* comm, Issue issue, bool on_device) {
 }
 
 comm_result_t group_start() {
-  ++group_state.depth;
+  // A thread's own calls see its increment (program order); other threads' only send them to
+  // their thread-local state for nothing.
+  if (group_state.depth++ == 0) threads_in_groups.fetch_add(1, std::memory_order_relaxed);
   return COMM_SUCCESS;
 }
 
@@ -106,6 +110,7 @@ comm_result_t group_end() {
     });
   }
   if (--group_state.depth > 0) return COMM_SUCCESS;
+  threads_in_groups.fetch_sub(1, std::memory_order_relaxed);
   auto inits = std::move(group_state.inits);
   auto operations = std::move(group_state.operations);
   group_state.inits.clear();

@@ -5,6 +5,7 @@
 // then it waits for the host operations and leaves device operations enqueued on their streams.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -17,7 +18,11 @@ using Init = std::function<void()>;
 // Issues an operation on the group (setting its stream first for device buffers).
 using Issue = std::function<std::shared_ptr<Work>(ProcessGroup&)>;
 
-bool in_group();
+// Threads inside a group right now: while none is, no call needs to look at its thread's group
+// state (thread-local storage in a shared library costs a function call per look).
+extern std::atomic<int> threads_in_groups;
+bool thread_in_group();
+inline bool in_group() { return threads_in_groups.load(std::memory_order_relaxed) > 0 && thread_in_group(); }
 // Outside a group: runs `init` now.
 void run_or_queue_init(comm_communicator* comm, Init init);
 void queue_operation(comm_communicator* comm, Issue issue, bool on_device);
