@@ -130,6 +130,18 @@ int main(void) {
   CHECK(result == COMM_INVALID_USAGE && strstr(comm_get_last_error(NULL), "comm_group_start") != NULL,
         "comm_group_end without a start: %s (%s)", comm_get_error_string(result), comm_get_last_error(NULL));
   CHECK_OK(comm_barrier(world, NULL));
+  if (size > 1) {
+    /* Ranks that call different collectives: rank 0 an all_reduce, the others a broadcast. Every
+     * rank gets COMM_INVALID_USAGE naming both calls, and the communicator is over. */
+    int32_t value = 1;
+    comm_result_t async_error = COMM_SUCCESS;
+    result = rank == 0 ? comm_all_reduce(&value, &value, 1, COMM_INT32, COMM_SUM, world, NULL)
+                       : comm_broadcast(&value, &value, 1, COMM_INT32, 0, world, NULL);
+    CHECK(result == COMM_INVALID_USAGE && strstr(comm_get_last_error(world), "mismatch") != NULL,
+          "mismatched collectives: %s (%s)", comm_get_error_string(result), comm_get_last_error(world));
+    CHECK_OK(comm_get_async_error(world, &async_error));
+    CHECK(async_error == COMM_INVALID_USAGE, "async error after a mismatch: %s", comm_get_error_string(async_error));
+  }
   CHECK_OK(comm_destroy(world));
   return check_summary("C API groups and split");
 }

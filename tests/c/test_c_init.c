@@ -105,6 +105,21 @@ static void check_missing_peer_times_out(void) {
   }
 }
 
+/* An id naming a host that does not exist (the test knows where an id keeps its host: after
+ * the magic, version and port, at byte 7): a system error at once, saying which host. */
+static void check_unreachable_store(void) {
+  comm_unique_id id;
+  comm_t comm = NULL;
+  comm_result_t result;
+  CHECK_OK(comm_get_unique_id(&id));
+  memset(id.internal + 7, 0, 56);
+  strcpy(id.internal + 7, "no-such-host.invalid");
+  result = comm_init_rank(&comm, 2, id, 0);
+  CHECK(result == COMM_SYSTEM_ERROR && strstr(comm_get_last_error(NULL), "no-such-host.invalid") != NULL,
+        "init with an unresolvable store host: %s (%s)", comm_get_error_string(result), comm_get_last_error(NULL));
+  if (comm) CHECK_OK(comm_destroy(comm));
+}
+
 /* A call that must fail with `code`, leaving a last error that contains `words`. */
 #define CHECK_REFUSED(call, code, words)                                                                           \
   do {                                                                                                             \
@@ -176,5 +191,6 @@ int main(void) {
   check_grouped_init();
   check_non_blocking_init();
   check_missing_peer_times_out();
+  check_unreachable_store();
   return check_summary("C API init and invalid arguments");
 }

@@ -1,19 +1,18 @@
 /* A program written for NCCL, built against the drop-in nccl.h and linked with -lnccl from the
  * build (libcomm's libnccl.so.2), on host buffers.
  *
- * Run alone, it drives three ranks from one thread, as NCCL programs drive several GPUs:
- * ncclCommInitAll, then every collective NCCL 2.19 has with every ncclDataType_t and (for the
- * reductions) every ncclRedOp_t, each as one group over the three communicators, in and out of
- * place, against references computed in double; an all-to-all as grouped ncclSend/ncclRecv to
- * every rank, itself included; and what libcomm refuses or accepts without effect (operators
- * made at run time, libcomm's own datatypes and ops, registration, ncclMemAlloc without a GPU).
- *
- * Under commrun (RANK set), each process is one rank: rank 0's ncclGetUniqueId goes to the others
- * through the file named on the command line, then ncclCommInitRank, an all_reduce, and
- * ncclCommSplit by parity.
+ * Run alone, it drives three ranks from one thread, as NCCL programs drive several GPUs
+ * (ncclCommInitAll). Under commrun (RANK set), each process is one rank: rank 0's
+ * ncclGetUniqueId reaches the others through the file named on the command line, as an MPI
+ * program would broadcast it, then ncclCommInitRank, and a split by parity at the end. Either
+ * way, every collective NCCL 2.19 has, with every ncclDataType_t and (for the reductions) every
+ * ncclRedOp_t, issued as one group over this process's communicators, in and out of place,
+ * against references computed in double; an all-to-all as grouped ncclSend/ncclRecv to every
+ * rank, itself included; and what libcomm refuses or accepts without effect (operators made at
+ * run time, libcomm's own datatypes and ops, registration, ncclMemAlloc without a GPU).
  *
  *   build/tests/c/test_nccl_abi
- *   commrun -n 3 build/tests/c/test_nccl_abi /tmp/id-file
+ *   commrun -n 4 build/tests/c/test_nccl_abi /tmp/id-file
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +22,7 @@
 #include "c_check.h"
 #include "nccl.h"
 
-#define RANKS 3
+#define MAX_LOCAL 4
 
 #define NCCL_OK(call)                                                                           \
   do {                                                                                          \
@@ -32,154 +31,207 @@
           ncclGetLastError(NULL));                                                              \
   } while (0)
 
+/* The ranks this process drives: comms[k] is rank ranks[k] of a job of `size` ranks. */
+struct Job {
+  ncclComm_t comms[MAX_LOCAL];
+  int ranks[MAX_LOCAL];
+  int local;
+  int size;
+};
+
 static const char* const op_names[] = {"sum", "prod", "max", "min", "avg"};
 
-/* Every rank's reduction, through one group over the clique; in place or not. */
-static void check_reductions(ncclComm_t* comms, int datatype, int op, size_t count, int in_place) {
-  size_t element = datatype_size(datatype), i;
-  void* send[RANKS];
-  void* receive[RANKS];
-  int r;
-  for (r = 0; r < RANKS; ++r) {
-    send[r] = calloc(count * RANKS + 1, element);
-    receive[r] = calloc(count * RANKS + 1, element);
-    for (i = 0; i < count * RANKS; ++i) store_value(datatype, send[r], i, reduction_input(datatype, op, r, i));
+struct Buffers {
+  char* send[MAX_LOCAL];
+  char* receive[MAX_LOCAL];
+};
+
+static void allocate(const struct Job* job, struct Buffers* buffers, size_t elements, size_t element) {
+  int k;
+  for (k = 0; k < job->local; ++k) {
+    buffers->send[k] = calloc(elements + 1, element);
+    buffers->receive[k] = calloc(elements + 1, element);
   }
-  /* all_reduce, and reduce to the last rank */
-  NCCL_OK(ncclGroupStart());
-  for (r = 0; r < RANKS; ++r) {
-    NCCL_OK(ncclAllReduce(send[r], in_place ? send[r] : receive[r], count, (ncclDataType_t)datatype, (ncclRedOp_t)op,
-                          comms[r], NULL));
+}
+
+static void release(const struct Job* job, struct Buffers* buffers) {
+  int k;
+  for (k = 0; k < job->local; ++k) {
+    free(buffers->send[k]);
+    free(buffers->receive[k]);
   }
-  NCCL_OK(ncclGroupEnd());
-  for (r = 0; r < RANKS; ++r) {
-    for (i = 0; i < count; ++i) {
-      double got = load_value(datatype, in_place ? send[r] : receive[r], i);
-      double want = reduction_result(datatype, op, RANKS, i);
-      if (!reduction_matches(datatype, op, got, want)) {
-        CHECK(0, "ncclAllReduce %s %s %zu: rank %d [%zu] = %g, expected %g", datatype_name(datatype), op_names[op],
-              count, r, i, got, want);
-        break;
-      }
+}
+
+/* Stores each local rank's reduction inputs, elements [0, elements). */
+static void fill_inputs(const struct Job* job, struct Buffers* buffers, int datatype, int op, size_t elements) {
+  int k;
+  size_t i;
+  for (k = 0; k < job->local; ++k) {
+    for (i = 0; i < elements; ++i) {
+      store_value(datatype, buffers->send[k], i, reduction_input(datatype, op, job->ranks[k], i));
     }
   }
-  for (r = 0; r < RANKS; ++r) {
-    for (i = 0; i < count * RANKS; ++i) store_value(datatype, send[r], i, reduction_input(datatype, op, r, i));
-  }
-  NCCL_OK(ncclGroupStart());
-  for (r = 0; r < RANKS; ++r) {
-    NCCL_OK(ncclReduceScatter(send[r], in_place ? (char*)send[r] + (size_t)r * count * element : receive[r], count,
-                              (ncclDataType_t)datatype, (ncclRedOp_t)op, comms[r], NULL));
-  }
-  NCCL_OK(ncclGroupEnd());
-  for (r = 0; r < RANKS; ++r) {
-    const void* output = in_place ? (char*)send[r] + (size_t)r * count * element : receive[r];
-    for (i = 0; i < count; ++i) {
-      double got = load_value(datatype, output, i);
-      double want = reduction_result(datatype, op, RANKS, (size_t)r * count + i);
-      if (!reduction_matches(datatype, op, got, want)) {
-        CHECK(0, "ncclReduceScatter %s %s %zu: rank %d [%zu] = %g, expected %g", datatype_name(datatype), op_names[op],
-              count, r, i, got, want);
-        break;
-      }
-    }
-  }
-  for (r = 0; r < RANKS; ++r) {
-    for (i = 0; i < count; ++i) store_value(datatype, send[r], i, reduction_input(datatype, op, r, i));
-  }
-  NCCL_OK(ncclGroupStart());
-  for (r = 0; r < RANKS; ++r) {
-    NCCL_OK(ncclReduce(send[r], in_place ? send[r] : receive[r], count, (ncclDataType_t)datatype, (ncclRedOp_t)op,
-                       RANKS - 1, comms[r], NULL));
-  }
-  NCCL_OK(ncclGroupEnd());
+}
+
+/* Whether `output` holds the reductions of elements [first, first + count). */
+static int reduced(int datatype, int op, int size, const void* output, size_t first, size_t count) {
+  size_t i;
   for (i = 0; i < count; ++i) {
-    double got = load_value(datatype, in_place ? send[RANKS - 1] : receive[RANKS - 1], i);
-    if (!reduction_matches(datatype, op, got, reduction_result(datatype, op, RANKS, i))) {
-      CHECK(0, "ncclReduce %s %s %zu: [%zu] = %g", datatype_name(datatype), op_names[op], count, i, got);
-      break;
+    if (!reduction_matches(datatype, op, load_value(datatype, output, i),
+                           reduction_result(datatype, op, size, first + i))) {
+      return 0;
     }
   }
-  for (r = 0; r < RANKS; ++r) {
-    free(send[r]);
-    free(receive[r]);
+  return 1;
+}
+
+static void check_reductions(const struct Job* job, int datatype, int op, size_t count, int in_place) {
+  size_t element = datatype_size(datatype);
+  struct Buffers buffers;
+  int k, last = job->size - 1;
+  const char* how = in_place ? "in place" : "out of place";
+  allocate(job, &buffers, count * (size_t)job->size, element);
+
+  fill_inputs(job, &buffers, datatype, op, count);
+  NCCL_OK(ncclGroupStart());
+  for (k = 0; k < job->local; ++k) {
+    NCCL_OK(ncclAllReduce(buffers.send[k], in_place ? buffers.send[k] : buffers.receive[k], count, datatype, op,
+                          job->comms[k], NULL));
   }
+  NCCL_OK(ncclGroupEnd());
+  for (k = 0; k < job->local; ++k) {
+    CHECK(reduced(datatype, op, job->size, in_place ? buffers.send[k] : buffers.receive[k], 0, count),
+          "ncclAllReduce %s %s %zu %s: rank %d wrong", datatype_name(datatype), op_names[op], count, how,
+          job->ranks[k]);
+  }
+
+  fill_inputs(job, &buffers, datatype, op, count * (size_t)job->size);
+  NCCL_OK(ncclGroupStart());
+  for (k = 0; k < job->local; ++k) {
+    char* own = buffers.send[k] + (size_t)job->ranks[k] * count * element;
+    NCCL_OK(ncclReduceScatter(buffers.send[k], in_place ? own : buffers.receive[k], count, datatype, op, job->comms[k],
+                              NULL));
+  }
+  NCCL_OK(ncclGroupEnd());
+  for (k = 0; k < job->local; ++k) {
+    const char* output = in_place ? buffers.send[k] + (size_t)job->ranks[k] * count * element : buffers.receive[k];
+    CHECK(reduced(datatype, op, job->size, output, (size_t)job->ranks[k] * count, count),
+          "ncclReduceScatter %s %s %zu %s: rank %d wrong", datatype_name(datatype), op_names[op], count, how,
+          job->ranks[k]);
+  }
+
+  fill_inputs(job, &buffers, datatype, op, count);
+  NCCL_OK(ncclGroupStart());
+  for (k = 0; k < job->local; ++k) {
+    NCCL_OK(ncclReduce(buffers.send[k], in_place ? buffers.send[k] : buffers.receive[k], count, datatype, op, last,
+                       job->comms[k], NULL));
+  }
+  NCCL_OK(ncclGroupEnd());
+  for (k = 0; k < job->local; ++k) {
+    if (job->ranks[k] != last) continue;
+    CHECK(reduced(datatype, op, job->size, in_place ? buffers.send[k] : buffers.receive[k], 0, count),
+          "ncclReduce %s %s %zu %s: wrong at the root", datatype_name(datatype), op_names[op], count, how);
+  }
+  release(job, &buffers);
 }
 
 static double moved(int r, size_t i) { return (double)((i * 3 + (size_t)r * 5) % 100); }
 
-static void check_data_movement(ncclComm_t* comms, int datatype, size_t count) {
-  size_t element = datatype_size(datatype), i;
-  char* send[RANKS];
-  char* receive[RANKS];
-  int r, peer;
-  for (r = 0; r < RANKS; ++r) {
-    send[r] = calloc(count * RANKS + 1, element);
-    receive[r] = calloc(count * RANKS + 1, element);
+/* Whether `data` holds moved(r, first + i) for i in [0, count). */
+static int holds(int datatype, const char* data, int r, size_t first, size_t count) {
+  size_t i;
+  for (i = 0; i < count; ++i) {
+    if (load_value(datatype, data, i) != round_to(datatype, moved(r, first + i))) return 0;
   }
-  /* ncclBroadcast from rank 1 (out of place), then ncclBcast from rank 2 (in place) */
-  for (i = 0; i < count; ++i) store_value(datatype, send[1], i, moved(1, i));
+  return 1;
+}
+
+static void check_data_movement(const struct Job* job, int datatype, size_t count) {
+  size_t element = datatype_size(datatype), i;
+  size_t block = count * element;
+  struct Buffers buffers;
+  int k, peer, first_root = 1 % job->size, second_root = job->size - 1;
+  allocate(job, &buffers, count * (size_t)job->size, element);
+
+  /* ncclBroadcast out of place from one root, then ncclBcast in place from another */
+  for (k = 0; k < job->local; ++k) {
+    for (i = 0; i < count; ++i) store_value(datatype, buffers.send[k], i, moved(job->ranks[k], i));
+  }
   NCCL_OK(ncclGroupStart());
-  for (r = 0; r < RANKS; ++r) NCCL_OK(ncclBroadcast(send[r], receive[r], count, datatype, 1, comms[r], NULL));
+  for (k = 0; k < job->local; ++k) {
+    NCCL_OK(ncclBroadcast(buffers.send[k], buffers.receive[k], count, datatype, first_root, job->comms[k], NULL));
+  }
   NCCL_OK(ncclGroupEnd());
-  for (i = 0; i < count; ++i) store_value(datatype, receive[2], i, moved(2, i));
-  NCCL_OK(ncclGroupStart());
-  for (r = 0; r < RANKS; ++r) NCCL_OK(ncclBcast(receive[r], count, datatype, 2, comms[r], NULL));
-  NCCL_OK(ncclGroupEnd());
-  for (r = 0; r < RANKS; ++r) {
-    for (i = 0; i < count; ++i) {
-      if (load_value(datatype, receive[r], i) != round_to(datatype, moved(2, i))) {
-        CHECK(0, "ncclBcast %s %zu: rank %d wrong at %zu", datatype_name(datatype), count, r, i);
-        break;
-      }
+  for (k = 0; k < job->local; ++k) {
+    CHECK(holds(datatype, buffers.receive[k], first_root, 0, count), "ncclBroadcast %s %zu: rank %d wrong",
+          datatype_name(datatype), count, job->ranks[k]);
+    if (job->ranks[k] == second_root) {
+      for (i = 0; i < count; ++i) store_value(datatype, buffers.receive[k], i, moved(second_root, i));
     }
   }
+  NCCL_OK(ncclGroupStart());
+  for (k = 0; k < job->local; ++k) {
+    NCCL_OK(ncclBcast(buffers.receive[k], count, datatype, second_root, job->comms[k], NULL));
+  }
+  NCCL_OK(ncclGroupEnd());
+  for (k = 0; k < job->local; ++k) {
+    CHECK(holds(datatype, buffers.receive[k], second_root, 0, count), "ncclBcast %s %zu: rank %d wrong",
+          datatype_name(datatype), count, job->ranks[k]);
+  }
+
   /* ncclAllGather in place: each rank's input is its block of recvbuff */
   NCCL_OK(ncclGroupStart());
-  for (r = 0; r < RANKS; ++r) {
-    char* own = receive[r] + (size_t)r * count * element;
-    for (i = 0; i < count; ++i) store_value(datatype, own, i, moved(r, i));
-    NCCL_OK(ncclAllGather(own, receive[r], count, datatype, comms[r], NULL));
+  for (k = 0; k < job->local; ++k) {
+    char* own = buffers.receive[k] + (size_t)job->ranks[k] * block;
+    for (i = 0; i < count; ++i) store_value(datatype, own, i, moved(job->ranks[k], i));
+    NCCL_OK(ncclAllGather(own, buffers.receive[k], count, datatype, job->comms[k], NULL));
   }
   NCCL_OK(ncclGroupEnd());
-  for (r = 0; r < RANKS; ++r) {
-    for (i = 0; i < count * RANKS; ++i) {
-      if (load_value(datatype, receive[r], i) != round_to(datatype, moved((int)(i / count), i % count))) {
-        CHECK(0, "ncclAllGather %s %zu: rank %d wrong at %zu", datatype_name(datatype), count, r, i);
-        break;
-      }
+  for (k = 0; k < job->local; ++k) {
+    for (peer = 0; peer < job->size; ++peer) {
+      CHECK(holds(datatype, buffers.receive[k] + (size_t)peer * block, peer, 0, count),
+            "ncclAllGather %s %zu: rank %d, block %d wrong", datatype_name(datatype), count, job->ranks[k], peer);
     }
   }
+
   /* all-to-all as NCCL programs write it: grouped sends and receives, to itself too */
-  for (r = 0; r < RANKS; ++r) {
-    for (i = 0; i < count * RANKS; ++i) store_value(datatype, send[r], i, moved(r, i));
+  for (k = 0; k < job->local; ++k) {
+    for (i = 0; i < count * (size_t)job->size; ++i) store_value(datatype, buffers.send[k], i, moved(job->ranks[k], i));
   }
   NCCL_OK(ncclGroupStart());
-  for (r = 0; r < RANKS; ++r) {
-    for (peer = 0; peer < RANKS; ++peer) {
-      NCCL_OK(ncclSend(send[r] + (size_t)peer * count * element, count, datatype, peer, comms[r], NULL));
-      NCCL_OK(ncclRecv(receive[r] + (size_t)peer * count * element, count, datatype, peer, comms[r], NULL));
+  for (k = 0; k < job->local; ++k) {
+    for (peer = 0; peer < job->size; ++peer) {
+      NCCL_OK(ncclSend(buffers.send[k] + (size_t)peer * block, count, datatype, peer, job->comms[k], NULL));
+      NCCL_OK(ncclRecv(buffers.receive[k] + (size_t)peer * block, count, datatype, peer, job->comms[k], NULL));
     }
   }
   NCCL_OK(ncclGroupEnd());
-  for (r = 0; r < RANKS; ++r) {
-    for (peer = 0; peer < RANKS; ++peer) {
-      for (i = 0; i < count; ++i) {
-        double got = load_value(datatype, receive[r] + (size_t)peer * count * element, i);
-        if (got != round_to(datatype, moved(peer, (size_t)r * count + i))) {
-          CHECK(0, "grouped all-to-all %s %zu: rank %d, block from %d wrong at %zu", datatype_name(datatype), count, r,
-                peer, i);
-          break;
-        }
-      }
+  for (k = 0; k < job->local; ++k) {
+    for (peer = 0; peer < job->size; ++peer) {
+      CHECK(holds(datatype, buffers.receive[k] + (size_t)peer * block, peer, (size_t)job->ranks[k] * count, count),
+            "grouped all-to-all %s %zu: rank %d, block from %d wrong", datatype_name(datatype), count, job->ranks[k],
+            peer);
     }
   }
-  for (r = 0; r < RANKS; ++r) {
-    free(send[r]);
-    free(receive[r]);
+  release(job, &buffers);
+}
+
+static void check_every_collective(const struct Job* job) {
+  static const size_t counts[] = {0, 1, 1000};
+  int datatype, op;
+  size_t c;
+  for (datatype = 0; datatype < ncclNumTypes; ++datatype) {
+    for (c = 0; c < sizeof counts / sizeof counts[0]; ++c) {
+      for (op = 0; op < ncclNumOps; ++op) {
+        check_reductions(job, datatype, op, counts[c], 0);
+        check_reductions(job, datatype, op, counts[c], 1);
+      }
+      check_data_movement(job, datatype, counts[c]);
+    }
   }
 }
 
+/* Local refusals: no peer is involved, so any rank may try them alone. */
 static void check_refusals(ncclComm_t comm) {
   float data[2] = {1, 2};
   void* handle = NULL;
@@ -215,68 +267,68 @@ static void check_refusals(ncclComm_t comm) {
 }
 
 static int run_clique(void) {
-  ncclComm_t comms[RANKS];
-  static const size_t counts[] = {0, 1, 1000};
-  int datatype, op, r;
-  size_t c;
+  struct Job job;
+  int k;
   ncclResult_t async_error = ncclInternalError;
+  job.local = job.size = 3;
   check_rank = 0;
-  NCCL_OK(ncclCommInitAll(comms, RANKS, NULL));
-  for (datatype = 0; datatype < ncclNumTypes; ++datatype) {
-    for (c = 0; c < sizeof counts / sizeof counts[0]; ++c) {
-      for (op = 0; op < ncclNumOps; ++op) {
-        check_reductions(comms, datatype, op, counts[c], 0);
-        check_reductions(comms, datatype, op, counts[c], 1);
-      }
-      check_data_movement(comms, datatype, counts[c]);
-    }
-  }
-  check_refusals(comms[0]);
-  NCCL_OK(ncclCommGetAsyncError(comms[1], &async_error));
+  for (k = 0; k < job.local; ++k) job.ranks[k] = k;
+  NCCL_OK(ncclCommInitAll(job.comms, job.size, NULL));
+  check_every_collective(&job);
+  check_refusals(job.comms[0]);
+  NCCL_OK(ncclCommGetAsyncError(job.comms[1], &async_error));
   CHECK(async_error == ncclSuccess, "async error: %s", ncclGetErrorString(async_error));
-  for (r = 0; r < RANKS; ++r) NCCL_OK(ncclCommDestroy(comms[r]));
+  for (k = 0; k < job.local; ++k) NCCL_OK(ncclCommDestroy(job.comms[k]));
   return check_summary("drop-in libnccl, one process driving 3 ranks");
 }
 
-/* One rank per process: the id through a file, as an MPI program would broadcast it. */
-static int run_process(const char* path) {
-  int rank = atoi(getenv("RANK")), size = atoi(getenv("WORLD_SIZE")), parity_rank = -1, parity_size = -1;
-  ncclUniqueId id;
-  ncclComm_t comm, parity;
-  double value = rank + 1, sum = 0;
-  int waited;
-  check_rank = rank;
+static void share_id(ncclUniqueId* id, int rank, const char* path) {
   if (rank == 0) {
     char partial[4200];
     FILE* file;
     snprintf(partial, sizeof partial, "%.4000s.partial", path);
-    NCCL_OK(ncclGetUniqueId(&id));
+    NCCL_OK(ncclGetUniqueId(id));
     file = fopen(partial, "wb");
-    CHECK(file && fwrite(&id, sizeof id, 1, file) == 1 && fclose(file) == 0 && rename(partial, path) == 0,
+    CHECK(file && fwrite(id, sizeof *id, 1, file) == 1 && fclose(file) == 0 && rename(partial, path) == 0,
           "writing the id to %s", path);
   } else {
     struct timespec pause = {0, 10 * 1000 * 1000};
+    int waited;
     for (waited = 0; waited < 3000; ++waited) {
       FILE* file = fopen(path, "rb");
-      size_t read = file ? fread(&id, sizeof id, 1, file) : 0;
+      size_t read = file ? fread(id, sizeof *id, 1, file) : 0;
       if (file) fclose(file);
-      if (read == 1) break;
+      if (read == 1) return;
       nanosleep(&pause, NULL);
     }
+    CHECK(0, "no id in %s after 30 s", path);
   }
-  NCCL_OK(ncclCommInitRank(&comm, size, id, rank));
-  NCCL_OK(ncclAllReduce(&value, &sum, 1, ncclDouble, ncclSum, comm, NULL));
-  CHECK(sum == size * (size + 1) / 2, "ncclAllReduce across processes: %g", sum);
-  NCCL_OK(ncclCommSplit(comm, rank % 2, rank, &parity, NULL));
+}
+
+static int run_process(const char* path) {
+  struct Job job;
+  ncclUniqueId id;
+  ncclComm_t parity;
+  int rank = atoi(getenv("RANK")), parity_rank = -1, parity_size = -1;
+  double value = rank + 1, result = 0;
+  job.local = 1;
+  job.size = atoi(getenv("WORLD_SIZE"));
+  job.ranks[0] = check_rank = rank;
+  share_id(&id, rank, path);
+  NCCL_OK(ncclCommInitRank(&job.comms[0], job.size, id, rank));
+  check_every_collective(&job);
+  check_refusals(job.comms[0]);
+  NCCL_OK(ncclCommSplit(job.comms[0], rank % 2, rank, &parity, NULL));
   NCCL_OK(ncclCommUserRank(parity, &parity_rank));
   NCCL_OK(ncclCommCount(parity, &parity_size));
-  CHECK(parity_rank == rank / 2 && parity_size == (size - rank % 2 + 1) / 2, "split: rank %d of %d", parity_rank,
+  CHECK(parity_rank == rank / 2 && parity_size == (job.size - rank % 2 + 1) / 2, "split: rank %d of %d", parity_rank,
         parity_size);
-  NCCL_OK(ncclAllReduce(&value, &sum, 1, ncclDouble, ncclMax, parity, NULL));
+  NCCL_OK(ncclAllReduce(&value, &result, 1, ncclDouble, ncclMax, parity, NULL));
+  CHECK(result == (double)(job.size - (job.size - 1 - rank % 2) % 2), "all_reduce max on the split: %g", result);
   NCCL_OK(ncclCommDestroy(parity));
-  NCCL_OK(ncclAllReduce(&value, &sum, 1, ncclDouble, ncclMin, comm, NULL)); /* everyone has read the id */
+  NCCL_OK(ncclAllReduce(&value, &result, 1, ncclDouble, ncclMin, job.comms[0], NULL)); /* all have read the id */
   if (rank == 0) unlink(path);
-  NCCL_OK(ncclCommDestroy(comm));
+  NCCL_OK(ncclCommDestroy(job.comms[0]));
   return check_summary("drop-in libnccl, one rank per process");
 }
 
