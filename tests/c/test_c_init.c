@@ -181,6 +181,18 @@ static void check_invalid_arguments(void) {
   CHECK_OK(comm_destroy(comm));
   CHECK_REFUSED(comm_destroy(comm), COMM_INVALID_ARGUMENT, "destroyed");
   CHECK_REFUSED(comm_abort(NULL), COMM_INVALID_ARGUMENT, "NULL");
+  {
+    /* Device memory: COMM_CUDA_ERROR, with a message, where no GPU is seen. */
+    void* device_memory = NULL;
+    comm_result_t result = comm_mem_alloc(&device_memory, 4096);
+    if (result == COMM_SUCCESS) {
+      CHECK_OK(comm_mem_free(device_memory));
+      CHECK_REFUSED(comm_mem_free(device_memory), COMM_INVALID_ARGUMENT, "freed already");
+    } else {
+      CHECK(result == COMM_CUDA_ERROR && device_memory == NULL && strlen(comm_get_last_error(NULL)) > 0,
+            "comm_mem_alloc without a GPU: %s (%s)", comm_get_error_string(result), comm_get_last_error(NULL));
+    }
+  }
   CHECK(strcmp(comm_get_error_string(COMM_SUCCESS), "no error") == 0, "error string of success");
   CHECK(strlen(comm_get_error_string((comm_result_t)99)) > 0, "error string of an unknown code");
 }
