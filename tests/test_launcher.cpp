@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "rendezvous/programs/core_reservation.hpp"
 #include "tests/support/child_process.hpp"
 
 using namespace std::chrono_literals;
@@ -79,6 +80,50 @@ TEST_CASE("commrun pins ranks to their own cores when there are enough", "[launc
   REQUIRE(free.wait_for(30s) == 0);
   INFO(free.output());
   CHECK_THAT(free.output(), ContainsSubstring("cpus=" + std::to_string(std::thread::hardware_concurrency())));
+}
+
+// Issue 18, deliverable 4: two commrun jobs on one machine (or two network namespaces standing
+// in for hosts) both pinned their first rank to the first core.
+TEST_CASE("commrun jobs claim cores of their own, all or none, until they end", "[launcher]") {
+  std::string path = "/tmp/comm-core-claims-" + std::to_string(::getpid());
+  {
+    comm::launcher::CoreReservation first({0, 1, 2}, 2, path);
+    CHECK(first.cores() == std::vector<int>{0, 1});
+    comm::launcher::CoreReservation too_many({0, 1, 2}, 2, path);
+    CHECK(too_many.cores().empty());
+    CHECK_THAT(too_many.why(), ContainsSubstring("only 1 of the 3 usable cores are free"));
+    comm::launcher::CoreReservation rest({0, 1, 2}, 1, path);
+    CHECK(rest.cores() == std::vector<int>{2});
+  }
+  comm::launcher::CoreReservation again({0, 1, 2}, 3, path);  // the claims ended with their holders
+  CHECK(again.cores() == std::vector<int>{0, 1, 2});
+  comm::launcher::CoreReservation none({0}, 2, path);
+  CHECK(none.cores().empty());
+  CHECK_THAT(none.why(), ContainsSubstring("2 ranks but 1 usable cores"));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("two commrun jobs at once never pin ranks to one core", "[launcher]") {
+  // Each rank says which cores it may run on, and stays a moment so that the jobs overlap.
+  auto job = [&] {
+    return std::make_unique<ChildProcess>(std::vector<std::string>{
+        commrun(), "-n", "1", "sh", "-c", "grep Cpus_allowed_list /proc/self/status; sleep 1"});
+  };
+  auto first = job();
+  std::this_thread::sleep_for(200ms);
+  auto second = job();
+  REQUIRE(first->wait_for(30s) == 0);
+  REQUIRE(second->wait_for(30s) == 0);
+  auto cores_of = [](const std::string& output) {
+    auto at = output.find("Cpus_allowed_list:");
+    return at == std::string::npos ? std::string() : output.substr(at + 18, output.find('\n', at) - at - 18);
+  };
+  std::string a = cores_of(first->output()), b = cores_of(second->output());
+  INFO(first->output() << second->output());
+  // A pinned rank may run on one core only; two pinned ranks never on the same one.
+  bool a_pinned = a.find_first_of(",-") == std::string::npos, b_pinned = b.find_first_of(",-") == std::string::npos;
+  // (Whether either is pinned depends on what other jobs hold at the moment: tests run in parallel.)
+  CHECK(!(a_pinned && b_pinned && a == b));
 }
 
 TEST_CASE("a failing rank makes commrun exit with its status and stop the others", "[launcher]") {

@@ -19,6 +19,7 @@
 #include "libcomm/base/job_secret.hpp"
 #include "rendezvous/init_method.hpp"
 #include "rendezvous/launch_environment.hpp"
+#include "rendezvous/programs/core_reservation.hpp"
 #include "rendezvous/programs/launcher.hpp"
 
 namespace {
@@ -40,8 +41,13 @@ options:
   --grace-period SECONDS   time ranks get after SIGTERM before SIGKILL (default 3)
   --exit-wait SECONDS       node 0 keeps the store up this long for other nodes' ranks
                            still running after its own finished (default 300)
-  --bind core|none         pin each rank to its own core (default: core when there are at
-                           least as many usable cores as ranks on this node, as mpirun does)
+  --bind core|none         pin each rank to its own core. By default commrun pins only to
+                           cores of its own affinity mask that no other commrun job on this
+                           machine has claimed, and only when it can claim one per rank
+                           (claims live in /dev/shm/commrun-cores.lock and end with the job);
+                           otherwise the ranks are left to the scheduler, so two jobs, or two
+                           network namespaces standing in for hosts, never share a core.
+                           core: pin even when that means sharing cores; none: never pin
   --no-prefix              do not prefix output lines with the rank
   -h, --help               this text
 )";
@@ -216,16 +222,22 @@ int main(int argc, char** argv) {
   plan.prefix_output = options.prefix;
   plan.grace_period = std::chrono::milliseconds(static_cast<long long>(options.grace_seconds * 1000));
   // Spinning ranks that share a core hand it back and forth (a round trip of microseconds
-  // instead of a fraction of one), so by default each rank gets a core of its own.
-  std::vector<int> cores;
+  // instead of a fraction of one), so each rank gets a core of its own where it can: one of
+  // this process's usable cores that no other commrun job holds (a second job on the machine,
+  // or a namespace standing in for another host, would otherwise pin to the same first cores).
+  std::vector<int> usable;
   cpu_set_t allowed;
   if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &allowed)) cores.push_back(cpu);
+      if (CPU_ISSET(cpu, &allowed)) usable.push_back(cpu);
     }
   }
-  bool bind =
-      options.bind == "core" || (options.bind == "auto" && options.nproc_per_node <= static_cast<int>(cores.size()));
+  comm::launcher::CoreReservation reservation(usable, options.bind == "none" ? 0 : options.nproc_per_node);
+  std::vector<int> cores = reservation.cores();
+  if (cores.empty() && options.bind == "core" && !usable.empty()) {
+    std::fprintf(stderr, "commrun: --bind core: %s; pinning to shared cores\n", reservation.why().c_str());
+    cores = usable;
+  }
   for (int local = 0; local < options.nproc_per_node; ++local) {
     int rank = options.node_rank * options.nproc_per_node + local;
     plan.ranks.push_back({rank,
@@ -237,7 +249,7 @@ int main(int argc, char** argv) {
                            {"MASTER_ADDR", master_addr},
                            {"MASTER_PORT", std::to_string(master_port)},
                            {comm::kStoreIsExternalVariable, "1"}},
-                          bind && !cores.empty() ? cores[static_cast<std::size_t>(local) % cores.size()] : -1});
+                          cores.empty() ? -1 : cores[static_cast<std::size_t>(local) % cores.size()]});
   }
   if (made_here) {
     for (auto& rank : plan.ranks) rank.environment["COMM_JOB_TOKEN"] = secret_text;

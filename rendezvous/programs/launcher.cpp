@@ -22,6 +22,8 @@
 
 extern char** environ;
 
+#include "rendezvous/programs/file_descriptor.hpp"
+
 namespace comm::launcher {
 namespace {
 
@@ -36,29 +38,6 @@ sigset_t forwarded_set() {
   sigaddset(&set, SIGCHLD);
   return set;
 }
-
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
-  ~FileDescriptor() { reset(); }
-  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = other.fd_;
-      other.fd_ = -1;
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 // One of a rank's output streams, re-emitted line by line with the rank's prefix.
 struct OutputStream {
