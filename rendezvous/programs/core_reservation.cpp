@@ -9,23 +9,15 @@
 namespace comm::launcher {
 namespace {
 
-// Locks byte `core` of the file for this open file description; false when another holds it.
-bool claim(int fd, int core) {
+// Locks (F_WRLCK) or unlocks (F_UNLCK) byte `core` of the file for this open file description;
+// false when another holds it.
+bool set_lock(int fd, int core, short type) {
   struct flock lock {};
-  lock.l_type = F_WRLCK;
+  lock.l_type = type;
   lock.l_whence = SEEK_SET;
   lock.l_start = core;
   lock.l_len = 1;
   return ::fcntl(fd, F_OFD_SETLK, &lock) == 0;
-}
-
-void release(int fd, int core) {
-  struct flock lock {};
-  lock.l_type = F_UNLCK;
-  lock.l_whence = SEEK_SET;
-  lock.l_start = core;
-  lock.l_len = 1;
-  ::fcntl(fd, F_OFD_SETLK, &lock);
 }
 
 }  // namespace
@@ -46,10 +38,10 @@ CoreReservation::CoreReservation(const std::vector<int>& allowed, int wanted, co
   }
   for (int core : allowed) {
     if (static_cast<int>(cores_.size()) == wanted) break;
-    if (claim(file_.get(), core)) cores_.push_back(core);
+    if (set_lock(file_.get(), core, F_WRLCK)) cores_.push_back(core);
   }
   if (static_cast<int>(cores_.size()) < wanted) {
-    for (int core : cores_) release(file_.get(), core);
+    for (int core : cores_) set_lock(file_.get(), core, F_UNLCK);
     why_ = "only " + std::to_string(cores_.size()) + " of the " + std::to_string(allowed.size()) +
            " usable cores are free of other commrun jobs, for " + std::to_string(wanted) + " ranks";
     cores_.clear();
