@@ -6,8 +6,9 @@ import socket
 import subprocess
 import sys
 
-# tee prefixes each worker's line with "[default<rank>]:".
-_TORCHRUN_PREFIX = re.compile(r"^\[default(\d+)\]:(.*)$")
+# tee prefixes what it copies from each worker with "[default<rank>]:", at the start of each line
+# and, when it catches a worker mid-line, in the middle of one.
+_TORCHRUN_PREFIX = re.compile(r"\[default(\d+)\]:")
 
 
 def free_port():
@@ -33,12 +34,21 @@ def run_torchrun(script, nproc, arguments=(), timeout=240):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
                "--redirects", "1", "--tee", "1", script, *arguments]
     run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=quiet_environment())
-    lines = []
-    for line in run.stdout.splitlines():
-        match = _TORCHRUN_PREFIX.match(line)
-        if match:
-            lines.append((int(match.group(1)), match.group(2)))
-    return run.returncode, lines, run.stdout, run.stderr
+    return run.returncode, ranked_lines(run.stdout), run.stdout, run.stderr
+
+
+def ranked_lines(stdout):
+    """[(rank, line)] from torchrun's tee: each rank's pieces joined in order, then cut into lines
+    (a line a worker wrote in two pieces can reach the terminal as two prefixed halves)."""
+    texts = {}
+    pieces = _TORCHRUN_PREFIX.split(stdout)
+    # split() gives [before, rank, text, rank, text, ...]; text up to the next prefix.
+    for rank, text in zip(pieces[1::2], pieces[2::2]):
+        # A piece that does not end its line runs up to the next prefix; one that does may be
+        # followed by torchrun's own lines, which belong to no rank.
+        own = text if "\n" not in text else text[:text.index("\n") + 1]
+        texts[int(rank)] = texts.get(int(rank), "") + own
+    return [(rank, line) for rank in sorted(texts) for line in texts[rank].splitlines()]
 
 
 def run_spawning(script, arguments=(), timeout=240):
