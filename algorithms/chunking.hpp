@@ -18,11 +18,12 @@ struct Chunking {
   std::size_t length(std::size_t chunk) const { return begin(chunk + 1) - begin(chunk); }
 };
 
-// Chunks per run: enough that each is at most chunk_bytes, never more than the tag space of one
-// call allows for `steps` steps.
-inline std::size_t chunks_for(std::size_t bytes, std::size_t chunk_bytes, std::size_t steps) {
+// Chunks per run: enough that each is at most chunk_bytes, never more than the algorithm's part
+// of the call's tag space (CollectiveContext::step_space) allows for `steps` steps.
+inline std::size_t chunks_for(std::size_t bytes, std::size_t chunk_bytes, std::size_t steps,
+                              std::uint64_t step_space = kStepsPerCall) {
   std::size_t wanted = std::max<std::size_t>(1, (bytes + chunk_bytes - 1) / std::max<std::size_t>(chunk_bytes, 1));
-  std::size_t limit = std::max<std::size_t>(1, (kStepsPerCall - 1) / std::max<std::size_t>(steps, 1));
+  std::size_t limit = std::max<std::size_t>(1, (step_space - 1) / std::max<std::size_t>(steps, 1));
   return std::min(wanted, limit);
 }
 
@@ -36,7 +37,7 @@ struct RingLayout {
       : context(context), count(count), element(element) {
     auto n = static_cast<std::size_t>(context.size);
     std::size_t longest = (count + n - 1) / n;
-    chunks = chunks_for(longest * element, chunk_bytes, steps);
+    chunks = chunks_for(longest * element, chunk_bytes, steps, context.step_space);
     slot_bytes = ((longest + chunks - 1) / chunks) * element;
   }
   int send_segment(int step) const { return context.wrap(context.rank - step - 1); }

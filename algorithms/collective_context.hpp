@@ -45,13 +45,14 @@ struct CollectiveContext {
   int size;
   std::uint64_t sequence;  // the call's number in its group, identical on every rank
   std::chrono::milliseconds timeout;
-  const char* op;                  // "all_reduce", for errors
-  std::uint32_t group_id = 0;      // 0: the world group
-  std::span<const int> members{};  // group rank -> transport rank; empty: the identity
-  std::uint64_t step_base = 0;     // added to every step: lets one call run two algorithms
-  std::uint64_t fingerprint = 0;   // what this call is (detail::fingerprint); travels with every message
-  ScratchPool* scratch = nullptr;  // the group's; algorithms take their temporary memory here
-  WaitingOn* waiting = nullptr;    // the group's record of what this call waits on; null: none
+  const char* op;                            // "all_reduce", for errors
+  std::uint32_t group_id = 0;                // 0: the world group
+  std::span<const int> members{};            // group rank -> transport rank; empty: the identity
+  std::uint64_t step_base = 0;               // added to every step: lets one call run two algorithms
+  std::uint64_t fingerprint = 0;             // what this call is (detail::fingerprint); travels with every message
+  ScratchPool* scratch = nullptr;            // the group's; algorithms take their temporary memory here
+  WaitingOn* waiting = nullptr;              // the group's record of what this call waits on; null: none
+  std::uint64_t step_space = kStepsPerCall;  // how many steps from step_base the algorithm may number
 
   std::uint64_t tag(std::uint64_t step) const {
     return kCollectiveTagBit | (std::uint64_t{group_id & 0x7FFF} << kGroupIdShift) | ((sequence & 0xFFFFFFFF) << 16) |

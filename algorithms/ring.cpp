@@ -113,7 +113,7 @@ void ring_broadcast(const CollectiveContext& context, void* data, std::size_t by
   int position = context.wrap(context.rank - root);  // 0 at the root
   int next = position + 1 < n ? context.wrap(context.rank + 1) : -1;
   int previous = position > 0 ? context.wrap(context.rank - 1) : -1;
-  Chunking cut{bytes, chunks_for(bytes, chunk_bytes, 1)};
+  Chunking cut{bytes, chunks_for(bytes, chunk_bytes, 1, context.step_space)};
   auto* at = static_cast<std::uint8_t*>(data);
   std::vector<Transfer> receives(cut.chunks);
   TransferSet sends;
@@ -138,7 +138,7 @@ void ring_reduce(const CollectiveContext& context, void* data, std::size_t count
     int position = context.wrap(context.rank - root);
     int towards_root = position > 0 ? context.wrap(context.rank - 1) : -1;
     int from_tail = position + 1 < n ? context.wrap(context.rank + 1) : -1;
-    Chunking cut{count, chunks_for(count * element, chunk_bytes, 1)};
+    Chunking cut{count, chunks_for(count * element, chunk_bytes, 1, context.step_space)};
     auto* input = static_cast<std::uint8_t*>(data);
     // The root accumulates into its buffer; the others add their input to the partial result in
     // the receive buffer and forward it from there, so their input stays as it was, uncopied.

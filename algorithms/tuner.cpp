@@ -47,7 +47,8 @@ Algorithm by_default(const TunerQuery& query) {
             query.size == 2 && query.bytes > kSharedMemoryTwoRanksUpTo && query.bytes < kSharedMemoryTwoRanksFrom;
         return two_ranks_ring ? Algorithm::Ring : Algorithm::SharedMemory;
       }
-      return query.bytes < kAllReduceRingFrom ? Algorithm::RecursiveDoubling : Algorithm::Ring;
+      if (query.bytes < kAllReduceRingFrom) return Algorithm::RecursiveDoubling;
+      return query.hierarchical ? Algorithm::Hierarchical : Algorithm::Ring;
     case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::AllGather:
@@ -81,7 +82,8 @@ bool has_algorithm(Collective collective, Algorithm algorithm) {
   switch (collective) {
     case Collective::AllReduce:
       return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree ||
-             algorithm == Algorithm::RecursiveDoubling || algorithm == Algorithm::SharedMemory;
+             algorithm == Algorithm::RecursiveDoubling || algorithm == Algorithm::SharedMemory ||
+             algorithm == Algorithm::Hierarchical;
     case Collective::Broadcast:
     case Collective::Reduce: return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree;
     case Collective::AllGather:
@@ -105,11 +107,17 @@ Algorithm choose(const TunerQuery& query) {
                std::string(to_string(query.collective)) +
                    " with shared_memory needs every rank of the group on one "
                    "host over shared memory; pass Algorithm::Auto or another algorithm");
+    COMM_CHECK(query.requested != Algorithm::Hierarchical || query.hierarchical, InvalidArgumentError,
+               (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
+               std::string(to_string(query.collective)) +
+                   " with hierarchical needs the group on several hosts with the same number (more than one) of "
+                   "its ranks on each; pass Algorithm::Auto or another algorithm");
     return query.requested;
   }
   Algorithm forced = environment_algorithm();
   if (forced != Algorithm::Auto && has_algorithm(query.collective, forced) &&
-      (forced != Algorithm::SharedMemory || query.shared_memory)) {
+      (forced != Algorithm::SharedMemory || query.shared_memory) &&
+      (forced != Algorithm::Hierarchical || query.hierarchical)) {
     log_once(query, forced, "COMM_ALGO");
     return forced;
   }

@@ -20,6 +20,7 @@ struct TunerQuery {
   Algorithm requested = Algorithm::Auto;
   int rank = -1;               // for errors
   bool shared_memory = false;  // every rank of the group on this host, over shm: SharedMemory is usable
+  bool hierarchical = false;   // several hosts, the same number (> 1) of ranks on each: Hierarchical is usable
 };
 
 // The algorithm to run. A requested algorithm the collective lacks is an InvalidArgumentError.

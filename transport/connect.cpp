@@ -71,13 +71,20 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
       job_failure.fail(error);
     }
   });
+  // Every rank's host: which peers shared memory can reach (unless TCP is asked for), and the
+  // host map hierarchical algorithms split groups by.
   std::vector<bool> same_host(options.size, false);
-  if (options.size > 1 && choice != MediumChoice::Tcp) {
+  std::vector<int> hosts(options.size, 0);
+  if (options.size > 1) {
     std::string mine = host_identity();
     store.set("host/" + std::to_string(rank), mine);
+    std::vector<std::string> identities(options.size);
     for (int peer = 0; peer < options.size; ++peer) {
-      if (peer == rank) continue;
-      same_host[peer] = store.get_string("host/" + std::to_string(peer)) == mine;
+      identities[peer] = peer == rank ? mine : store.get_string("host/" + std::to_string(peer));
+      hosts[peer] = static_cast<int>(std::find(identities.begin(), identities.begin() + peer, identities[peer]) -
+                                     identities.begin());
+      if (peer == rank || choice == MediumChoice::Tcp) continue;
+      same_host[peer] = identities[peer] == mine;
       if (choice == MediumChoice::SharedMemory && !same_host[peer]) {
         throw InvalidArgumentError("COMM_TRANSPORT=shm (or InitOptions::transport) asks for shared memory, but " +
                                        mesh.peer_names[peer] + " is on another host; use auto or tcp",
@@ -115,7 +122,12 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
       .info("transport ({}): peers over shared memory: {}; over tcp ({}): {}",
             choice == MediumChoice::Automatic ? "automatic" : "asked for", rank_list(over_shm), mesh.local_address,
             rank_list(over_tcp));
-  return MeshTransport::create(rank, std::move(mesh.peer_names), std::move(streams));
+  // Hosts numbered 0, 1, ... in the order of their lowest rank.
+  std::vector<int> numbered(options.size, 0);
+  for (int peer = 0, next = 0; peer < options.size; ++peer) {
+    numbered[peer] = hosts[peer] == peer ? next++ : numbered[hosts[peer]];
+  }
+  return MeshTransport::create(rank, std::move(mesh.peer_names), std::move(streams), std::move(numbered));
 }
 
 }  // namespace comm::transport

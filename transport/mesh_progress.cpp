@@ -10,8 +10,10 @@
 namespace comm::transport {
 
 std::shared_ptr<MeshTransport> MeshTransport::create(int rank, std::vector<std::string> peer_names,
-                                                     std::vector<std::unique_ptr<ByteStream>> streams) {
+                                                     std::vector<std::unique_ptr<ByteStream>> streams,
+                                                     std::vector<int> hosts) {
   auto transport = std::make_shared<MeshTransport>(rank, std::move(peer_names), std::move(streams));
+  transport->hosts_ = std::move(hosts);
   transport->progress_.start(*transport);
   return transport;
 }

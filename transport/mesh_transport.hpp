@@ -37,8 +37,10 @@ class MeshTransport final : public Transport,
   static constexpr std::size_t kEagerBytes = 64 * 1024;
 
   // Takes one stream per peer (null for this rank) and starts the progress thread.
+  // `hosts`: the host of every rank (Transport::hosts()).
   static std::shared_ptr<MeshTransport> create(int rank, std::vector<std::string> peer_names,
-                                               std::vector<std::unique_ptr<ByteStream>> streams);
+                                               std::vector<std::unique_ptr<ByteStream>> streams,
+                                               std::vector<int> hosts);
   ~MeshTransport() override;
 
   std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
@@ -58,6 +60,7 @@ class MeshTransport final : public Transport,
   std::exception_ptr failure(int peer) override;
   std::exception_ptr conflict(int peer, std::uint64_t tag, std::uint64_t fingerprint) override;
   Capabilities capabilities() const override { return capabilities_; }
+  std::span<const int> hosts() const override { return hosts_; }
   std::unique_ptr<SharedArena> map_shared_arena(Store& store, const std::string& key, int rank, int size,
                                                 std::chrono::milliseconds timeout,
                                                 std::size_t slot_bytes = SharedArena::kSlotBytes) override;
@@ -158,6 +161,7 @@ class MeshTransport final : public Transport,
   std::set<std::string> mediums_;
   std::string medium_;
   Capabilities capabilities_;
+  std::vector<int> hosts_;
   std::mutex mutex_;  // guards everything below
   std::vector<Peer> peers_;
   Matcher matcher_;

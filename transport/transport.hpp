@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "comm/error.hpp"
@@ -48,6 +49,10 @@ class Transport : public detail::Progressor {
   ~Transport() override = default;
 
   virtual Capabilities capabilities() const { return {}; }
+  // The host of each transport rank, numbered from 0 in the order of each host's lowest rank
+  // (ranks of one host_identity(): one machine and network namespace, or one COMM_HOST_ID);
+  // what hierarchical algorithms split a group by. Empty where unknown.
+  virtual std::span<const int> hosts() const { return {}; }
   // A segment every rank of a group maps (transport/shared_arena.hpp). Collective over the
   // group's ranks: each calls it with its group `rank` of `size`, in the same order, and `key`
   // tells the group's arenas apart in `store`. Null on every rank when this transport cannot

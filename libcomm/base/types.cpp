@@ -61,6 +61,7 @@ const char* to_string(Algorithm algorithm) {
     case Algorithm::Direct: return "direct";
     case Algorithm::Dissemination: return "dissemination";
     case Algorithm::SharedMemory: return "shared_memory";
+    case Algorithm::Hierarchical: return "hierarchical";
   }
   return "unknown algorithm";
 }
@@ -81,8 +82,9 @@ const char* to_string(Collective collective) {
 }
 
 Algorithm parse_algorithm(std::string_view name, const char* source) {
-  for (Algorithm algorithm : {Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,
-                              Algorithm::Direct, Algorithm::Dissemination, Algorithm::SharedMemory}) {
+  for (Algorithm algorithm :
+       {Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct,
+        Algorithm::Dissemination, Algorithm::SharedMemory, Algorithm::Hierarchical}) {
     if (name == to_string(algorithm)) return algorithm;
   }
   if (name == "rd") return Algorithm::RecursiveDoubling;
@@ -90,7 +92,7 @@ Algorithm parse_algorithm(std::string_view name, const char* source) {
   throw InvalidArgumentError(
       std::string(source) + " is '" + std::string(name) +
           "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination, "
-          "shared_memory (shm)",
+          "shared_memory (shm), hierarchical",
       ErrorContext{.op = "tuner"});
 }
 

@@ -27,6 +27,7 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
   // Every member constructs the group at the same point (init_process_group, new_group), so the
   // segment of the shared-memory collectives is made here, collectively.
   if (rank() >= 0 && size() > 1) {
+    host_layout_ = algorithms::HostLayout(transport_->hosts(), layout_.members, rank(), size());
     // A member that dies meanwhile is named at once, not after the timeout.
     transport::WatchedStore watched(*store_, [this] {
       std::string key = join_failure_key(layout_.id);
@@ -101,7 +102,8 @@ ProcessGroup::Impl::GpuPath ProcessGroup::Impl::gpu_path(const char* op) {
 }
 
 Algorithm ProcessGroup::Impl::algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const {
-  return algorithms::choose({collective, bytes, size(), requested, rank(), shared_memory_usable()});
+  return algorithms::choose(
+      {collective, bytes, size(), requested, rank(), shared_memory_usable(), host_layout_.usable()});
 }
 
 int ProcessGroup::Impl::transport_rank(int rank) const {

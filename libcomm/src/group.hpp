@@ -26,6 +26,7 @@
 #include "algorithms/collective_context.hpp"
 #include "algorithms/device/ipc_collectives.hpp"
 #include "algorithms/device/staged_collectives.hpp"
+#include "algorithms/hierarchical.hpp"
 #include "algorithms/scratch.hpp"
 #include "comm/process_group.hpp"
 #include "libcomm/src/collective_queue.hpp"
@@ -187,9 +188,11 @@ class ProcessGroup::Impl {
   GroupLayout layout_;
   std::atomic<std::uint64_t> collective_sequence_{0};
   std::uint32_t groups_created_ = 0;
-  std::set<std::uint32_t> child_ids_;                  // of the groups made from this one: an id is never reused
-  std::unique_ptr<algorithms::ScratchPool> scratch_;   // the collectives' temporary memory
-  std::unique_ptr<transport::SharedArena> arena_;      // shared-memory collectives' segment; null: none
+  std::set<std::uint32_t> child_ids_;                 // of the groups made from this one: an id is never reused
+  std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
+  std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none
+  // The group's ranks by host (for the hierarchical algorithms); usable() only across hosts.
+  algorithms::HostLayout host_layout_;
   std::unique_ptr<algorithms::IpcState> ipc_;          // GPU collectives' state, made on first use
   std::unique_ptr<algorithms::StagingState> staging_;  // staged GPU collectives' memory
   std::optional<GpuPath> gpu_path_;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "algorithms/direct.hpp"
+#include "algorithms/hierarchical.hpp"
 #include "algorithms/ring.hpp"
 #include "algorithms/shared_memory.hpp"
 #include "algorithms/small_message.hpp"
@@ -40,6 +41,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_broadcast(Buffer buffer, int root
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceOp op, Algorithm requested, bool async) {
   Algorithm algorithm = algorithm_for(Collective::AllReduce, buffer.bytes(), requested);
   transport::SharedArena* arena = arena_.get();
+  const algorithms::HostLayout* hosts = &host_layout_;
   return start_collective(
       CallShape{Collective::AllReduce, static_cast<int>(buffer.dtype), buffer.count, -1}, buffer.bytes(),
       call_fingerprint(Collective::AllReduce, algorithm, &buffer, static_cast<int>(op), -1, buffer.count),
@@ -52,6 +54,9 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceO
           case Algorithm::SharedMemory:
             if (context.size == 1) return;  // nothing to combine (an average divides by one)
             return algorithms::shared_memory_all_reduce(context, *arena, buffer.data, buffer.count, buffer.dtype, op);
+          case Algorithm::Hierarchical:
+            return algorithms::hierarchical_all_reduce(context, *hosts, buffer.data, buffer.count, buffer.dtype, op,
+                                                       algorithms::ring_chunk_bytes());
           default:
             return algorithms::ring_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op,
                                                algorithms::ring_chunk_bytes());

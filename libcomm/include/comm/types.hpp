@@ -23,7 +23,9 @@ enum class Collective { Broadcast, Reduce, AllReduce, AllGather, ReduceScatter, 
 // size, the group size and the transport (COMM_ALGO overrides Auto for every call).
 // SharedMemory: all_reduce and barrier through one segment every rank maps, for groups whose
 // ranks all share one host over shared memory (docs/collectives.md lists which collective has which).
-enum class Algorithm { Auto, Ring, Tree, RecursiveDoubling, Direct, Dissemination, SharedMemory };
+// Hierarchical: all_reduce inside each host, then among hosts, for groups with the same number
+// (more than one) of ranks on each of several hosts.
+enum class Algorithm { Auto, Ring, Tree, RecursiveDoubling, Direct, Dissemination, SharedMemory, Hierarchical };
 
 struct Device {
   enum class Kind { Cpu, Cuda } kind = Kind::Cpu;

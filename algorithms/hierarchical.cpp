@@ -1,0 +1,80 @@
+#include "algorithms/hierarchical.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "algorithms/reduce.hpp"
+#include "algorithms/ring.hpp"
+
+namespace comm::algorithms {
+namespace {
+
+// A call's tag space split four ways: the three phases and the trailing elements.
+constexpr std::uint64_t kPartSteps = kStepsPerCall / 4;
+
+// The context of one part of the call: `members` (transport ranks) as the whole group.
+CollectiveContext part_of(const CollectiveContext& context, std::span<const int> members, int rank, int part) {
+  CollectiveContext sub = context;
+  sub.members = members;
+  sub.rank = rank;
+  sub.size = static_cast<int>(members.size());
+  sub.step_base = context.step_base + static_cast<std::uint64_t>(part) * kPartSteps;
+  sub.step_space = kPartSteps;
+  return sub;
+}
+
+}  // namespace
+
+HostLayout::HostLayout(std::span<const int> transport_hosts, std::span<const int> members, int rank, int size) {
+  if (transport_hosts.empty() || size < 2) return;
+  auto transport_rank = [&](int r) { return members.empty() ? r : members[static_cast<std::size_t>(r)]; };
+  // Hosts in the order of their lowest group rank; each host's ranks in group order.
+  std::map<int, int> host_index;
+  std::vector<std::vector<int>> by_host;
+  for (int r = 0; r < size; ++r) {
+    int host = transport_hosts[static_cast<std::size_t>(transport_rank(r))];
+    auto [entry, added] = host_index.emplace(host, static_cast<int>(by_host.size()));
+    if (added) by_host.emplace_back();
+    by_host[static_cast<std::size_t>(entry->second)].push_back(r);
+  }
+  std::size_t local = by_host.front().size();
+  bool even = std::all_of(by_host.begin(), by_host.end(), [&](const auto& ranks) { return ranks.size() == local; });
+  if (!even || by_host.size() < 2 || local < 2) return;
+  hosts_ = static_cast<int>(by_host.size());
+  local_size_ = static_cast<int>(local);
+  host_ = host_index.at(transport_hosts[static_cast<std::size_t>(transport_rank(rank))]);
+  const auto& mine = by_host[static_cast<std::size_t>(host_)];
+  local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+  for (int r : mine) local_members_.push_back(transport_rank(r));
+  for (const auto& ranks : by_host)
+    cross_members_.push_back(transport_rank(ranks[static_cast<std::size_t>(local_rank_)]));
+}
+
+void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t count,
+                             DType dtype, ReduceOp op, std::size_t chunk_bytes) {
+  std::size_t element = element_size(dtype);
+  std::size_t local = static_cast<std::size_t>(layout.local_size());
+  std::size_t shard = count / local;
+  auto* bytes = static_cast<std::uint8_t*>(data);
+  // An average sums through the phases and divides once, by the whole group's size.
+  ReduceOp combine_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+  if (shard > 0) {
+    CollectiveContext inside = part_of(context, layout.local_members(), layout.local_rank(), 0);
+    ring_reduce_scatter(inside, data, shard, dtype, combine_op, chunk_bytes);
+    std::uint8_t* mine = bytes + static_cast<std::size_t>(layout.local_rank()) * shard * element;
+    CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 1);
+    ring_all_reduce(across, mine, shard, dtype, combine_op, chunk_bytes);
+    if (op == ReduceOp::Avg) divide(mine, shard, dtype, static_cast<std::size_t>(context.size));
+    CollectiveContext gather = part_of(context, layout.local_members(), layout.local_rank(), 2);
+    ring_all_gather(gather, data, shard * element, chunk_bytes);
+  }
+  std::size_t tail = count - shard * local;
+  if (tail > 0) {
+    CollectiveContext whole = context;
+    whole.step_base = context.step_base + 3 * kPartSteps;
+    whole.step_space = kPartSteps;
+    ring_all_reduce(whole, bytes + shard * local * element, tail, dtype, op, chunk_bytes);
+  }
+}
+
+}  // namespace comm::algorithms

@@ -1,0 +1,52 @@
+// Hierarchical collectives, for groups whose ranks sit on several hosts with several on each:
+// the data crosses the slow link between hosts once, among the ranks that have the same place
+// on their hosts, while each host's ranks combine and share it over the fast local medium.
+//
+// all_reduce of n elements over H hosts of L ranks: (1) a ring reduce-scatter inside each host
+// leaves local rank l with the host's sum of shard l (n/L elements); (2) a ring all_reduce of
+// shard l among the H ranks of local rank l, one per host, makes it the group's; (3) a ring
+// all_gather inside each host hands every rank every shard. Each rank sends 2(n/L)(H-1)/H bytes
+// across hosts instead of the flat ring's 2n(HL-1)/(HL) through its neighbour, and the shards
+// come out of (2) bitwise identical on every host. The n mod L trailing elements take a flat
+// ring all_reduce of the whole group.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "algorithms/collective_context.hpp"
+#include "comm/types.hpp"
+
+namespace comm::algorithms {
+
+// A group's ranks by host, as transport ranks, from the group's point of view.
+class HostLayout {
+ public:
+  HostLayout() = default;
+  // `transport_hosts[t]`: the host of transport rank t (Transport::hosts()); `members`: group
+  // rank -> transport rank (empty: the identity); `rank`, `size`: this rank and the group's size.
+  HostLayout(std::span<const int> transport_hosts, std::span<const int> members, int rank, int size);
+
+  // The group spans more than one host with the same number, more than one, of its ranks on each.
+  bool usable() const { return hosts_ > 1 && local_size_ > 1; }
+  int hosts() const { return hosts_; }
+  int local_size() const { return local_size_; }
+  int local_rank() const { return local_rank_; }
+  int host() const { return host_; }
+  // Transport ranks of this host's members of the group, by local rank.
+  std::span<const int> local_members() const { return local_members_; }
+  // Transport ranks of the group's ranks with this local rank, one per host, by host.
+  std::span<const int> cross_members() const { return cross_members_; }
+
+ private:
+  int hosts_ = 1, local_size_ = 1, local_rank_ = 0, host_ = 0;
+  std::vector<int> local_members_, cross_members_;
+};
+
+// In place on data (count elements); the result is bitwise identical on every rank. Needs
+// layout.usable().
+void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t count,
+                             DType dtype, ReduceOp op, std::size_t chunk_bytes);
+
+}  // namespace comm::algorithms

@@ -1,0 +1,108 @@
+// The hierarchical all_reduce on ranks made to look like several hosts: rank r says it is on
+// host r / P (COMM_HOST_ID, P = COMM_TEST_RANKS_PER_HOST), so ranks of one "host" talk over shared
+// memory and the others over TCP, as on a cluster. Every dtype and op at counts around the shard
+// boundaries (multiples of P, plus and minus one), below and past a ring chunk, against the
+// reference fold of every rank's input; the results must be bitwise identical on every rank.
+// Auto must pick the hierarchy for a large all_reduce here, and a group whose hosts hold different
+// numbers of its ranks (3 ranks, 2 per host) must refuse it by name and fall back to the ring.
+//
+//   COMM_TEST_RANKS_PER_HOST=2 commrun -n 4 build/tests/hierarchical_check
+#include <comm/comm.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "tests/support/reduce_reference.hpp"
+
+using comm::Algorithm;
+using comm::Buffer;
+using comm::DType;
+using comm::ReduceOp;
+
+namespace {
+
+int failures = 0;
+
+void check(bool condition, const std::string& what) {
+  if (condition) return;
+  ++failures;
+  if (failures <= 20) std::fprintf(stderr, "%s\n", what.c_str());
+}
+
+bool bitwise_op(ReduceOp op) { return op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor; }
+
+// One all_reduce, checked against the reference and against every other rank's bytes.
+void check_all_reduce(comm::ProcessGroup& group, DType dtype, ReduceOp op, std::size_t count, Algorithm algorithm,
+                      unsigned salt) {
+  auto inputs = comm::testing::all_inputs(group.size(), dtype, count, salt);
+  auto data = inputs[static_cast<std::size_t>(group.rank())];
+  group.all_reduce(Buffer(data.data(), count, dtype), op, algorithm);
+  std::string what = std::string(comm::to_string(dtype)) + " " + comm::to_string(op) + " x " + std::to_string(count);
+  std::size_t wrong = comm::testing::count_wrong(data, inputs, dtype, op, count);
+  check(wrong == 0, what + ": " + std::to_string(wrong) + " elements differ from the reference");
+  std::size_t bytes = data.size();
+  std::vector<std::uint8_t> everyone(bytes * static_cast<std::size_t>(group.size()));
+  group.all_gather(Buffer(everyone.data(), everyone.size(), DType::UInt8), Buffer(data.data(), bytes, DType::UInt8));
+  for (int r = 0; r < group.size(); ++r) {
+    check(bytes == 0 || std::memcmp(everyone.data() + bytes * static_cast<std::size_t>(r), data.data(), bytes) == 0,
+          what + ": rank " + std::to_string(r) + "'s bytes differ from rank " + std::to_string(group.rank()) + "'s");
+  }
+}
+
+}  // namespace
+
+int main() try {
+  const char* per_host_text = std::getenv("COMM_TEST_RANKS_PER_HOST");
+  const char* rank_text = std::getenv("RANK");
+  if (!per_host_text || !rank_text) {
+    std::fprintf(stderr, "run under commrun with COMM_TEST_RANKS_PER_HOST set\n");
+    return 2;
+  }
+  int per_host = std::atoi(per_host_text);
+  std::string host = "host" + std::to_string(std::atoi(rank_text) / per_host);
+  ::setenv("COMM_HOST_ID", host.c_str(), 1);
+  auto group = comm::init_process_group();
+  int size = group->size();
+  bool even = size % per_host == 0 && size / per_host > 1 && per_host > 1;
+
+  if (!even) {
+    bool refused = false;
+    std::vector<float> data(100, 1.0f);
+    try {
+      group->all_reduce(data, ReduceOp::Sum, Algorithm::Hierarchical);
+    } catch (const comm::InvalidArgumentError& error) {
+      refused = std::string(error.what()).find("hierarchical needs") != std::string::npos;
+    }
+    check(refused, "hierarchical was not refused on uneven hosts");
+    check(group->algorithm_for(comm::Collective::AllReduce, 64 << 20) == Algorithm::Ring,
+          "auto did not fall back to the ring on uneven hosts");
+    check_all_reduce(*group, DType::Float32, ReduceOp::Sum, 100000, Algorithm::Auto, 1);
+  } else {
+    check(group->algorithm_for(comm::Collective::AllReduce, 64 << 20) == Algorithm::Hierarchical,
+          "auto did not pick hierarchical for 64 MiB across hosts");
+    std::size_t p = static_cast<std::size_t>(per_host);
+    unsigned salt = 0;
+    for (DType dtype : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt8, DType::Int8,
+                        DType::Float16, DType::BFloat16, DType::Bool, DType::UInt64}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max, ReduceOp::BXor,
+                          ReduceOp::BAnd}) {
+        bool is_float = comm::testing::is_float(dtype);
+        if (bitwise_op(op) && is_float) continue;
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, p - 1, p, p + 1, 7 * p + 3, std::size_t{20011}}) {
+          check_all_reduce(*group, dtype, op, count, Algorithm::Hierarchical, ++salt);
+        }
+      }
+    }
+    // Past several ring chunks (2 MiB) per shard, through Auto.
+    check_all_reduce(*group, DType::Float32, ReduceOp::Sum, (std::size_t{3} << 20) + 5, Algorithm::Auto, ++salt);
+    check_all_reduce(*group, DType::Float64, ReduceOp::Avg, (std::size_t{1} << 20) + 3, Algorithm::Auto, ++salt);
+  }
+  group->barrier();
+  std::printf("[rank %d on %s] hierarchical all_reduce: %d failures\n", group->rank(), host.c_str(), failures);
+  return failures == 0 ? 0 : 1;
+} catch (const comm::Error& error) {
+  std::fprintf(stderr, "%s\n", error.what());
+  return 1;
+}
