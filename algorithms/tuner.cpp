@@ -36,6 +36,11 @@ constexpr std::size_t kAllReduceRingFrom = 1024 * 1024;
 // docs/results/collectives.md has the runs.
 constexpr std::size_t kSharedMemoryTwoRanksUpTo = 8 * 1024;
 constexpr std::size_t kSharedMemoryTwoRanksFrom = 4 * 1024 * 1024;
+// Across hosts with several ranks on each (hierarchical.hpp): measured on two network namespaces
+// x 2 ranks joined by a tc-limited veth (docs/results/multihost.md), the hierarchy beat the flat
+// ring at every size from 4 MiB at 5 Gbit/s (64 MiB: 170 against 215 ms) but only from 16-64 MiB
+// at 1 Gbit/s (4 MiB: 64 against 55 ms). Until the tuner reads the link, it starts at 8 MiB.
+constexpr std::size_t kHierarchicalFrom = 8 * 1024 * 1024;
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
 
@@ -48,7 +53,7 @@ Algorithm by_default(const TunerQuery& query) {
         return two_ranks_ring ? Algorithm::Ring : Algorithm::SharedMemory;
       }
       if (query.bytes < kAllReduceRingFrom) return Algorithm::RecursiveDoubling;
-      return query.hierarchical ? Algorithm::Hierarchical : Algorithm::Ring;
+      return query.hierarchical && query.bytes >= kHierarchicalFrom ? Algorithm::Hierarchical : Algorithm::Ring;
     case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::AllGather:
