@@ -5,6 +5,8 @@
 // reference fold of every rank's input; the results must be bitwise identical on every rank.
 // Auto must pick the hierarchy for a large all_reduce here, and a group whose hosts hold different
 // numbers of its ranks (3 ranks, 2 per host) must refuse it by name and fall back to the ring.
+// With COMM_TEST_REAL_HOSTS=1 the hosts are the real ones (tests/netns/two_hosts.sh runs it across
+// two network namespaces), LOCAL_WORLD_SIZE ranks on each.
 //
 //   COMM_TEST_RANKS_PER_HOST=2 commrun -n 4 build/tests/hierarchical_check
 #include <comm/comm.hpp>
@@ -54,15 +56,16 @@ void check_all_reduce(comm::ProcessGroup& group, DType dtype, ReduceOp op, std::
 }  // namespace
 
 int main() try {
-  const char* per_host_text = std::getenv("COMM_TEST_RANKS_PER_HOST");
+  bool real_hosts = std::getenv("COMM_TEST_REAL_HOSTS") != nullptr;
+  const char* per_host_text = std::getenv(real_hosts ? "LOCAL_WORLD_SIZE" : "COMM_TEST_RANKS_PER_HOST");
   const char* rank_text = std::getenv("RANK");
   if (!per_host_text || !rank_text) {
-    std::fprintf(stderr, "run under commrun with COMM_TEST_RANKS_PER_HOST set\n");
+    std::fprintf(stderr, "run under commrun with COMM_TEST_RANKS_PER_HOST (or COMM_TEST_REAL_HOSTS) set\n");
     return 2;
   }
   int per_host = std::atoi(per_host_text);
   std::string host = "host" + std::to_string(std::atoi(rank_text) / per_host);
-  ::setenv("COMM_HOST_ID", host.c_str(), 1);
+  if (!real_hosts) ::setenv("COMM_HOST_ID", host.c_str(), 1);
   auto group = comm::init_process_group();
   int size = group->size();
   bool even = size % per_host == 0 && size / per_host > 1 && per_host > 1;

@@ -3,11 +3,13 @@
 # 10.77.0.2), each also holding a decoy interface no peer can reach. One commrun per namespace
 # (--nnodes 2) starts two ranks each; every rank exchanges with every other. Checks that peers
 # in the same namespace use shared memory, peers across use TCP over the veth addresses, and
-# that COMM_SOCKET_IFNAME picks the interface. Traffic stays inside these namespaces.
-#   two_hosts.sh COMMRUN HELPER      (root; exits 77, skipped, if namespaces cannot be made)
+# that COMM_SOCKET_IFNAME picks the interface; then the hierarchical all_reduce across the two
+# (hierarchical_check with the hosts the namespaces make). Traffic stays inside these namespaces.
+#   two_hosts.sh COMMRUN HELPER HIERARCHICAL_CHECK   (root; exits 77, skipped, if namespaces cannot be made)
 set -uo pipefail
 commrun=$1
 helper=$2
+hierarchical_check=$3
 tag="commtest$$"
 a="${tag}a"
 b="${tag}b"
@@ -92,6 +94,24 @@ run_job default                                   # the route towards the store 
 run_job ifname COMM_SOCKET_IFNAME="${tag}v"       # a name prefix
 run_job exclude COMM_SOCKET_IFNAME="^lo,decoy"    # everything but loopback and the decoy
 
+# The hierarchical all_reduce over the hosts the namespaces make (no COMM_HOST_ID).
+port=29612
+ip netns exec "$a" env COMM_JOB_TOKEN="$token" COMM_TEST_REAL_HOSTS=1 timeout 120 \
+  "$commrun" --nnodes 2 --node-rank 0 --master-addr 10.77.0.1 --master-port $port -n 2 \
+  "$hierarchical_check" >"$work/hierarchical.a" 2>&1 &
+first=$!
+ip netns exec "$b" env COMM_JOB_TOKEN="$token" COMM_TEST_REAL_HOSTS=1 timeout 120 \
+  "$commrun" --nnodes 2 --node-rank 1 --master-addr 10.77.0.1 --master-port $port -n 2 \
+  "$hierarchical_check" >"$work/hierarchical.b" 2>&1
+second=$?
+wait $first
+first_status=$?
+cat "$work/hierarchical.a" "$work/hierarchical.b" | sed "s/^/[hierarchical] /"
+if [ $first_status -ne 0 ] || [ $second -ne 0 ]; then
+  echo "FAIL [hierarchical]: commrun exit statuses $first_status and $second"
+  failures=$((failures + 1))
+fi
+
 leftover=$(ls /dev/shm | grep -c "^comm-${job_id}-" || true)
 if [ "$leftover" -ne 0 ]; then
   echo "FAIL: $leftover shared-memory segment(s) left in /dev/shm"
@@ -101,4 +121,5 @@ if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed"
   exit 1
 fi
-echo "two hosts in namespaces: shm inside each, TCP across on the veth addresses, COMM_SOCKET_IFNAME honoured"
+echo "two hosts in namespaces: shm inside each, TCP across on the veth addresses, COMM_SOCKET_IFNAME honoured," \
+  "hierarchical all_reduce right"
