@@ -72,16 +72,20 @@ std::string root_text(const CallShape& shape) {
 
 // Every live group's record in this process, so that a rank idle in one group can say it is
 // busy in another (a subgroup's call that keeps it from this one).
-struct Registry {
+}  // namespace
+
+struct HangWatch::Registry {
   std::mutex mutex;
   std::vector<std::pair<std::string, const CallRecord*>> records;  // group name, record
 };
-Registry& registry() {
-  static Registry instance;
+
+// Shared by the watches, which each hold it: a group destroyed while the program exits (one a
+// static object or a C program's leaked communicator holds) still finds it, whatever order the
+// statics go in.
+std::shared_ptr<HangWatch::Registry> HangWatch::shared_registry() {
+  static const std::shared_ptr<Registry> instance = std::make_shared<Registry>();
   return instance;
 }
-
-}  // namespace
 
 std::string describe(const CallShape& shape) {
   if (shape.dtype < 0) return "no data";
@@ -143,10 +147,10 @@ CallRecord::Snapshot CallRecord::read() const {
 }
 
 HangWatch::HangWatch(Placement placement, std::chrono::seconds threshold)
-    : where_(std::move(placement)), threshold_(threshold) {
+    : where_(std::move(placement)), threshold_(threshold), registry_(shared_registry()) {
   {
-    std::lock_guard lock(registry().mutex);
-    registry().records.emplace_back(where_.group, &record_);
+    std::lock_guard lock(registry_->mutex);
+    registry_->records.emplace_back(where_.group, &record_);
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -158,8 +162,8 @@ HangWatch::~HangWatch() {
   }
   wake_.notify_all();
   thread_.join();
-  std::lock_guard lock(registry().mutex);
-  std::erase_if(registry().records, [this](const auto& entry) { return entry.second == &record_; });
+  std::lock_guard lock(registry_->mutex);
+  std::erase_if(registry_->records, [this](const auto& entry) { return entry.second == &record_; });
 }
 
 std::chrono::seconds HangWatch::threshold_from_environment() {
@@ -197,8 +201,8 @@ std::string HangWatch::encoded_record() const {
   std::string detail = root_text(mine.shape);
   auto since = mine.since;
   if (!mine.in_call) {
-    std::lock_guard lock(registry().mutex);
-    for (const auto& [group, record] : registry().records) {
+    std::lock_guard lock(registry_->mutex);
+    for (const auto& [group, record] : registry_->records) {
       if (record == &record_) continue;
       auto other = record->read();
       if (!other.in_call) continue;

@@ -100,6 +100,9 @@ class HangWatch {
   static std::chrono::seconds threshold_from_environment();
 
  private:
+  struct Registry;  // every live watch's record, so that a watch whose group is idle can report another's call
+  static std::shared_ptr<Registry> shared_registry();
+
   void run();
   // This rank's record as one line for the store: "<key>\t<since ms>\t<waiting peer>\t<step>",
   // where key is the call ("all_reduce #42") or "idle #41".
@@ -123,6 +126,7 @@ class HangWatch {
   std::string store_trouble_;              // why the store stopped answering, if it did
   bool stopping_ = false;
   std::condition_variable wake_;
+  std::shared_ptr<Registry> registry_;
   std::thread thread_;
 };
 
