@@ -1,6 +1,7 @@
 #include "algorithms/hierarchical.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "algorithms/reduce.hpp"
@@ -21,6 +22,14 @@ CollectiveContext part_of(const CollectiveContext& context, std::span<const int>
   sub.step_base = context.step_base + static_cast<std::uint64_t>(part) * kPartSteps;
   sub.step_space = kPartSteps;
   return sub;
+}
+
+// Block (local place l, host h) of the scratch copy: bundle l holds the blocks of every host's
+// rank at place l, by host.
+std::uint8_t* bundle_block(std::uint8_t* bundles, const HostLayout& layout, int local, int host, std::size_t block) {
+  return bundles +
+         (static_cast<std::size_t>(local) * static_cast<std::size_t>(layout.hosts()) + static_cast<std::size_t>(host)) *
+             block;
 }
 
 }  // namespace
@@ -46,6 +55,7 @@ HostLayout::HostLayout(std::span<const int> transport_hosts, std::span<const int
   const auto& mine = by_host[static_cast<std::size_t>(host_)];
   local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
   for (int r : mine) local_members_.push_back(transport_rank(r));
+  for (const auto& ranks : by_host) group_ranks_.insert(group_ranks_.end(), ranks.begin(), ranks.end());
   for (const auto& ranks : by_host)
     cross_members_.push_back(transport_rank(ranks[static_cast<std::size_t>(local_rank_)]));
 }
@@ -75,6 +85,50 @@ void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout&
     whole.step_space = kPartSteps;
     ring_all_reduce(whole, bytes + shard * local * element, tail, dtype, op, chunk_bytes);
   }
+}
+
+void hierarchical_all_gather(const CollectiveContext& context, const HostLayout& layout, void* output,
+                             const void* input, std::size_t block_bytes, std::size_t chunk_bytes) {
+  if (block_bytes == 0) return;
+  int hosts = layout.hosts(), local = layout.local_size();
+  std::uint8_t* bundles = context.scratch->get(1, block_bytes * static_cast<std::size_t>(hosts * local));
+  std::memcpy(bundle_block(bundles, layout, layout.local_rank(), layout.host(), block_bytes), input, block_bytes);
+  CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 0);
+  ring_all_gather(across, bundle_block(bundles, layout, layout.local_rank(), 0, block_bytes), block_bytes, chunk_bytes);
+  CollectiveContext inside = part_of(context, layout.local_members(), layout.local_rank(), 1);
+  ring_all_gather(inside, bundles, block_bytes * static_cast<std::size_t>(hosts), chunk_bytes);
+  auto* out = static_cast<std::uint8_t*>(output);
+  for (int host = 0; host < hosts; ++host) {
+    for (int place = 0; place < local; ++place) {
+      std::memcpy(out + static_cast<std::size_t>(layout.group_rank(host, place)) * block_bytes,
+                  bundle_block(bundles, layout, place, host, block_bytes), block_bytes);
+    }
+  }
+}
+
+void hierarchical_reduce_scatter(const CollectiveContext& context, const HostLayout& layout, void* output,
+                                 const void* input, std::size_t block_count, DType dtype, ReduceOp op,
+                                 std::size_t chunk_bytes) {
+  std::size_t block = block_count * element_size(dtype);
+  if (block == 0) return;
+  int hosts = layout.hosts(), local = layout.local_size();
+  std::uint8_t* bundles = context.scratch->get(1, block * static_cast<std::size_t>(hosts * local));
+  const auto* in = static_cast<const std::uint8_t*>(input);
+  for (int host = 0; host < hosts; ++host) {
+    for (int place = 0; place < local; ++place) {
+      std::memcpy(bundle_block(bundles, layout, place, host, block),
+                  in + static_cast<std::size_t>(layout.group_rank(host, place)) * block, block);
+    }
+  }
+  ReduceOp combine_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+  CollectiveContext inside = part_of(context, layout.local_members(), layout.local_rank(), 0);
+  ring_reduce_scatter(inside, bundles, block_count * static_cast<std::size_t>(hosts), dtype, combine_op, chunk_bytes);
+  CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 1);
+  std::uint8_t* mine = bundle_block(bundles, layout, layout.local_rank(), 0, block);
+  ring_reduce_scatter(across, mine, block_count, dtype, combine_op, chunk_bytes);
+  std::uint8_t* result = bundle_block(bundles, layout, layout.local_rank(), layout.host(), block);
+  if (op == ReduceOp::Avg) divide(result, block_count, dtype, static_cast<std::size_t>(context.size));
+  std::memcpy(output, result, block);
 }
 
 }  // namespace comm::algorithms

@@ -9,6 +9,11 @@
 // across hosts instead of the flat ring's 2n(HL-1)/(HL) through its neighbour, and the shards
 // come out of (2) bitwise identical on every host. The n mod L trailing elements take a flat
 // ring all_reduce of the whole group.
+//
+// all_gather and reduce_scatter go the other way round, so that each block crosses between hosts
+// once: all_gather gathers first among the ranks of one local place across hosts, then inside each
+// host; reduce_scatter reduces first inside each host, then across. Both work on a copy laid out by
+// (local place, host) in scratch and move blocks to or from group-rank order locally.
 #pragma once
 
 #include <cstddef>
@@ -38,15 +43,29 @@ class HostLayout {
   std::span<const int> local_members() const { return local_members_; }
   // Transport ranks of the group's ranks with this local rank, one per host, by host.
   std::span<const int> cross_members() const { return cross_members_; }
+  // The group rank at local place `local` of host `host`.
+  int group_rank(int host, int local) const {
+    return group_ranks_[static_cast<std::size_t>(host * local_size_ + local)];
+  }
 
  private:
   int hosts_ = 1, local_size_ = 1, local_rank_ = 0, host_ = 0;
   std::vector<int> local_members_, cross_members_;
+  std::vector<int> group_ranks_;  // by host, then local place
 };
 
 // In place on data (count elements); the result is bitwise identical on every rank. Needs
 // layout.usable().
 void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t count,
                              DType dtype, ReduceOp op, std::size_t chunk_bytes);
+// output: size() blocks of block_bytes in group-rank order; input: this rank's block (it may be
+// output's block rank).
+void hierarchical_all_gather(const CollectiveContext& context, const HostLayout& layout, void* output,
+                             const void* input, std::size_t block_bytes, std::size_t chunk_bytes);
+// input: size() blocks of block_count elements in group-rank order, left as it was (unless output
+// is one of its blocks); output: the reduction of every rank's block rank().
+void hierarchical_reduce_scatter(const CollectiveContext& context, const HostLayout& layout, void* output,
+                                 const void* input, std::size_t block_count, DType dtype, ReduceOp op,
+                                 std::size_t chunk_bytes);
 
 }  // namespace comm::algorithms

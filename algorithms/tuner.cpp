@@ -57,7 +57,11 @@ Algorithm by_default(const TunerQuery& query) {
     case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::AllGather:
-    case Collective::ReduceScatter: return Algorithm::Ring;
+    case Collective::ReduceScatter:
+      // bytes is one rank's block: the call moves size() of them.
+      return query.hierarchical && query.bytes * static_cast<std::size_t>(query.size) >= kHierarchicalFrom
+                 ? Algorithm::Hierarchical
+                 : Algorithm::Ring;
     case Collective::Gather:
     case Collective::Scatter:
     case Collective::AllToAll: return Algorithm::Direct;
@@ -92,7 +96,7 @@ bool has_algorithm(Collective collective, Algorithm algorithm) {
     case Collective::Broadcast:
     case Collective::Reduce: return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree;
     case Collective::AllGather:
-    case Collective::ReduceScatter: return algorithm == Algorithm::Ring;
+    case Collective::ReduceScatter: return algorithm == Algorithm::Ring || algorithm == Algorithm::Hierarchical;
     case Collective::Gather:
     case Collective::Scatter:
     case Collective::AllToAll: return algorithm == Algorithm::Direct;

@@ -5,6 +5,7 @@
 # the namespaces it makes, and they are removed whatever happens. Needs root and iproute2.
 #   bench/netns_two_hosts.sh BUILD_DIR RATE [RANKS] [ALGORITHMS...]
 #   bench/netns_two_hosts.sh build 1gbit 2 ring hierarchical
+#   COLLECTIVE=all_gather bench/netns_two_hosts.sh build 1gbit 2 ring hierarchical  (another *_perf)
 # (A first step towards issue 18's cluster bench: Gloo, Open MPI, CSV and plots are not here yet.)
 set -uo pipefail
 build=$1
@@ -43,7 +44,7 @@ for algorithm in "${algorithms[@]}"; do
     ns=$([ $node -eq 0 ] && echo "$a" || echo "$b")
     ip netns exec "$ns" env COMM_JOB_TOKEN="$token" timeout 600 "$build/rendezvous/programs/commrun" \
       --nnodes 2 --node-rank $node --master-addr "${address[0]}" --master-port $port -n "$ranks" \
-      "$build/bench/all_reduce_perf" -b 4M -e 64M -f 4 -a "$algorithm" -n 5 -w 2 >"/tmp/netns-bench.$$.$node" 2>&1 &
+      "$build/bench/${COLLECTIVE:-all_reduce}_perf" -b 4M -e 64M -f 4 -a "$algorithm" -n 5 -w 2 >"/tmp/netns-bench.$$.$node" 2>&1 &
   done
   wait
   echo "== $algorithm, 2 hosts x $ranks ranks, $rate each way"

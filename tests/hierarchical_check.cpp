@@ -3,6 +3,7 @@
 // memory and the others over TCP, as on a cluster. Every dtype and op at counts around the shard
 // boundaries (multiples of P, plus and minus one), below and past a ring chunk, against the
 // reference fold of every rank's input; the results must be bitwise identical on every rank.
+// all_gather and reduce_scatter through the hierarchy too, in and out of place.
 // Auto must pick the hierarchy for a large all_reduce here, and a group whose hosts hold different
 // numbers of its ranks (3 ranks, 2 per host) must refuse it by name and fall back to the ring.
 // With COMM_TEST_REAL_HOSTS=1 the hosts are the real ones (tests/netns/two_hosts.sh runs it across
@@ -53,6 +54,50 @@ void check_all_reduce(comm::ProcessGroup& group, DType dtype, ReduceOp op, std::
   }
 }
 
+// all_gather and reduce_scatter through the hierarchy, in and out of place.
+void check_gather_and_scatter(comm::ProcessGroup& group, DType dtype, ReduceOp op, std::size_t count, unsigned salt) {
+  int size = group.size(), rank = group.rank();
+  std::size_t element = comm::element_size(dtype), block = count * element;
+  std::string what = std::string(comm::to_string(dtype)) + " x " + std::to_string(count);
+  // all_gather: every rank's input, in rank order.
+  auto inputs = comm::testing::all_inputs(size, dtype, count, salt);
+  std::vector<std::uint8_t> expected;
+  for (const auto& input : inputs) expected.insert(expected.end(), input.begin(), input.end());
+  for (bool in_place : {false, true}) {
+    std::vector<std::uint8_t> output(block * static_cast<std::size_t>(size), 0xEE);
+    auto input = inputs[static_cast<std::size_t>(rank)];
+    std::uint8_t* source = input.data();
+    if (in_place) {
+      std::memcpy(output.data() + block * static_cast<std::size_t>(rank), input.data(), block);
+      source = output.data() + block * static_cast<std::size_t>(rank);
+    }
+    group.all_gather(Buffer(output.data(), count * static_cast<std::size_t>(size), dtype), Buffer(source, count, dtype),
+                     Algorithm::Hierarchical);
+    check(output == expected, "all_gather " + what + (in_place ? " in place" : "") + ": wrong blocks");
+  }
+  // reduce_scatter: block r of every rank's input, reduced, to rank r.
+  auto whole = comm::testing::all_inputs(size, dtype, count * static_cast<std::size_t>(size), salt + 1000);
+  std::vector<std::vector<std::uint8_t>> blocks_for_me;
+  for (const auto& input : whole) {
+    blocks_for_me.emplace_back(input.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(rank)),
+                               input.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(rank + 1)));
+  }
+  for (bool in_place : {false, true}) {
+    auto input = whole[static_cast<std::size_t>(rank)];
+    auto original = input;
+    std::vector<std::uint8_t> separate(block, 0xEE);
+    std::uint8_t* output = in_place ? input.data() + block * static_cast<std::size_t>(rank) : separate.data();
+    group.reduce_scatter(Buffer(output, count, dtype),
+                         Buffer(input.data(), count * static_cast<std::size_t>(size), dtype), op,
+                         Algorithm::Hierarchical);
+    std::vector<std::uint8_t> result(output, output + block);
+    std::size_t wrong = comm::testing::count_wrong(result, blocks_for_me, dtype, op, count);
+    check(wrong == 0, "reduce_scatter " + what + " " + comm::to_string(op) + (in_place ? " in place" : "") + ": " +
+                          std::to_string(wrong) + " elements differ from the reference");
+    if (!in_place) check(input == original, "reduce_scatter " + what + " changed its input");
+  }
+}
+
 }  // namespace
 
 int main() try {
@@ -98,6 +143,15 @@ int main() try {
         }
       }
     }
+    for (DType dtype : {DType::Float32, DType::Int64, DType::BFloat16, DType::UInt8}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{4099}}) {
+          check_gather_and_scatter(*group, dtype, op, count, ++salt);
+        }
+      }
+    }
+    check(group->algorithm_for(comm::Collective::AllGather, 16 << 20) == Algorithm::Hierarchical,
+          "auto did not pick hierarchical for a 16 MiB all_gather block across hosts");
     // Past several ring chunks (2 MiB) per shard, through Auto.
     check_all_reduce(*group, DType::Float32, ReduceOp::Sum, (std::size_t{3} << 20) + 5, Algorithm::Auto, ++salt);
     check_all_reduce(*group, DType::Float64, ReduceOp::Avg, (std::size_t{1} << 20) + 3, Algorithm::Auto, ++salt);

@@ -84,12 +84,17 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce(Buffer buffer, int root, R
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(Buffer output, Buffer input, Algorithm requested,
                                                           bool async) {
-  algorithm_for(Collective::AllGather, input.bytes(), requested);  // checks the request: the ring is all there is
+  Algorithm algorithm = algorithm_for(Collective::AllGather, input.bytes(), requested);
+  const algorithms::HostLayout* hosts = &host_layout_;
   std::size_t block = input.bytes();
   return start_collective(
       CallShape{Collective::AllGather, static_cast<int>(input.dtype), input.count, -1}, block,
-      call_fingerprint(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count),
+      call_fingerprint(Collective::AllGather, algorithm, &input, -1, -1, input.count),
       [=](const CollectiveContext& context) {
+        if (algorithm == Algorithm::Hierarchical) {
+          return algorithms::hierarchical_all_gather(context, *hosts, output.data, input.data, block,
+                                                     algorithms::ring_chunk_bytes());
+        }
         std::uint8_t* own = bytes_of(output) + static_cast<std::size_t>(context.rank) * block;
         if (own != input.data && block > 0) std::memmove(own, input.data, block);
         algorithms::ring_all_gather(context, output.data, block, algorithms::ring_chunk_bytes());
@@ -137,12 +142,17 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_scatter(Buffer output, std::vecto
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_reduce_scatter(Buffer output, Buffer input, ReduceOp op,
                                                               Algorithm requested, bool async) {
-  algorithm_for(Collective::ReduceScatter, output.bytes(), requested);  // checks the request: the ring is all there is
+  Algorithm algorithm = algorithm_for(Collective::ReduceScatter, output.bytes(), requested);
+  const algorithms::HostLayout* hosts = &host_layout_;
   auto n = static_cast<std::size_t>(size());
   return start_collective(
       CallShape{Collective::ReduceScatter, static_cast<int>(output.dtype), output.count, -1}, output.bytes(),
-      call_fingerprint(Collective::ReduceScatter, Algorithm::Ring, &output, static_cast<int>(op), -1, output.count),
+      call_fingerprint(Collective::ReduceScatter, algorithm, &output, static_cast<int>(op), -1, output.count),
       [=](const CollectiveContext& context) {
+        if (algorithm == Algorithm::Hierarchical) {
+          return algorithms::hierarchical_reduce_scatter(context, *hosts, output.data, input.data, output.count,
+                                                         input.dtype, op, algorithms::ring_chunk_bytes());
+        }
         std::size_t block = output.bytes();
         std::uint8_t* own_in_input = bytes_of(input) + static_cast<std::size_t>(context.rank) * block;
         // The ring reduces in place, so an out-of-place call works on a copy of the input.
