@@ -120,11 +120,12 @@ comm_result_t comm_init_from_environment(comm_t* comm, comm_config_t* config);
  * is NULL. `config` may be NULL (comm's). */
 comm_result_t comm_split(comm_t comm, int color, int key, comm_t* newcomm, comm_config_t* config);
 
-/* Frees this rank's communicator without waiting for its peers (operations still queued on a
- * device stream finish first). Its peers' later calls get COMM_REMOTE_ERROR. */
+/* Frees this rank's communicator at once, without waiting for its peers; operations still in
+ * flight on it fail. Its peers' later calls on it get COMM_REMOTE_ERROR naming this rank. */
 comm_result_t comm_destroy(comm_t comm);
 /* Fails every pending operation of the communicator, here and (through the connection) on its
- * peers, then frees it; returns within a second whatever the peers do. */
+ * peers, then frees it; returns within a second whatever the peers do. Communicators that share
+ * its connections (its parent and siblings from comm_split) end with it. */
 comm_result_t comm_abort(comm_t comm);
 /* COMM_SUCCESS, COMM_IN_PROGRESS while a non-blocking init runs, or the error that ended the
  * communicator (a failed init, a dead peer seen by a call, an abort). */
