@@ -6,6 +6,8 @@
 #   bench/netns_two_hosts.sh BUILD_DIR RATE [RANKS] [ALGORITHMS...]
 #   bench/netns_two_hosts.sh build 1gbit 2 ring hierarchical
 #   COLLECTIVE=all_gather bench/netns_two_hosts.sh build 1gbit 2 ring hierarchical  (another *_perf)
+#   bench/netns_two_hosts.sh build 1gbit 2 ring gloo     ("gloo": torch.distributed's Gloo, all_reduce
+#                                                          only, through bench/peers/torch_across_hosts.py)
 # (A first step towards issue 18's cluster bench: Gloo, Open MPI, CSV and plots are not here yet.)
 set -uo pipefail
 build=$1
@@ -38,13 +40,21 @@ for ns in "$a" "$b"; do
   index=$((index + 1))
 done
 token="netns-bench-$$-$(date +%s%N)"
+here=$(cd "$(dirname "$0")" && pwd)
 for algorithm in "${algorithms[@]}"; do
   port=$((29700 + RANDOM % 200))
   for node in 0 1; do
     ns=$([ $node -eq 0 ] && echo "$a" || echo "$b")
-    ip netns exec "$ns" env COMM_JOB_TOKEN="$token" timeout 600 "$build/rendezvous/programs/commrun" \
-      --nnodes 2 --node-rank $node --master-addr "${address[0]}" --master-port $port -n "$ranks" \
-      "$build/bench/${COLLECTIVE:-all_reduce}_perf" -b 4M -e 64M -f 4 -a "$algorithm" -n 5 -w 2 >"/tmp/netns-bench.$$.$node" 2>&1 &
+    if [ "$algorithm" = gloo ]; then
+      ip netns exec "$ns" env GLOO_SOCKET_IFNAME="${ns}v" timeout 600 /usr/bin/python3 \
+        "$here/peers/torch_across_hosts.py" --backend gloo --node $node --nodes 2 --ranks "$ranks" \
+        --master "${address[0]}:$port" >"/tmp/netns-bench.$$.$node" 2>&1 &
+    else
+      ip netns exec "$ns" env COMM_JOB_TOKEN="$token" timeout 600 "$build/rendezvous/programs/commrun" \
+        --nnodes 2 --node-rank $node --master-addr "${address[0]}" --master-port $port -n "$ranks" \
+        "$build/bench/${COLLECTIVE:-all_reduce}_perf" -b 4M -e 64M -f 4 -a "$algorithm" -n 5 -w 2 \
+        >"/tmp/netns-bench.$$.$node" 2>&1 &
+    fi
   done
   wait
   echo "== $algorithm, 2 hosts x $ranks ranks, $rate each way"
