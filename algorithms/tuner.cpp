@@ -92,7 +92,7 @@ bool has_algorithm(Collective collective, Algorithm algorithm) {
     case Collective::AllReduce:
       return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree ||
              algorithm == Algorithm::RecursiveDoubling || algorithm == Algorithm::SharedMemory ||
-             algorithm == Algorithm::Hierarchical;
+             algorithm == Algorithm::Hierarchical || algorithm == Algorithm::HalvingDoubling;
     case Collective::Broadcast:
     case Collective::Reduce: return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree;
     case Collective::AllGather:

@@ -21,7 +21,7 @@ using namespace comm::testing;
 namespace {
 
 constexpr Algorithm kAllReduceAlgorithms[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,
-                                              Algorithm::SharedMemory};
+                                              Algorithm::SharedMemory, Algorithm::HalvingDoubling};
 
 // Shared memory needs every rank on one host over shm (or a group of one).
 bool usable(Algorithm algorithm, const comm::ProcessGroup& group) {

@@ -62,6 +62,7 @@ const char* to_string(Algorithm algorithm) {
     case Algorithm::Dissemination: return "dissemination";
     case Algorithm::SharedMemory: return "shared_memory";
     case Algorithm::Hierarchical: return "hierarchical";
+    case Algorithm::HalvingDoubling: return "halving_doubling";
   }
   return "unknown algorithm";
 }
@@ -84,7 +85,7 @@ const char* to_string(Collective collective) {
 Algorithm parse_algorithm(std::string_view name, const char* source) {
   for (Algorithm algorithm :
        {Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct,
-        Algorithm::Dissemination, Algorithm::SharedMemory, Algorithm::Hierarchical}) {
+        Algorithm::Dissemination, Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::HalvingDoubling}) {
     if (name == to_string(algorithm)) return algorithm;
   }
   if (name == "rd") return Algorithm::RecursiveDoubling;
@@ -92,7 +93,7 @@ Algorithm parse_algorithm(std::string_view name, const char* source) {
   throw InvalidArgumentError(
       std::string(source) + " is '" + std::string(name) +
           "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination, "
-          "shared_memory (shm), hierarchical",
+          "shared_memory (shm), hierarchical, halving_doubling",
       ErrorContext{.op = "tuner"});
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "algorithms/direct.hpp"
+#include "algorithms/halving_doubling.hpp"
 #include "algorithms/hierarchical.hpp"
 #include "algorithms/ring.hpp"
 #include "algorithms/shared_memory.hpp"
@@ -54,6 +55,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceO
           case Algorithm::SharedMemory:
             if (context.size == 1) return;  // nothing to combine (an average divides by one)
             return algorithms::shared_memory_all_reduce(context, *arena, buffer.data, buffer.count, buffer.dtype, op);
+          case Algorithm::HalvingDoubling:
+            return algorithms::halving_doubling_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op);
           case Algorithm::Hierarchical:
             return algorithms::hierarchical_all_reduce(context, *hosts, buffer.data, buffer.count, buffer.dtype, op,
                                                        algorithms::ring_chunk_bytes());

@@ -24,8 +24,19 @@ enum class Collective { Broadcast, Reduce, AllReduce, AllGather, ReduceScatter, 
 // SharedMemory: all_reduce and barrier through one segment every rank maps, for groups whose
 // ranks all share one host over shared memory (docs/collectives.md lists which collective has which).
 // Hierarchical: all_reduce inside each host, then among hosts, for groups with the same number
-// (more than one) of ranks on each of several hosts.
-enum class Algorithm { Auto, Ring, Tree, RecursiveDoubling, Direct, Dissemination, SharedMemory, Hierarchical };
+// (more than one) of ranks on each of several hosts. HalvingDoubling: all_reduce as a reduce-scatter
+// by recursive halving and an all-gather by recursive doubling.
+enum class Algorithm {
+  Auto,
+  Ring,
+  Tree,
+  RecursiveDoubling,
+  Direct,
+  Dissemination,
+  SharedMemory,
+  Hierarchical,
+  HalvingDoubling
+};
 
 struct Device {
   enum class Kind { Cpu, Cuda } kind = Kind::Cpu;
