@@ -35,6 +35,10 @@ class HostLayout {
 
   // The group spans more than one host with the same number, more than one, of its ranks on each.
   bool usable() const { return hosts_ > 1 && local_size_ > 1; }
+  // usable(), a power-of-two group, and the hosts hold consecutive power-of-two blocks of it: then
+  // recursive halving-doubling, pairing ranks at distance 1 first, keeps its large exchanges
+  // inside the hosts (halving_doubling.hpp).
+  bool contiguous() const { return contiguous_; }
   int hosts() const { return hosts_; }
   int local_size() const { return local_size_; }
   int local_rank() const { return local_rank_; }
@@ -50,6 +54,7 @@ class HostLayout {
 
  private:
   int hosts_ = 1, local_size_ = 1, local_rank_ = 0, host_ = 0;
+  bool contiguous_ = false;
   std::vector<int> local_members_, cross_members_;
   std::vector<int> group_ranks_;  // by host, then local place
 };

@@ -18,9 +18,10 @@ struct TunerQuery {
   std::size_t bytes;  // per rank, as the collective's busbw counts it
   int size;
   Algorithm requested = Algorithm::Auto;
-  int rank = -1;               // for errors
-  bool shared_memory = false;  // every rank of the group on this host, over shm: SharedMemory is usable
-  bool hierarchical = false;   // several hosts, the same number (> 1) of ranks on each: Hierarchical is usable
+  int rank = -1;                  // for errors
+  bool shared_memory = false;     // every rank of the group on this host, over shm: SharedMemory is usable
+  bool hierarchical = false;      // several hosts, the same number (> 1) of ranks on each: Hierarchical is usable
+  bool contiguous_hosts = false;  // and each host holds a consecutive power-of-two block of ranks
 };
 
 // The algorithm to run. A requested algorithm the collective lacks is an InvalidArgumentError.

@@ -102,8 +102,8 @@ ProcessGroup::Impl::GpuPath ProcessGroup::Impl::gpu_path(const char* op) {
 }
 
 Algorithm ProcessGroup::Impl::algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const {
-  return algorithms::choose(
-      {collective, bytes, size(), requested, rank(), shared_memory_usable(), host_layout_.usable()});
+  return algorithms::choose({collective, bytes, size(), requested, rank(), shared_memory_usable(),
+                             host_layout_.usable(), host_layout_.contiguous()});
 }
 
 int ProcessGroup::Impl::transport_rank(int rank) const {
