@@ -42,10 +42,14 @@ constexpr std::size_t kSharedMemoryTwoRanksFrom = 4 * 1024 * 1024;
 // at 1 Gbit/s (4 MiB: 64 against 55 ms). Until the tuner reads the link, it starts at 8 MiB.
 constexpr std::size_t kHierarchicalFrom = 8 * 1024 * 1024;
 // Where each host holds a consecutive power-of-two block of ranks, recursive halving-doubling
-// (halving_doubling.hpp) beat both on the same links at every size from 4 MiB: 1 Gbit/s 4 MiB
-// 36 ms against the hierarchy's 60 and Gloo's 47, 16 MiB 150 against 194 and 188, 64 MiB 706
-// against 696 and 799; 5 Gbit/s 4 MiB 9.2 against 13.4 and 13.2, 64 MiB 175 against 188 and 200.
-// It takes over from recursive doubling (below 1 MiB) for such groups.
+// (halving_doubling.hpp) beat both on the same links up to 16 MiB in two runs: 1 Gbit/s 4 MiB
+// 36-37 ms against the hierarchy's 59-60 and Gloo's 47-50, 16 MiB 150-153 against 194-204 and
+// 188-189; 5 Gbit/s 4 MiB 9.1-9.2 against 12-13 and 12-13. At 64 MiB it won on 5 Gbit/s (175-176
+// against 188-191) but on 1 Gbit/s took 706 and 797 ms against the hierarchy's 696 and 702: its
+// halves go as single messages, which a slow, shallow link queue punishes, where the hierarchy's
+// ring pipelines chunks. Until the tuner reads the link it takes over from recursive doubling for
+// such groups up to 32 MiB, and the hierarchy above.
+constexpr std::size_t kHalvingDoublingUpTo = 32 * 1024 * 1024;
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
 
@@ -58,7 +62,7 @@ Algorithm by_default(const TunerQuery& query) {
         return two_ranks_ring ? Algorithm::Ring : Algorithm::SharedMemory;
       }
       if (query.bytes < kAllReduceRingFrom) return Algorithm::RecursiveDoubling;
-      if (query.contiguous_hosts) return Algorithm::HalvingDoubling;
+      if (query.contiguous_hosts && query.bytes < kHalvingDoublingUpTo) return Algorithm::HalvingDoubling;
       return query.hierarchical && query.bytes >= kHierarchicalFrom ? Algorithm::Hierarchical : Algorithm::Ring;
     case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;

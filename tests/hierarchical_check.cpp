@@ -128,11 +128,14 @@ int main() try {
           "auto did not fall back to the ring on uneven hosts");
     check_all_reduce(*group, DType::Float32, ReduceOp::Sum, 100000, Algorithm::Auto, 1);
   } else {
-    // Hosts of consecutive power-of-two blocks of ranks take halving-doubling; others the hierarchy.
+    // Hosts of consecutive power-of-two blocks of ranks take halving-doubling up to 32 MiB; the
+    // hierarchy above it, and from 8 MiB for other even layouts.
     bool power_of_two = (per_host & (per_host - 1)) == 0 && (size & (size - 1)) == 0;
-    check(group->algorithm_for(comm::Collective::AllReduce, 64 << 20) ==
+    check(group->algorithm_for(comm::Collective::AllReduce, 16 << 20) ==
               (power_of_two ? Algorithm::HalvingDoubling : Algorithm::Hierarchical),
-          "auto did not pick halving-doubling or hierarchical for 64 MiB across hosts");
+          "auto did not pick halving-doubling or hierarchical for 16 MiB across hosts");
+    check(group->algorithm_for(comm::Collective::AllReduce, 64 << 20) == Algorithm::Hierarchical,
+          "auto did not pick hierarchical for 64 MiB across hosts");
     std::size_t p = static_cast<std::size_t>(per_host);
     unsigned salt = 0;
     for (DType dtype : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt8, DType::Int8,
