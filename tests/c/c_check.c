@@ -4,10 +4,17 @@
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 int check_failures = 0;
 int check_count = 0;
 int check_rank = -1;
+
+double seconds_now(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
 
 int check_summary(const char* name) {
   printf("[rank %d] %s: %d checks, %d failed\n", check_rank, name, check_count, check_failures);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 extern int check_failures;
 extern int check_count;
@@ -28,6 +29,21 @@ extern int check_rank;
   } while (0)
 
 #ifdef COMM_COMM_H
+/* The job's communicator from the environment (commrun's variables), with this rank's place in
+ * it noted for CHECK's messages; exits with libcomm's message where there is none. */
+static inline comm_t check_init_from_environment(int* rank, int* size) {
+  comm_t comm = NULL;
+  comm_result_t result = comm_init_from_environment(&comm, NULL);
+  if (result != COMM_SUCCESS) {
+    fprintf(stderr, "init: %s: %s\n", comm_get_error_string(result), comm_get_last_error(NULL));
+    exit(1);
+  }
+  CHECK(comm_user_rank(comm, rank) == COMM_SUCCESS && comm_count(comm, size) == COMM_SUCCESS,
+        "comm_user_rank or comm_count failed: %s", comm_get_last_error(NULL));
+  check_rank = *rank;
+  return comm;
+}
+
 /* A call that must succeed; on failure, says the code and the last error. */
 #define CHECK_OK(call)                                                                                    \
   do {                                                                                                    \
@@ -37,6 +53,9 @@ extern int check_rank;
   } while (0)
 
 #endif
+
+/* Seconds on the monotonic clock. */
+double seconds_now(void);
 
 /* Prints "<name>: N checks, N failed" and returns the exit status. */
 int check_summary(const char* name);

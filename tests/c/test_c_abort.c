@@ -11,25 +11,12 @@
 
 #include "c_check.h"
 
-static double seconds_now(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
-}
-
 int main(void) {
-  comm_t comm;
   int rank = -1, size = 0;
+  comm_result_t result;
   int32_t value = 0;
   double started, took;
-  comm_result_t result = comm_init_from_environment(&comm, NULL);
-  if (result != COMM_SUCCESS) {
-    fprintf(stderr, "init: %s: %s\n", comm_get_error_string(result), comm_get_last_error(NULL));
-    return 1;
-  }
-  CHECK_OK(comm_user_rank(comm, &rank));
-  CHECK_OK(comm_count(comm, &size));
-  check_rank = rank;
+  comm_t comm = check_init_from_environment(&rank, &size);
   CHECK_OK(comm_barrier(comm, NULL));
   if (rank == 0) {
     struct timespec pause = {0, 300 * 1000 * 1000}; /* the others are in their receive by then */

@@ -232,14 +232,7 @@ static void check_large_all_reduce(void) {
 int main(void) {
   size_t t, o, c;
   int in_place;
-  comm_result_t result = comm_init_from_environment(&comm, NULL);
-  if (result != COMM_SUCCESS) {
-    fprintf(stderr, "init: %s: %s\n", comm_get_error_string(result), comm_get_last_error(NULL));
-    return 1;
-  }
-  CHECK_OK(comm_user_rank(comm, &rank));
-  CHECK_OK(comm_count(comm, &size));
-  check_rank = rank;
+  comm = check_init_from_environment(&rank, &size);
   for (t = 0; t < all_datatype_count; ++t) {
     for (c = 0; c < COUNT_KINDS; ++c) {
       for (in_place = 0; in_place < 2; ++in_place) {

@@ -111,14 +111,8 @@ static void check_split(void) {
 }
 
 int main(void) {
-  comm_result_t result = comm_init_from_environment(&world, NULL);
-  if (result != COMM_SUCCESS) {
-    fprintf(stderr, "init: %s: %s\n", comm_get_error_string(result), comm_get_last_error(NULL));
-    return 1;
-  }
-  CHECK_OK(comm_user_rank(world, &rank));
-  CHECK_OK(comm_count(world, &size));
-  check_rank = rank;
+  comm_result_t result;
+  world = check_init_from_environment(&rank, &size);
   check_grouped_all_to_all(0);
   check_grouped_all_to_all(1);
   check_grouped_all_to_all(5000);

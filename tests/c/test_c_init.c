@@ -16,12 +16,6 @@
 
 #define RANKS 3
 
-static double seconds_now(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
-}
-
 static void check_sums(comm_t* comms) {
   float values[RANKS][4];
   int r, i;

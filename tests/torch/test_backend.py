@@ -7,7 +7,6 @@ wrong results. World sizes 2 and 3, through mp.spawn and tcp:// (torch's own TCP
     PYTHONPATH=build/torch_backend /usr/bin/python3 tests/torch/test_backend.py
 """
 import os
-import socket
 import sys
 import traceback
 
@@ -16,18 +15,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import torch_libcomm  # noqa: F401  registers "libcomm"
+from launchers import free_port
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
           torch.int64]
 OPS = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT, "MIN": dist.ReduceOp.MIN,
        "MAX": dist.ReduceOp.MAX, "AVG": dist.ReduceOp.AVG, "BAND": dist.ReduceOp.BAND, "BOR": dist.ReduceOp.BOR,
        "BXOR": dist.ReduceOp.BXOR}
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def values(rank, count, dtype):

@@ -6,7 +6,6 @@ the same loss as DDP's own averaging.
 
     PYTHONPATH=build/torch_backend /usr/bin/python3 tests/torch/test_ddp.py
 """
-import socket
 import sys
 
 import torch
@@ -16,14 +15,9 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
 import torch_libcomm  # noqa: F401  registers "libcomm"
+from launchers import free_port
 
 STEPS = 25
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def average_hook(state, bucket):
