@@ -1,8 +1,7 @@
 #include "algorithms/halving_doubling.hpp"
 
+#include <array>
 #include <cstdint>
-#include <cstring>
-#include <vector>
 
 #include "algorithms/reduce.hpp"
 
@@ -38,7 +37,10 @@ void halving_doubling_all_reduce(const CollectiveContext& context, void* data, s
   struct Region {
     std::size_t begin, end;
   };
-  std::vector<Region> regions;  // the region before each halving, for the all-gather to undo it
+  // The region before each halving, for the all-gather to undo it: one per bit of the rank, so no
+  // call allocates.
+  std::array<Region, 32> regions{};
+  std::size_t halvings = 0;
   Region region{0, count};
   std::uint64_t step = 2;
   for (int distance = 1; distance < power; distance <<= 1, ++step) {
@@ -56,7 +58,7 @@ void halving_doubling_all_reduce(const CollectiveContext& context, void* data, s
     } else {
       combine(kept, incoming, kept, keep_count, dtype, summing);
     }
-    regions.push_back(region);
+    regions[halvings++] = region;
     region = keep;
   }
   if (op == ReduceOp::Avg) {
@@ -65,8 +67,7 @@ void halving_doubling_all_reduce(const CollectiveContext& context, void* data, s
   // All-gather by doubling, the halvings undone in reverse: each pair swaps the halves it owns.
   for (int distance = power >> 1; distance >= 1; distance >>= 1, ++step) {
     int partner = rank ^ distance;
-    Region whole = regions.back();
-    regions.pop_back();
+    Region whole = regions[--halvings];
     Region other = region.begin == whole.begin ? Region{region.end, whole.end} : Region{whole.begin, region.begin};
     context.exchange(partner, mine + region.begin * element, (region.end - region.begin) * element, partner,
                      mine + other.begin * element, (other.end - other.begin) * element, step);
