@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "algorithms/halving_doubling.hpp"
 #include "algorithms/reduce.hpp"
 #include "algorithms/ring.hpp"
 
@@ -39,12 +40,32 @@ HostLayout::HostLayout(std::span<const int> transport_hosts, std::span<const int
   auto transport_rank = [&](int r) { return members.empty() ? r : members[static_cast<std::size_t>(r)]; };
   // Hosts in the order of their lowest group rank; each host's ranks in group order.
   std::map<int, int> host_index;
+  std::vector<int> host_of;  // group rank -> host index
   std::vector<std::vector<int>> by_host;
   for (int r = 0; r < size; ++r) {
     int host = transport_hosts[static_cast<std::size_t>(transport_rank(r))];
     auto [entry, added] = host_index.emplace(host, static_cast<int>(by_host.size()));
     if (added) by_host.emplace_back();
     by_host[static_cast<std::size_t>(entry->second)].push_back(r);
+    host_of.push_back(entry->second);
+  }
+  spanned_hosts_ = static_cast<int>(by_host.size());
+  for (const auto& ranks : by_host) largest_host_ = std::max(largest_host_, static_cast<int>(ranks.size()));
+  std::vector<int> leaving(by_host.size(), 0);
+  for (int r = 0; r < size; ++r) {
+    int host = host_of[static_cast<std::size_t>(r)];
+    if (host != host_of[0] && first_remote_rank_ < 0) first_remote_rank_ = r;
+    if (host != host_of[static_cast<std::size_t>((r + 1) % size)]) ++leaving[static_cast<std::size_t>(host)];
+  }
+  ring_crossings_ = *std::max_element(leaving.begin(), leaving.end());
+  for (int distance = 1; distance < size; distance *= 2) {
+    std::fill(leaving.begin(), leaving.end(), 0);
+    for (int r = 0; r < size; ++r) {
+      int partner = r ^ distance, host = host_of[static_cast<std::size_t>(r)];
+      if (partner < size && host_of[static_cast<std::size_t>(partner)] != host)
+        ++leaving[static_cast<std::size_t>(host)];
+    }
+    crossing_pairs_.push_back(*std::max_element(leaving.begin(), leaving.end()));
   }
   std::size_t local = by_host.front().size();
   bool even = std::all_of(by_host.begin(), by_host.end(), [&](const auto& ranks) { return ranks.size() == local; });
@@ -65,7 +86,8 @@ HostLayout::HostLayout(std::span<const int> transport_hosts, std::span<const int
 }
 
 void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t count,
-                             DType dtype, ReduceOp op, std::size_t chunk_bytes) {
+                             DType dtype, ReduceOp op, std::size_t chunk_bytes, std::size_t link_chunk_bytes,
+                             Algorithm across_algorithm) {
   std::size_t element = element_size(dtype);
   std::size_t local = static_cast<std::size_t>(layout.local_size());
   std::size_t shard = count / local;
@@ -77,7 +99,11 @@ void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout&
     ring_reduce_scatter(inside, data, shard, dtype, combine_op, chunk_bytes);
     std::uint8_t* mine = bytes + static_cast<std::size_t>(layout.local_rank()) * shard * element;
     CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 1);
-    ring_all_reduce(across, mine, shard, dtype, combine_op, chunk_bytes);
+    if (across_algorithm == Algorithm::HalvingDoubling) {
+      halving_doubling_all_reduce(across, mine, shard, dtype, combine_op);
+    } else {
+      ring_all_reduce(across, mine, shard, dtype, combine_op, link_chunk_bytes);
+    }
     if (op == ReduceOp::Avg) divide(mine, shard, dtype, static_cast<std::size_t>(context.size));
     CollectiveContext gather = part_of(context, layout.local_members(), layout.local_rank(), 2);
     ring_all_gather(gather, data, shard * element, chunk_bytes);
@@ -87,18 +113,20 @@ void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout&
     CollectiveContext whole = context;
     whole.step_base = context.step_base + 3 * kPartSteps;
     whole.step_space = kPartSteps;
-    ring_all_reduce(whole, bytes + shard * local * element, tail, dtype, op, chunk_bytes);
+    ring_all_reduce(whole, bytes + shard * local * element, tail, dtype, op, link_chunk_bytes);
   }
 }
 
 void hierarchical_all_gather(const CollectiveContext& context, const HostLayout& layout, void* output,
-                             const void* input, std::size_t block_bytes, std::size_t chunk_bytes) {
+                             const void* input, std::size_t block_bytes, std::size_t chunk_bytes,
+                             std::size_t link_chunk_bytes) {
   if (block_bytes == 0) return;
   int hosts = layout.hosts(), local = layout.local_size();
   std::uint8_t* bundles = context.scratch->get(1, block_bytes * static_cast<std::size_t>(hosts * local));
   std::memcpy(bundle_block(bundles, layout, layout.local_rank(), layout.host(), block_bytes), input, block_bytes);
   CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 0);
-  ring_all_gather(across, bundle_block(bundles, layout, layout.local_rank(), 0, block_bytes), block_bytes, chunk_bytes);
+  ring_all_gather(across, bundle_block(bundles, layout, layout.local_rank(), 0, block_bytes), block_bytes,
+                  link_chunk_bytes);
   CollectiveContext inside = part_of(context, layout.local_members(), layout.local_rank(), 1);
   ring_all_gather(inside, bundles, block_bytes * static_cast<std::size_t>(hosts), chunk_bytes);
   auto* out = static_cast<std::uint8_t*>(output);
@@ -112,7 +140,7 @@ void hierarchical_all_gather(const CollectiveContext& context, const HostLayout&
 
 void hierarchical_reduce_scatter(const CollectiveContext& context, const HostLayout& layout, void* output,
                                  const void* input, std::size_t block_count, DType dtype, ReduceOp op,
-                                 std::size_t chunk_bytes) {
+                                 std::size_t chunk_bytes, std::size_t link_chunk_bytes) {
   std::size_t block = block_count * element_size(dtype);
   if (block == 0) return;
   int hosts = layout.hosts(), local = layout.local_size();
@@ -129,7 +157,7 @@ void hierarchical_reduce_scatter(const CollectiveContext& context, const HostLay
   ring_reduce_scatter(inside, bundles, block_count * static_cast<std::size_t>(hosts), dtype, combine_op, chunk_bytes);
   CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 1);
   std::uint8_t* mine = bundle_block(bundles, layout, layout.local_rank(), 0, block);
-  ring_reduce_scatter(across, mine, block_count, dtype, combine_op, chunk_bytes);
+  ring_reduce_scatter(across, mine, block_count, dtype, combine_op, link_chunk_bytes);
   std::uint8_t* result = bundle_block(bundles, layout, layout.local_rank(), layout.host(), block);
   if (op == ReduceOp::Avg) divide(result, block_count, dtype, static_cast<std::size_t>(context.size));
   std::memcpy(output, result, block);

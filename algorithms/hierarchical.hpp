@@ -39,6 +39,16 @@ class HostLayout {
   // recursive halving-doubling, pairing ranks at distance 1 first, keeps its large exchanges
   // inside the hosts (halving_doubling.hpp).
   bool contiguous() const { return contiguous_; }
+  // Whatever the layout: how many hosts the group spans, the most ranks any one holds, and the
+  // lowest group rank on another host than group rank 0 (-1: none), for the tuner's cost model.
+  int spanned_hosts() const { return spanned_hosts_; }
+  int largest_host() const { return largest_host_; }
+  int first_remote_rank() const { return first_remote_rank_; }
+  // The most ranks of one host whose partner at distance 2^bit (rank xor 2^bit, as recursive
+  // doubling and halving-doubling pair them) is on another host; and the most ring neighbours
+  // (rank -> rank+1) of one host on another host.
+  int crossing_pairs(int bit) const { return crossing_pairs_[static_cast<std::size_t>(bit)]; }
+  int ring_crossings() const { return ring_crossings_; }
   int hosts() const { return hosts_; }
   int local_size() const { return local_size_; }
   int local_rank() const { return local_rank_; }
@@ -54,23 +64,29 @@ class HostLayout {
 
  private:
   int hosts_ = 1, local_size_ = 1, local_rank_ = 0, host_ = 0;
+  int spanned_hosts_ = 1, largest_host_ = 1, first_remote_rank_ = -1, ring_crossings_ = 0;
+  std::vector<int> crossing_pairs_;  // by bit of the distance
   bool contiguous_ = false;
   std::vector<int> local_members_, cross_members_;
   std::vector<int> group_ranks_;  // by host, then local place
 };
 
+// The phases inside a host pipeline `chunk_bytes`, those across hosts `link_chunk_bytes`.
+//
 // In place on data (count elements); the result is bitwise identical on every rank. Needs
-// layout.usable().
+// layout.usable(). Among the hosts runs `across` (Ring or HalvingDoubling).
 void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t count,
-                             DType dtype, ReduceOp op, std::size_t chunk_bytes);
+                             DType dtype, ReduceOp op, std::size_t chunk_bytes, std::size_t link_chunk_bytes,
+                             Algorithm across = Algorithm::Ring);
 // output: size() blocks of block_bytes in group-rank order; input: this rank's block (it may be
 // output's block rank).
 void hierarchical_all_gather(const CollectiveContext& context, const HostLayout& layout, void* output,
-                             const void* input, std::size_t block_bytes, std::size_t chunk_bytes);
+                             const void* input, std::size_t block_bytes, std::size_t chunk_bytes,
+                             std::size_t link_chunk_bytes);
 // input: size() blocks of block_count elements in group-rank order, left as it was (unless output
 // is one of its blocks); output: the reduction of every rank's block rank().
 void hierarchical_reduce_scatter(const CollectiveContext& context, const HostLayout& layout, void* output,
                                  const void* input, std::size_t block_count, DType dtype, ReduceOp op,
-                                 std::size_t chunk_bytes);
+                                 std::size_t chunk_bytes, std::size_t link_chunk_bytes);
 
 }  // namespace comm::algorithms

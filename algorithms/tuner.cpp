@@ -1,10 +1,13 @@
 #include "algorithms/tuner.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "algorithms/cost_model.hpp"
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/fingerprint.hpp"
@@ -36,20 +39,8 @@ constexpr std::size_t kAllReduceRingFrom = 1024 * 1024;
 // docs/results/collectives.md has the runs.
 constexpr std::size_t kSharedMemoryTwoRanksUpTo = 8 * 1024;
 constexpr std::size_t kSharedMemoryTwoRanksFrom = 4 * 1024 * 1024;
-// Across hosts with several ranks on each (hierarchical.hpp): measured on two network namespaces
-// x 2 ranks joined by a tc-limited veth (docs/results/multihost.md), the hierarchy beat the flat
-// ring at every size from 4 MiB at 5 Gbit/s (64 MiB: 170 against 215 ms) but only from 16-64 MiB
-// at 1 Gbit/s (4 MiB: 64 against 55 ms). Until the tuner reads the link, it starts at 8 MiB.
-constexpr std::size_t kHierarchicalFrom = 8 * 1024 * 1024;
-// Where each host holds a consecutive power-of-two block of ranks, recursive halving-doubling
-// (halving_doubling.hpp) beat both on the same links up to 16 MiB in two runs: 1 Gbit/s 4 MiB
-// 36-37 ms against the hierarchy's 59-60 and Gloo's 47-50, 16 MiB 150-153 against 194-204 and
-// 188-189; 5 Gbit/s 4 MiB 9.1-9.2 against 12-13 and 12-13. At 64 MiB it won on 5 Gbit/s (175-176
-// against 188-191) but on 1 Gbit/s took 706 and 797 ms against the hierarchy's 696 and 702: its
-// halves go as single messages, which a slow, shallow link queue punishes, where the hierarchy's
-// ring pipelines chunks. Until the tuner reads the link it takes over from recursive doubling for
-// such groups up to 32 MiB, and the hierarchy above.
-constexpr std::size_t kHalvingDoublingUpTo = 32 * 1024 * 1024;
+// Across hosts the cost model of the measured link decides (cost_model.hpp); these crossovers
+// are for one host.
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
 
@@ -61,17 +52,11 @@ Algorithm by_default(const TunerQuery& query) {
             query.size == 2 && query.bytes > kSharedMemoryTwoRanksUpTo && query.bytes < kSharedMemoryTwoRanksFrom;
         return two_ranks_ring ? Algorithm::Ring : Algorithm::SharedMemory;
       }
-      if (query.bytes < kAllReduceRingFrom) return Algorithm::RecursiveDoubling;
-      if (query.contiguous_hosts && query.bytes < kHalvingDoublingUpTo) return Algorithm::HalvingDoubling;
-      return query.hierarchical && query.bytes >= kHierarchicalFrom ? Algorithm::Hierarchical : Algorithm::Ring;
+      return query.bytes < kAllReduceRingFrom ? Algorithm::RecursiveDoubling : Algorithm::Ring;
     case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::AllGather:
-    case Collective::ReduceScatter:
-      // bytes is one rank's block: the call moves size() of them.
-      return query.hierarchical && query.bytes * static_cast<std::size_t>(query.size) >= kHierarchicalFrom
-                 ? Algorithm::Hierarchical
-                 : Algorithm::Ring;
+    case Collective::ReduceScatter: return Algorithm::Ring;
     case Collective::Gather:
     case Collective::Scatter:
     case Collective::AllToAll: return Algorithm::Direct;
@@ -82,17 +67,44 @@ Algorithm by_default(const TunerQuery& query) {
 }
 
 // Runs on every call, so it costs a load when the choice was logged already: one bit per
-// (collective, size class), size classes being bit widths 0..64.
-void log_once(const TunerQuery& query, Algorithm algorithm, const char* why) {
+// (collective, size class), size classes being bit widths 0..64. `why` makes the reason, only
+// when it is logged.
+template <class Why>
+void log_once(const TunerQuery& query, Algorithm algorithm, Why why) {
   constexpr int kCollectives = static_cast<int>(Collective::Barrier) + 1;
   static std::atomic<std::uint64_t> seen[kCollectives][2];
   int size_class = static_cast<int>(std::bit_width(query.bytes));
   auto& word = seen[static_cast<int>(query.collective)][size_class / 64];
   std::uint64_t bit = std::uint64_t{1} << (size_class % 64);
   if ((word.load(std::memory_order_relaxed) & bit) != 0 || (word.fetch_or(bit) & bit) != 0) return;
-  log::get(log::Subsystem::Algorithms)
-      .info("{} of {} bytes on {} ranks: {} ({})", to_string(query.collective), query.bytes, query.size,
-            to_string(algorithm), why);
+  auto& logger = log::get(log::Subsystem::Algorithms);
+  if (!logger.should_log(spdlog::level::info)) return;
+  logger.info("{} of {} bytes on {} ranks: {} ({})", to_string(query.collective), query.bytes, query.size,
+              to_string(algorithm), why());
+}
+
+bool spans_hosts(const TunerQuery& query) { return query.hosts != nullptr && query.hosts->spanned_hosts() > 1; }
+
+// "2 hosts x 2 ranks, link ~0.119 GB/s and 52 us (probe); predicted 0.56 s against ring 0.84 s, ..."
+std::string explain(const TunerQuery& query, const Predictions& predictions, Algorithm chosen) {
+  const HostLayout& hosts = *query.hosts;
+  std::string shape = hosts.usable()
+                          ? fmt::format("{} hosts x {} ranks", hosts.hosts(), hosts.local_size())
+                          : fmt::format("{} hosts, up to {} ranks on one", hosts.spanned_hosts(), hosts.largest_host());
+  std::string text =
+      fmt::format("{}, link ~{:.3g} GB/s and {:.3g} us ({}); predicted ", shape, query.link->bytes_per_second / 1e9,
+                  query.link->latency_seconds * 1e6, query.link->source);
+  std::string others;
+  for (int i = 0; i < predictions.count; ++i) {
+    const Prediction& item = predictions.items[static_cast<std::size_t>(i)];
+    if (item.algorithm == chosen) {
+      text += fmt::format("{:.3g} s", item.seconds);
+    } else {
+      others +=
+          fmt::format("{}{} {:.3g} s", others.empty() ? " against " : ", ", to_string(item.algorithm), item.seconds);
+    }
+  }
+  return text + others;
 }
 
 }  // namespace
@@ -115,7 +127,18 @@ bool has_algorithm(Collective collective, Algorithm algorithm) {
   return false;
 }
 
-Algorithm choose(const TunerQuery& query) {
+Choice choose(const TunerQuery& query) {
+  bool across = spans_hosts(query);
+  bool measured = across && query.link != nullptr && query.link->known();
+  bool hierarchical = query.hosts != nullptr && query.hosts->usable();
+  // Rings that cross the link pipeline its chunk; the hierarchy's phases inside a host keep the host's.
+  auto choice_of = [&](Algorithm algorithm) {
+    Choice choice{algorithm, ring_chunk_bytes(), ring_chunk_bytes(), Algorithm::Ring};
+    if (measured) choice.link_chunk_bytes = link_chunk_bytes(*query.link);
+    if (algorithm != Algorithm::Hierarchical) choice.chunk_bytes = choice.link_chunk_bytes;
+    if (hierarchical) choice.across_hosts = across_hosts_algorithm(*query.hosts);
+    return choice;
+  };
   if (query.requested != Algorithm::Auto) {
     COMM_CHECK(has_algorithm(query.collective, query.requested), InvalidArgumentError,
                (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
@@ -126,38 +149,65 @@ Algorithm choose(const TunerQuery& query) {
                std::string(to_string(query.collective)) +
                    " with shared_memory needs every rank of the group on one "
                    "host over shared memory; pass Algorithm::Auto or another algorithm");
-    COMM_CHECK(query.requested != Algorithm::Hierarchical || query.hierarchical, InvalidArgumentError,
+    COMM_CHECK(query.requested != Algorithm::Hierarchical || hierarchical, InvalidArgumentError,
                (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
                std::string(to_string(query.collective)) +
                    " with hierarchical needs the group on several hosts with the same number (more than one) of "
                    "its ranks on each; pass Algorithm::Auto or another algorithm");
-    return query.requested;
+    return choice_of(query.requested);
   }
   Algorithm forced = environment_algorithm();
   if (forced != Algorithm::Auto && has_algorithm(query.collective, forced) &&
       (forced != Algorithm::SharedMemory || query.shared_memory) &&
-      (forced != Algorithm::Hierarchical || query.hierarchical)) {
-    log_once(query, forced, "COMM_ALGO");
-    return forced;
+      (forced != Algorithm::Hierarchical || hierarchical)) {
+    log_once(query, forced, [] { return std::string("COMM_ALGO"); });
+    return choice_of(forced);
+  }
+  if (measured) {
+    Predictions predictions = predict(query.collective, query.bytes, query.size, *query.hosts, *query.link);
+    Prediction best = predictions.best();
+    if (best.algorithm != Algorithm::Auto) {
+      log_once(query, best.algorithm, [&] { return explain(query, predictions, best.algorithm); });
+      return choice_of(best.algorithm);
+    }
   }
   Algorithm algorithm = by_default(query);
-  log_once(query, algorithm, "tuned");
-  return algorithm;
+  log_once(query, algorithm, [&] {
+    return std::string(across ? "tuned; the link between hosts is not measured" : "tuned for one host");
+  });
+  return choice_of(algorithm);
 }
 
 void read_environment() {
   environment_algorithm();
   ring_chunk_bytes();
+  link_from_environment();
 }
 
-std::size_t ring_chunk_bytes() {
-  static const std::size_t value = [] {
+namespace {
+
+std::optional<std::size_t> ring_chunk_from_environment() {
+  static const std::optional<std::size_t> value = []() -> std::optional<std::size_t> {
     // Below 4 KiB a chunk costs more in messages than it moves (1 byte: a 1 MiB all_reduce took 2.5 s).
     auto bytes = environment::get_integer_in("COMM_RING_CHUNK", 4096, std::int64_t{1} << 30,
                                              "bytes per pipelining chunk of the ring algorithms");
-    return bytes ? static_cast<std::size_t>(*bytes) : std::size_t{2} << 20;
+    if (!bytes) return std::nullopt;
+    return static_cast<std::size_t>(*bytes);
   }();
   return value;
+}
+
+}  // namespace
+
+std::size_t ring_chunk_bytes() { return ring_chunk_from_environment().value_or(std::size_t{2} << 20); }
+
+std::size_t link_chunk_bytes(const LinkModel& link) {
+  if (auto bytes = ring_chunk_from_environment()) return *bytes;
+  if (!link.known()) return ring_chunk_bytes();
+  constexpr double kChunkSeconds = 0.002;
+  constexpr std::size_t kSmallest = 64 * 1024, kLargest = 4 * 1024 * 1024, kPage = 4096;
+  auto bytes = static_cast<std::size_t>(link.bytes_per_second * kChunkSeconds);
+  return std::clamp(bytes / kPage * kPage, kSmallest, kLargest);
 }
 
 }  // namespace comm::algorithms

@@ -1,12 +1,16 @@
-// The tuner: which algorithm a collective call runs. A call may ask for one; otherwise
-// COMM_ALGO (ring|tree|recursive_doubling|direct|dissemination) applies where the collective
-// has that algorithm; otherwise the crossovers measured on this project's machines decide
-// (docs/results/collectives.md). With COMM_LOG_LEVEL=info each choice is logged once per
-// (collective, power-of-two size class).
+// The tuner: which algorithm a collective call runs, and in what chunks. A call may ask for an
+// algorithm; otherwise COMM_ALGO (ring|tree|recursive_doubling|...) applies where the collective
+// has it; otherwise, for a group that spans hosts, the cost model of the link (cost_model.hpp)
+// picks the fastest, and within one host the crossovers measured on this project's machines
+// decide (docs/results/collectives.md). Rings across hosts pipeline chunks of about 2 ms of the
+// link. With COMM_LOG_LEVEL=info each choice is logged once per (collective, power-of-two size
+// class), with the predictions behind it.
 #pragma once
 
 #include <cstddef>
 
+#include "algorithms/hierarchical.hpp"
+#include "algorithms/link_model.hpp"
 #include "comm/types.hpp"
 
 namespace comm::algorithms {
@@ -18,17 +22,31 @@ struct TunerQuery {
   std::size_t bytes;  // per rank, as the collective's busbw counts it
   int size;
   Algorithm requested = Algorithm::Auto;
-  int rank = -1;                  // for errors
-  bool shared_memory = false;     // every rank of the group on this host, over shm: SharedMemory is usable
-  bool hierarchical = false;      // several hosts, the same number (> 1) of ranks on each: Hierarchical is usable
-  bool contiguous_hosts = false;  // and each host holds a consecutive power-of-two block of ranks
+  int rank = -1;                      // for errors
+  bool shared_memory = false;         // every rank of the group on this host, over shm: SharedMemory is usable
+  const HostLayout* hosts = nullptr;  // the group's ranks by host; null: all on one host
+  const LinkModel* link = nullptr;    // the link between hosts; null or unknown: not measured
+};
+
+// What a call runs: the algorithm, the ring chunk of its flat phases, and for a hierarchical
+// all_reduce what runs among the hosts and in what chunks.
+struct Choice {
+  Algorithm algorithm = Algorithm::Ring;
+  std::size_t chunk_bytes = 0;
+  std::size_t link_chunk_bytes = 0;
+  Algorithm across_hosts = Algorithm::Ring;
 };
 
 // The algorithm to run. A requested algorithm the collective lacks is an InvalidArgumentError.
-Algorithm choose(const TunerQuery& query);
+Choice choose(const TunerQuery& query);
 
-// The pipelining chunk of the ring algorithms (COMM_RING_CHUNK bytes overrides).
+// The pipelining chunk of the ring algorithms within a host (COMM_RING_CHUNK bytes overrides).
 std::size_t ring_chunk_bytes();
+// The chunk for a ring over the link between hosts: about 2 ms of it, short enough to keep the
+// link busy while the next chunk is reduced (at 1 Gbit/s ~250 KB: 2 MiB chunks left a third of
+// it idle, docs/results/multihost.md), long enough that per-message costs vanish.
+// COMM_RING_CHUNK overrides; an unknown link gets ring_chunk_bytes().
+std::size_t link_chunk_bytes(const LinkModel& link);
 
 // Reads the tuner's variables (COMM_ALGO, COMM_RING_CHUNK) now: init_process_group calls it, so
 // a bad value is an InvalidArgumentError there rather than in the first collective.

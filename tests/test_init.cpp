@@ -300,6 +300,9 @@ TEST_CASE("tuning variables that are not numbers or out of range are refused at 
   CHECK_THAT(run_alone("COMM_RING_CHUNK", "1"), ContainsSubstring("COMM_RING_CHUNK=1 is out of range"));
   CHECK_THAT(run_alone("COMM_RING_CHUNK", "abc"), ContainsSubstring("COMM_RING_CHUNK='abc'"));
   CHECK_THAT(run_alone("COMM_ALGO", "fastest"), ContainsSubstring("COMM_ALGO is 'fastest'"));
+  CHECK_THAT(run_alone("COMM_LINK_GBPS", "fast"), ContainsSubstring("COMM_LINK_GBPS='fast' is not a number"));
+  CHECK_THAT(run_alone("COMM_LINK_GBPS", "0"), ContainsSubstring("COMM_LINK_GBPS='0' is not a number from 0.001"));
+  CHECK_THAT(run_alone("COMM_LINK_LATENCY_US", "-3"), ContainsSubstring("COMM_LINK_LATENCY_US='-3'"));
   // The socket buffers are set when the mesh is made: two ranks over TCP, both refuse.
   for (std::string value : {"4096", "1", "-1"}) {
     ChildProcess job({comm::testing::program_path("COMMRUN"), "-n", "2", helper(), "init"},
@@ -311,6 +314,7 @@ TEST_CASE("tuning variables that are not numbers or out of range are refused at 
   }
   // In range, they are taken.
   CHECK_THAT(run_alone("COMM_RING_CHUNK", "4096", 0), ContainsSubstring("joined 0/1"));
+  CHECK_THAT(run_alone("COMM_LINK_GBPS", "2.5", 0), ContainsSubstring("joined 0/1"));
 }
 
 TEST_CASE("bad environments are reported by variable name", "[init][bad-input][process]") {

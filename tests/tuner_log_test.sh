@@ -15,17 +15,17 @@ check() {  # check DESCRIPTION EXPECTED_COUNT PATTERN OUTPUT
   fi
 }
 out=$(COMM_LOG_LEVEL=info timeout 60 "$commrun" -n 2 "$bench" -b 8 -e 8M -f 1024 -n 20 -w 2 2>&1)
-check "small all_reduce" 2 "all_reduce of 8 bytes on 2 ranks: shared_memory (tuned)" "$out"
-check "middle all_reduce" 2 "all_reduce of 8192 bytes on 2 ranks: shared_memory (tuned)" "$out"
-check "large all_reduce" 2 "all_reduce of 8388608 bytes on 2 ranks: shared_memory (tuned)" "$out"
+check "small all_reduce" 2 "all_reduce of 8 bytes on 2 ranks: shared_memory (tuned for one host)" "$out"
+check "middle all_reduce" 2 "all_reduce of 8192 bytes on 2 ranks: shared_memory (tuned for one host)" "$out"
+check "large all_reduce" 2 "all_reduce of 8388608 bytes on 2 ranks: shared_memory (tuned for one host)" "$out"
 out=$(COMM_LOG_LEVEL=info timeout 60 "$commrun" -n 3 "$bench" -b 8M -e 8M -n 5 -w 1 2>&1)
-check "large all_reduce, 3 ranks" 3 "all_reduce of 8388608 bytes on 3 ranks: shared_memory (tuned)" "$out"
+check "large all_reduce, 3 ranks" 3 "all_reduce of 8388608 bytes on 3 ranks: shared_memory (tuned for one host)" "$out"
 out=$(COMM_LOG_LEVEL=info timeout 60 "$commrun" -n 2 "$bench" -b 1M -e 1M -n 20 -w 2 2>&1)
-check "1 MiB all_reduce" 2 "all_reduce of 1048576 bytes on 2 ranks: ring (tuned)" "$out"
+check "1 MiB all_reduce" 2 "all_reduce of 1048576 bytes on 2 ranks: ring (tuned for one host)" "$out"
 out=$(COMM_TRANSPORT=tcp COMM_LOG_LEVEL=info timeout 60 "$commrun" -n 2 "$bench" -b 2M -e 2M -n 20 -w 2 2>&1)
-check "large all_reduce over tcp" 2 "all_reduce of 2097152 bytes on 2 ranks: ring (tuned)" "$out"
+check "large all_reduce over tcp" 2 "all_reduce of 2097152 bytes on 2 ranks: ring (tuned for one host)" "$out"
 out=$(COMM_TRANSPORT=tcp COMM_LOG_LEVEL=info timeout 60 "$commrun" -n 2 "$bench" -b 8 -e 8 -n 20 -w 2 2>&1)
-check "small all_reduce over tcp" 2 "all_reduce of 8 bytes on 2 ranks: recursive_doubling (tuned)" "$out"
+check "small all_reduce over tcp" 2 "all_reduce of 8 bytes on 2 ranks: recursive_doubling (tuned for one host)" "$out"
 out=$(COMM_ALGO=tree COMM_LOG_LEVEL=info timeout 60 "$commrun" -n 2 "$bench" -b 8 -e 8 -n 20 -w 2 2>&1)
 check "COMM_ALGO" 2 "all_reduce of 8 bytes on 2 ranks: tree (COMM_ALGO)" "$out"
 out=$(COMM_ALGO=bogus timeout 60 "$commrun" -n 2 "$bench" -b 8 -e 8 -n 20 -w 2 2>&1)

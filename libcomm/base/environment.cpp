@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <sstream>
 
 #include "comm/error.hpp"
 
@@ -32,6 +33,21 @@ std::optional<long long> get_integer_in(const char* name, long long min, long lo
     throw InvalidArgumentError("environment variable " + std::string(name) + "=" + std::to_string(*value) +
                                " is out of range: give a value from " + std::to_string(min) + " to " +
                                std::to_string(max) + " (" + why + "), or unset it for the default");
+  }
+  return value;
+}
+
+std::optional<double> get_number_in(const char* name, double min, double max, const char* why) {
+  auto text = get(name);
+  if (!text) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(text->c_str(), &end);
+  if (errno != 0 || end == text->c_str() || *end != '\0' || !(value >= min && value <= max)) {
+    std::ostringstream range;  // shortest form: 0.01, not 0.010000
+    range << min << " to " << max;
+    throw InvalidArgumentError("environment variable " + std::string(name) + "='" + *text + "' is not a number from " +
+                               range.str() + " (" + why + "); unset it for the default");
   }
   return value;
 }

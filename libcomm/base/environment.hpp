@@ -19,6 +19,9 @@ std::optional<long long> get_integer(const char* name);
 // so a typo or a harmful value is an error at init_process_group, never silently a default.
 std::optional<long long> get_integer_in(const char* name, long long min, long long max, const char* why);
 
+// The same for a decimal number (e.g. COMM_LINK_GBPS=2.5).
+std::optional<double> get_number_in(const char* name, double min, double max, const char* why);
+
 // The first of several spellings that is set (e.g. RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID),
 // with the name that supplied it.
 struct Found {

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <string>
 
+#include "algorithms/link_model.hpp"
 #include "algorithms/tuner.hpp"
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
+#include "libcomm/src/collective_call.hpp"
 #include "rendezvous/join.hpp"
 #include "transport/watched_store.hpp"
 
@@ -102,8 +104,31 @@ ProcessGroup::Impl::GpuPath ProcessGroup::Impl::gpu_path(const char* op) {
 }
 
 Algorithm ProcessGroup::Impl::algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const {
-  return algorithms::choose({collective, bytes, size(), requested, rank(), shared_memory_usable(),
-                             host_layout_.usable(), host_layout_.contiguous()});
+  return choose(collective, bytes, requested).algorithm;
+}
+
+algorithms::Choice ProcessGroup::Impl::choose(Collective collective, std::size_t bytes, Algorithm requested) const {
+  return algorithms::choose(
+      {collective, bytes, size(), requested, rank(), shared_memory_usable(), &host_layout_, &link_});
+}
+
+void ProcessGroup::Impl::read_link() {
+  if (rank() < 0 || host_layout_.spanned_hosts() < 2) return;
+  if (auto given = algorithms::link_from_environment()) {
+    link_ = *given;
+  } else {
+    int peer = host_layout_.first_remote_rank();
+    start_collective(
+        CallShape{Collective::Barrier, -1, 0, -1}, 0,
+        call_fingerprint(Collective::Barrier, Algorithm::Direct, nullptr, -1, -1, 0),
+        [&](const algorithms::CollectiveContext& context) { link_ = algorithms::probe_link(context, peer); }, false);
+  }
+  log::get(log::Subsystem::Algorithms)
+      .info(
+          "link between hosts ({} hosts): {:.3g} GB/s each way, {:.3g} us per message ({}); rings across it "
+          "pipeline {} KiB chunks",
+          host_layout_.spanned_hosts(), link_.bytes_per_second / 1e9, link_.latency_seconds * 1e6, link_.source,
+          algorithms::link_chunk_bytes(link_) / 1024);
 }
 
 int ProcessGroup::Impl::transport_rank(int rank) const {
@@ -161,8 +186,10 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<in
   }
   Identity identity{position, static_cast<int>(ranks.size()), -1, -1, name() + "/group" + std::to_string(id)};
   try {
-    return std::make_unique<Impl>(std::move(identity), store_, transport_, timeout.value_or(timeout_),
-                                  std::move(layout));
+    auto child =
+        std::make_unique<Impl>(std::move(identity), store_, transport_, timeout.value_or(timeout_), std::move(layout));
+    child->link_ = link_;
+    return child;
   } catch (const Error& error) {
     if (position < 0 || ranks.size() == 1) throw;
     try {

@@ -28,6 +28,7 @@
 #include "algorithms/device/staged_collectives.hpp"
 #include "algorithms/hierarchical.hpp"
 #include "algorithms/scratch.hpp"
+#include "algorithms/tuner.hpp"
 #include "comm/process_group.hpp"
 #include "libcomm/src/collective_queue.hpp"
 #include "libcomm/src/completion_work.hpp"
@@ -79,6 +80,11 @@ class ProcessGroup::Impl {
   const char* transport_name() const { return transport_->medium(); }
   bool shared_memory_usable() const { return size() == 1 || arena_ != nullptr; }
   Algorithm algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const;
+  // The algorithm and its chunks (algorithms/tuner.hpp).
+  algorithms::Choice choose(Collective collective, std::size_t bytes, Algorithm requested) const;
+  // Collective, once, on the world group of a job that spans hosts: the link between them, from
+  // COMM_LINK_GBPS or measured (algorithms/link_model.hpp). Groups made from it inherit it.
+  void read_link();
   // `key`: made by its members only (see ProcessGroup::new_group); none: by every rank, in order.
   // `timeout`: the child's, else this group's.
   std::unique_ptr<Impl> new_group(std::vector<int> ranks, std::optional<std::string> key = std::nullopt,
@@ -193,6 +199,7 @@ class ProcessGroup::Impl {
   std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none
   // The group's ranks by host (for the hierarchical algorithms); usable() only across hosts.
   algorithms::HostLayout host_layout_;
+  algorithms::LinkModel link_;                         // unknown on one host
   std::unique_ptr<algorithms::IpcState> ipc_;          // GPU collectives' state, made on first use
   std::unique_ptr<algorithms::StagingState> staging_;  // staged GPU collectives' memory
   std::optional<GpuPath> gpu_path_;

@@ -25,13 +25,13 @@ std::uint8_t* bytes_of(const Buffer& buffer) { return static_cast<std::uint8_t*>
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_broadcast(Buffer buffer, int root, Algorithm requested, bool async) {
-  Algorithm algorithm = algorithm_for(Collective::Broadcast, buffer.bytes(), requested);
+  auto [algorithm, chunk, link_chunk, across_hosts] = choose(Collective::Broadcast, buffer.bytes(), requested);
   return start_collective(
       CallShape{Collective::Broadcast, static_cast<int>(buffer.dtype), buffer.count, root}, buffer.bytes(),
       call_fingerprint(Collective::Broadcast, algorithm, &buffer, -1, root, buffer.count),
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::Ring) {
-          algorithms::ring_broadcast(context, buffer.data, buffer.bytes(), root, algorithms::ring_chunk_bytes());
+          algorithms::ring_broadcast(context, buffer.data, buffer.bytes(), root, chunk);
         } else {
           algorithms::tree_broadcast(context, buffer.data, buffer.bytes(), root);
         }
@@ -40,7 +40,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_broadcast(Buffer buffer, int root
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceOp op, Algorithm requested, bool async) {
-  Algorithm algorithm = algorithm_for(Collective::AllReduce, buffer.bytes(), requested);
+  algorithms::Choice choice = choose(Collective::AllReduce, buffer.bytes(), requested);
+  Algorithm algorithm = choice.algorithm;
   transport::SharedArena* arena = arena_.get();
   const algorithms::HostLayout* hosts = &host_layout_;
   return start_collective(
@@ -59,10 +60,11 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceO
             return algorithms::halving_doubling_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op);
           case Algorithm::Hierarchical:
             return algorithms::hierarchical_all_reduce(context, *hosts, buffer.data, buffer.count, buffer.dtype, op,
-                                                       algorithms::ring_chunk_bytes());
+                                                       choice.chunk_bytes, choice.link_chunk_bytes,
+                                                       choice.across_hosts);
           default:
             return algorithms::ring_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op,
-                                               algorithms::ring_chunk_bytes());
+                                               choice.chunk_bytes);
         }
       },
       async);
@@ -70,14 +72,13 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceO
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_reduce(Buffer buffer, int root, ReduceOp op, Algorithm requested,
                                                       bool async) {
-  Algorithm algorithm = algorithm_for(Collective::Reduce, buffer.bytes(), requested);
+  auto [algorithm, chunk, link_chunk, across_hosts] = choose(Collective::Reduce, buffer.bytes(), requested);
   return start_collective(
       CallShape{Collective::Reduce, static_cast<int>(buffer.dtype), buffer.count, root}, buffer.bytes(),
       call_fingerprint(Collective::Reduce, algorithm, &buffer, static_cast<int>(op), root, buffer.count),
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::Ring) {
-          algorithms::ring_reduce(context, buffer.data, buffer.count, buffer.dtype, op, root,
-                                  algorithms::ring_chunk_bytes());
+          algorithms::ring_reduce(context, buffer.data, buffer.count, buffer.dtype, op, root, chunk);
         } else {
           algorithms::tree_reduce(context, buffer.data, buffer.count, buffer.dtype, op, root);
         }
@@ -87,7 +88,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce(Buffer buffer, int root, R
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(Buffer output, Buffer input, Algorithm requested,
                                                           bool async) {
-  Algorithm algorithm = algorithm_for(Collective::AllGather, input.bytes(), requested);
+  algorithms::Choice choice = choose(Collective::AllGather, input.bytes(), requested);
+  Algorithm algorithm = choice.algorithm;
   const algorithms::HostLayout* hosts = &host_layout_;
   std::size_t block = input.bytes();
   return start_collective(
@@ -96,17 +98,18 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(Buffer output, Buffer 
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::Hierarchical) {
           return algorithms::hierarchical_all_gather(context, *hosts, output.data, input.data, block,
-                                                     algorithms::ring_chunk_bytes());
+                                                     choice.chunk_bytes, choice.link_chunk_bytes);
         }
         std::uint8_t* own = bytes_of(output) + static_cast<std::size_t>(context.rank) * block;
         if (own != input.data && block > 0) std::memmove(own, input.data, block);
-        algorithms::ring_all_gather(context, output.data, block, algorithms::ring_chunk_bytes());
+        algorithms::ring_all_gather(context, output.data, block, choice.chunk_bytes);
       },
       async);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(std::vector<Buffer> outputs, Buffer input, bool async) {
   std::size_t block = input.bytes();
+  std::size_t chunk = choose(Collective::AllGather, block, Algorithm::Ring).chunk_bytes;
   return start_collective(
       CallShape{Collective::AllGather, static_cast<int>(input.dtype), input.count, -1}, block,
       call_fingerprint(Collective::AllGather, Algorithm::Ring, &input, -1, -1, input.count),
@@ -114,7 +117,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_gather(std::vector<Buffer> ou
         // Gathered flat, then copied out: the ring wants one buffer.
         std::uint8_t* flat = context.scratch->get(2, block * outputs.size());
         if (block > 0) std::memcpy(flat + static_cast<std::size_t>(context.rank) * block, input.data, block);
-        algorithms::ring_all_gather(context, flat, block, algorithms::ring_chunk_bytes());
+        algorithms::ring_all_gather(context, flat, block, chunk);
         for (std::size_t r = 0; r < outputs.size(); ++r) {
           if (block > 0) std::memcpy(outputs[r].data, flat + r * block, block);
         }
@@ -145,7 +148,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_scatter(Buffer output, std::vecto
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_reduce_scatter(Buffer output, Buffer input, ReduceOp op,
                                                               Algorithm requested, bool async) {
-  Algorithm algorithm = algorithm_for(Collective::ReduceScatter, output.bytes(), requested);
+  algorithms::Choice choice = choose(Collective::ReduceScatter, output.bytes(), requested);
+  Algorithm algorithm = choice.algorithm;
   const algorithms::HostLayout* hosts = &host_layout_;
   auto n = static_cast<std::size_t>(size());
   return start_collective(
@@ -154,7 +158,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce_scatter(Buffer output, Buf
       [=](const CollectiveContext& context) {
         if (algorithm == Algorithm::Hierarchical) {
           return algorithms::hierarchical_reduce_scatter(context, *hosts, output.data, input.data, output.count,
-                                                         input.dtype, op, algorithms::ring_chunk_bytes());
+                                                         input.dtype, op, choice.chunk_bytes, choice.link_chunk_bytes);
         }
         std::size_t block = output.bytes();
         std::uint8_t* own_in_input = bytes_of(input) + static_cast<std::size_t>(context.rank) * block;
@@ -164,7 +168,7 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce_scatter(Buffer output, Buf
           data = context.scratch->get(2, block * n);
           std::memcpy(data, input.data, block * n);
         }
-        algorithms::ring_reduce_scatter(context, data, output.count, input.dtype, op, algorithms::ring_chunk_bytes());
+        algorithms::ring_reduce_scatter(context, data, output.count, input.dtype, op, choice.chunk_bytes);
         std::uint8_t* reduced = data + static_cast<std::size_t>(context.rank) * block;
         if (reduced != output.data && block > 0) std::memcpy(output.data, reduced, block);
       },

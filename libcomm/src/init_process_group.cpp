@@ -162,6 +162,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
           }
         });
         finish_join(watched, join);
+        group->read_link();
       }
     } catch (const Error& error) {
       if (placement.world_size == 1) throw;

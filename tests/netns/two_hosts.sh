@@ -96,7 +96,7 @@ run_job exclude COMM_SOCKET_IFNAME="^lo,decoy"    # everything but loopback and 
 
 # The hierarchical all_reduce over the hosts the namespaces make (no COMM_HOST_ID).
 port=29612
-ip netns exec "$a" env COMM_JOB_TOKEN="$token" COMM_TEST_REAL_HOSTS=1 timeout 120 \
+ip netns exec "$a" env COMM_JOB_TOKEN="$token" COMM_TEST_REAL_HOSTS=1 COMM_LOG_LEVEL=info timeout 120 \
   "$commrun" --nnodes 2 --node-rank 0 --master-addr 10.77.0.1 --master-port $port -n 2 \
   "$hierarchical_check" >"$work/hierarchical.a" 2>&1 &
 first=$!
@@ -109,6 +109,17 @@ first_status=$?
 cat "$work/hierarchical.a" "$work/hierarchical.b" | sed "s/^/[hierarchical] /"
 if [ $first_status -ne 0 ] || [ $second -ne 0 ]; then
   echo "FAIL [hierarchical]: commrun exit statuses $first_status and $second"
+  failures=$((failures + 1))
+fi
+# The link was measured once and the tuner says what it chose and why.
+if ! grep -Eq "^\[0\] .*link between hosts \(2 hosts\): [0-9.e+-]+ GB/s each way, [0-9.e+-]+ us per message \(probe\)" \
+  "$work/hierarchical.a"; then
+  echo "FAIL [hierarchical]: rank 0 did not log the link it measured"
+  failures=$((failures + 1))
+fi
+if ! grep -Eq "^\[0\] .*all_reduce of [0-9]+ bytes on 4 ranks: [a-z_]+ \(2 hosts x 2 ranks, link ~[0-9.e+-]+ GB/s .*\(probe\); predicted [0-9.e+-]+ s against ring [0-9.e+-]+ s" \
+  "$work/hierarchical.a"; then
+  echo "FAIL [hierarchical]: rank 0 did not log the tuner's choice with its predictions"
   failures=$((failures + 1))
 fi
 

@@ -1,0 +1,100 @@
+#include "algorithms/cost_model.hpp"
+
+#include <algorithm>
+#include <bit>
+
+namespace comm::algorithms {
+namespace {
+
+// The host's own medium, as the shared-memory transport measured on the development VM
+// (docs/results/collectives.md: a few microseconds per message, several GB/s per rank), and
+// the speed of a reduction in memory. Across hosts these are rarely what decides.
+constexpr double kLocalLatency = 3e-6;
+constexpr double kLocalBytesPerSecond = 4e9;
+constexpr double kReduceBytesPerSecond = 4e9;
+
+struct Model {
+  const HostLayout& hosts;
+  const LinkModel& link;
+
+  // One step in which each rank sends `bytes` to one peer and `crossing` ranks of the busiest
+  // host send theirs over its link at once.
+  double step(double bytes, int crossing) const {
+    if (crossing == 0) return kLocalLatency + bytes / kLocalBytesPerSecond;
+    return link.latency_seconds + bytes * crossing / link.bytes_per_second;
+  }
+  // The flat ring: 2(p-1) steps (all_reduce) of a p-th each, the busiest host sending over its
+  // link as many of them as it has ring neighbours on other hosts; chunks overlap the steps.
+  double ring(double bytes_per_step, int steps) const {
+    return steps * step(bytes_per_step, std::max(hosts.ring_crossings(), 0));
+  }
+};
+
+int floor_log2(int size) { return std::bit_width(static_cast<unsigned>(size)) - 1; }
+
+}  // namespace
+
+Prediction Predictions::best() const {
+  Prediction chosen;
+  for (int i = 0; i < count; ++i) {
+    if (chosen.algorithm == Algorithm::Auto || items[static_cast<std::size_t>(i)].seconds < chosen.seconds) {
+      chosen = items[static_cast<std::size_t>(i)];
+    }
+  }
+  return chosen;
+}
+
+Algorithm across_hosts_algorithm(const HostLayout& hosts) {
+  int count = hosts.hosts();
+  return (count & (count - 1)) == 0 ? Algorithm::HalvingDoubling : Algorithm::Ring;
+}
+
+Predictions predict(Collective collective, std::size_t bytes, int size, const HostLayout& hosts,
+                    const LinkModel& link) {
+  Predictions out;
+  if (!link.known() || hosts.spanned_hosts() < 2 || size < 2) return out;
+  Model model{hosts, link};
+  auto add = [&](Algorithm algorithm, double seconds) {
+    out.items[static_cast<std::size_t>(out.count++)] = {algorithm, seconds};
+  };
+  double n = static_cast<double>(bytes);
+  double p = size;
+  int bits = floor_log2(size);
+  bool power_of_two = (size & (size - 1)) == 0;
+  // Ranks beyond the largest power of two fold their whole buffer into a partner and get the
+  // result back: two more steps, counted as crossing.
+  double fold = power_of_two ? 0 : 2 * model.step(n, 1);
+  if (collective == Collective::AllReduce) {
+    add(Algorithm::Ring, model.ring(n / p, 2 * (size - 1)) + n * (p - 1) / p / kReduceBytesPerSecond);
+    double doubling = fold, halving = fold;
+    for (int bit = 0; bit < bits; ++bit) {
+      int crossing = hosts.crossing_pairs(bit);
+      doubling += model.step(n, crossing) + n / kReduceBytesPerSecond;
+      double half = n / static_cast<double>(std::size_t{2} << bit);
+      halving += 2 * model.step(half, crossing) + half / kReduceBytesPerSecond;
+    }
+    add(Algorithm::RecursiveDoubling, doubling);
+    add(Algorithm::HalvingDoubling, halving);
+    if (hosts.usable()) {
+      double local = hosts.local_size(), count = hosts.hosts();
+      double inside = 2 * (local - 1) * (kLocalLatency + n / local / kLocalBytesPerSecond);
+      // Each local place runs its own all_reduce of n/L among the hosts, all L at once.
+      double across = across_hosts_algorithm(hosts) == Algorithm::HalvingDoubling
+                          ? 2 * floor_log2(hosts.hosts()) * link.latency_seconds
+                          : 2 * (count - 1) * link.latency_seconds;
+      across += 2 * n * (count - 1) / count / link.bytes_per_second;
+      add(Algorithm::Hierarchical, inside + across + n / local / kReduceBytesPerSecond);
+    }
+  } else if (collective == Collective::AllGather || collective == Collective::ReduceScatter) {
+    add(Algorithm::Ring, model.ring(n, size - 1));
+    if (hosts.usable()) {
+      double local = hosts.local_size(), count = hosts.hosts();
+      double across = (count - 1) * (link.latency_seconds + local * n / link.bytes_per_second);
+      double inside = (local - 1) * (kLocalLatency + count * n / kLocalBytesPerSecond);
+      add(Algorithm::Hierarchical, across + inside);
+    }
+  }
+  return out;
+}
+
+}  // namespace comm::algorithms

@@ -1,0 +1,87 @@
+#include "algorithms/link_model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/tree.hpp"
+#include "libcomm/base/environment.hpp"
+
+namespace comm::algorithms {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+constexpr int kRoundTrips = 9;  // the first warms the path and is not counted
+// The transfer grows by 4x from the smallest until one lasts kLongEnough or reaches the largest:
+// 1 Gbit/s stops at 4 MiB (~35 ms), 100 Mbit/s at 256 KiB (~21 ms), faster links at 16 MiB.
+constexpr std::size_t kSmallestTransfer = 256 * 1024;
+constexpr std::size_t kLargestTransfer = 16 * 1024 * 1024;
+constexpr double kLongEnough = 0.02;
+// Steps: round trips, then per transfer size the data and rank 0's go-on/stop word, then the
+// broadcast of the result.
+constexpr std::uint64_t kTransferSteps = 2 * kRoundTrips;
+constexpr std::uint64_t kResultSteps = 100;
+
+}  // namespace
+
+std::optional<LinkModel> link_from_environment() {
+  auto gigabits = environment::get_number_in("COMM_LINK_GBPS", 0.001, 100000.0,
+                                             "the link between hosts in gigabits per second, each way");
+  auto latency = environment::get_number_in("COMM_LINK_LATENCY_US", 0.0, 10000000.0,
+                                            "one small message across the link between hosts, in microseconds");
+  if (!gigabits) return std::nullopt;
+  return LinkModel{latency.value_or(50.0) * 1e-6, *gigabits * 1e9 / 8, "COMM_LINK_GBPS"};
+}
+
+LinkModel probe_link(const CollectiveContext& context, int peer) {
+  // Rank 0's figures: {latency in seconds, bytes per second}.
+  std::array<double, 2> result{0, 0};
+  if (context.rank == 0 || context.rank == peer) {
+    bool measuring = context.rank == 0;
+    int other = measuring ? peer : 0;
+    std::uint64_t word = 0;
+    std::array<double, kRoundTrips - 1> halves{};
+    for (int trip = 0; trip < kRoundTrips; ++trip) {
+      auto step = static_cast<std::uint64_t>(2 * trip);
+      auto start = Clock::now();
+      if (measuring) {
+        context.send_wait(other, &word, sizeof word, step);
+        context.recv_wait(other, &word, sizeof word, step + 1);
+        if (trip > 0) halves[static_cast<std::size_t>(trip - 1)] = seconds_since(start) / 2;
+      } else {
+        context.recv_wait(other, &word, sizeof word, step);
+        context.send_wait(other, &word, sizeof word, step + 1);
+      }
+    }
+    std::sort(halves.begin(), halves.end());
+    result[0] = halves[halves.size() / 2];
+
+    // Both ways at once, as the collectives use the link.
+    std::vector<std::uint8_t> outgoing(kLargestTransfer, 1), incoming(kLargestTransfer);
+    std::uint64_t step = kTransferSteps;
+    for (std::size_t bytes = kSmallestTransfer;; bytes *= 4) {
+      auto start = Clock::now();
+      context.exchange(other, outgoing.data(), bytes, other, incoming.data(), bytes, step++);
+      double seconds = seconds_since(start);
+      std::uint8_t go_on = measuring && seconds < kLongEnough && bytes < kLargestTransfer;
+      if (measuring) {
+        result[1] = static_cast<double>(bytes) / std::max(seconds, 1e-9);
+        context.send_wait(other, &go_on, 1, step++);
+      } else {
+        context.recv_wait(other, &go_on, 1, step++);
+      }
+      if (!go_on) break;
+    }
+  }
+  CollectiveContext announce = context;
+  announce.step_base += kResultSteps;
+  tree_broadcast(announce, result.data(), sizeof result, 0);
+  return LinkModel{result[0], result[1], "probe"};
+}
+
+}  // namespace comm::algorithms
