@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+
+#include "algorithms/ring.hpp"
 
 namespace comm::algorithms {
 namespace {
@@ -23,10 +26,14 @@ struct Model {
     if (crossing == 0) return kLocalLatency + bytes / kLocalBytesPerSecond;
     return link.latency_seconds + bytes * crossing / link.bytes_per_second;
   }
-  // The flat ring: 2(p-1) steps (all_reduce) of a p-th each, the busiest host sending over its
-  // link as many of them as it has ring neighbours on other hosts; chunks overlap the steps.
-  double ring(double bytes_per_step, int steps) const {
-    return steps * step(bytes_per_step, std::max(hosts.ring_crossings(), 0));
+  // The flat ring: `steps` steps of `bytes_per_step`, the busiest host sending over its link as
+  // many of them as it has ring neighbours on other hosts. Chunks overlap the steps, but each
+  // pass of the pipeline fills and drains it: one chunk per step is not overlapped, once per
+  // `passes` (ring_all_reduce goes round in rounds of kRingRoundSegmentBytes per segment).
+  double ring(double bytes_per_step, int steps, double chunk, double passes) const {
+    int crossing = std::max(hosts.ring_crossings(), 1);
+    double fill = steps * step(std::min(chunk, bytes_per_step), crossing) * passes;
+    return steps * step(bytes_per_step, crossing) + fill;
   }
 };
 
@@ -49,8 +56,8 @@ Algorithm across_hosts_algorithm(const HostLayout& hosts) {
   return (count & (count - 1)) == 0 ? Algorithm::HalvingDoubling : Algorithm::Ring;
 }
 
-Predictions predict(Collective collective, std::size_t bytes, int size, const HostLayout& hosts,
-                    const LinkModel& link) {
+Predictions predict(Collective collective, std::size_t bytes, int size, const HostLayout& hosts, const LinkModel& link,
+                    std::size_t chunk_bytes) {
   Predictions out;
   if (!link.known() || hosts.spanned_hosts() < 2 || size < 2) return out;
   Model model{hosts, link};
@@ -59,19 +66,23 @@ Predictions predict(Collective collective, std::size_t bytes, int size, const Ho
   };
   double n = static_cast<double>(bytes);
   double p = size;
+  auto chunk = static_cast<double>(chunk_bytes);
   int bits = floor_log2(size);
   bool power_of_two = (size & (size - 1)) == 0;
   // Ranks beyond the largest power of two fold their whole buffer into a partner and get the
   // result back: two more steps, counted as crossing.
   double fold = power_of_two ? 0 : 2 * model.step(n, 1);
   if (collective == Collective::AllReduce) {
-    add(Algorithm::Ring, model.ring(n / p, 2 * (size - 1)) + n * (p - 1) / p / kReduceBytesPerSecond);
+    double segment = std::max(static_cast<double>(kRingRoundSegmentBytes), chunk);
+    double rounds = std::max(1.0, std::ceil(n / p / segment));
+    add(Algorithm::Ring, model.ring(n / p, 2 * (size - 1), chunk, rounds) + n * (p - 1) / p / kReduceBytesPerSecond);
     double doubling = fold, halving = fold;
     for (int bit = 0; bit < bits; ++bit) {
       int crossing = hosts.crossing_pairs(bit);
       doubling += model.step(n, crossing) + n / kReduceBytesPerSecond;
       double half = n / static_cast<double>(std::size_t{2} << bit);
-      halving += 2 * model.step(half, crossing) + half / kReduceBytesPerSecond;
+      // Chunks are reduced as the next arrive: only the last one's reduction shows.
+      halving += 2 * model.step(half, crossing) + std::min(half, chunk) / kReduceBytesPerSecond;
     }
     add(Algorithm::RecursiveDoubling, doubling);
     add(Algorithm::HalvingDoubling, halving);
@@ -86,7 +97,7 @@ Predictions predict(Collective collective, std::size_t bytes, int size, const Ho
       add(Algorithm::Hierarchical, inside + across + n / local / kReduceBytesPerSecond);
     }
   } else if (collective == Collective::AllGather || collective == Collective::ReduceScatter) {
-    add(Algorithm::Ring, model.ring(n, size - 1));
+    add(Algorithm::Ring, model.ring(n, size - 1, chunk, 1));
     if (hosts.usable()) {
       double local = hosts.local_size(), count = hosts.hosts();
       double across = (count - 1) * (link.latency_seconds + local * n / link.bytes_per_second);

@@ -25,8 +25,10 @@ struct Predictions {
   Prediction best() const;
 };
 
-// `bytes` as the tuner counts them (all_gather and reduce_scatter: one rank's block).
-Predictions predict(Collective collective, std::size_t bytes, int size, const HostLayout& hosts, const LinkModel& link);
+// `bytes` as the tuner counts them (all_gather and reduce_scatter: one rank's block); rings
+// across the link pipeline `chunk_bytes`.
+Predictions predict(Collective collective, std::size_t bytes, int size, const HostLayout& hosts, const LinkModel& link,
+                    std::size_t chunk_bytes);
 
 // The algorithm a hierarchical all_reduce runs among its hosts.
 Algorithm across_hosts_algorithm(const HostLayout& hosts);

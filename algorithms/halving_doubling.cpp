@@ -1,14 +1,23 @@
 #include "algorithms/halving_doubling.hpp"
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 
+#include "algorithms/chunking.hpp"
 #include "algorithms/reduce.hpp"
 
 namespace comm::algorithms {
+namespace {
+
+// Chunks of one halving at most (the receives in flight; no call allocates them).
+constexpr std::size_t kMostChunks = 256;
+
+}  // namespace
 
 void halving_doubling_all_reduce(const CollectiveContext& context, void* data, std::size_t count, DType dtype,
-                                 ReduceOp op) {
+                                 ReduceOp op, std::size_t chunk_bytes) {
   int n = context.size;
   if (n == 1 || count == 0) {
     if (op == ReduceOp::Avg && n > 1) divide(data, count, dtype, static_cast<std::size_t>(n));
@@ -42,22 +51,44 @@ void halving_doubling_all_reduce(const CollectiveContext& context, void* data, s
   std::array<Region, 32> regions{};
   std::size_t halvings = 0;
   Region region{0, count};
+  // Each halving goes in chunks of about chunk_bytes, and each chunk is reduced as soon as it is
+  // in while the next ones travel: only the last chunk's reduction is not hidden behind the link.
+  // Partners hold the same region, so they cut it alike; each chunk has a tag step of its own.
+  int bits = std::bit_width(static_cast<unsigned>(power)) - 1;
+  std::size_t most_chunks =
+      chunks_for((count + 1) / 2 * element, chunk_bytes, static_cast<std::size_t>(2 * bits), context.step_space - 2);
+  std::array<Transfer, kMostChunks> receives{};
+  most_chunks = std::min(most_chunks, receives.size());
   std::uint64_t step = 2;
-  for (int distance = 1; distance < power; distance <<= 1, ++step) {
+  for (int distance = 1; distance < power; distance <<= 1) {
     int partner = rank ^ distance;
     std::size_t middle = region.begin + (region.end - region.begin) / 2;
     bool lower = (rank & distance) == 0;
     Region keep = lower ? Region{region.begin, middle} : Region{middle, region.end};
     Region give = lower ? Region{middle, region.end} : Region{region.begin, middle};
-    std::size_t keep_count = keep.end - keep.begin;
-    context.exchange(partner, mine + give.begin * element, (give.end - give.begin) * element, partner, incoming,
-                     keep_count * element, step);
-    std::uint8_t* kept = mine + keep.begin * element;
-    if (rank < partner) {
-      reduce(kept, incoming, keep_count, dtype, summing);
-    } else {
-      combine(kept, incoming, kept, keep_count, dtype, summing);
+    std::size_t keep_count = keep.end - keep.begin, give_count = give.end - give.begin;
+    std::size_t chunks = std::min(most_chunks, chunks_for(std::max(keep_count, give_count) * element, chunk_bytes, 1));
+    Chunking keep_cut{keep_count, chunks}, give_cut{give_count, chunks};
+    TransferSet sends;
+    for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
+      receives[chunk] = context.recv(partner, incoming + keep_cut.begin(chunk) * element,
+                                     keep_cut.length(chunk) * element, step + chunk);
+      sends.add(context.send(partner, mine + (give.begin + give_cut.begin(chunk)) * element,
+                             give_cut.length(chunk) * element, step + chunk),
+                partner, step + chunk);
     }
+    for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
+      context.wait(receives[chunk], partner, step + chunk);
+      std::uint8_t* kept = mine + (keep.begin + keep_cut.begin(chunk)) * element;
+      const std::uint8_t* arrived = incoming + keep_cut.begin(chunk) * element;
+      if (rank < partner) {  // the lower rank's data first, on both sides
+        reduce(kept, arrived, keep_cut.length(chunk), dtype, summing);
+      } else {
+        combine(kept, arrived, kept, keep_cut.length(chunk), dtype, summing);
+      }
+    }
+    sends.wait_all(context);
+    step += chunks;
     regions[halvings++] = region;
     region = keep;
   }

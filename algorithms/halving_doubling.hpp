@@ -14,8 +14,9 @@
 namespace comm::algorithms {
 
 // In place on data (count elements); each element's sum is made by one rank in one order, so the
-// result is bitwise identical on every rank.
+// result is bitwise identical on every rank. The halvings travel in chunks of about chunk_bytes,
+// each reduced while the next arrive.
 void halving_doubling_all_reduce(const CollectiveContext& context, void* data, std::size_t count, DType dtype,
-                                 ReduceOp op);
+                                 ReduceOp op, std::size_t chunk_bytes);
 
 }  // namespace comm::algorithms

@@ -100,7 +100,7 @@ void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout&
     std::uint8_t* mine = bytes + static_cast<std::size_t>(layout.local_rank()) * shard * element;
     CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 1);
     if (across_algorithm == Algorithm::HalvingDoubling) {
-      halving_doubling_all_reduce(across, mine, shard, dtype, combine_op);
+      halving_doubling_all_reduce(across, mine, shard, dtype, combine_op, link_chunk_bytes);
     } else {
       ring_all_reduce(across, mine, shard, dtype, combine_op, link_chunk_bytes);
     }

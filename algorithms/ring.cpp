@@ -10,11 +10,6 @@
 namespace comm::algorithms {
 namespace {
 
-// Measured over TCP, 2 ranks, 256 MiB all_reduce, alternating rounds: 4 MiB segments per round
-// 1.84-2.45 GB/s busbw against 1.51-1.78 for the whole buffer at once (7 of 7 faster), 16 MiB
-// unchanged; 2 and 8 MiB per round came out alike.
-constexpr std::size_t kRoundSegmentBytes = 4 * 1024 * 1024;
-
 // Steps [first, last) of the ring over `data` (size segments, segment p = elements
 // [count*p/size, count*(p+1)/size)). At step s rank r sends segment r-s-1... see ring.hpp.
 // Steps below size-1 reduce what arrives into the segment (as it arrives, where the transport
@@ -77,12 +72,12 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
 
 void ring_all_reduce(const CollectiveContext& context, void* data, std::size_t count, DType dtype, ReduceOp op,
                      std::size_t chunk_bytes) {
-  // A large buffer goes round the ring in rounds of at most kRoundSegmentBytes per segment, one
+  // A large buffer goes round the ring in rounds of at most kRingRoundSegmentBytes per segment, one
   // after the other: the scratch a round needs (one segment, over TCP) stays bounded and warm in
   // cache instead of being half the buffer. Rounds reuse the call's tags: each round's messages
   // from a peer arrive, and match, after the previous round's.
   std::size_t element = element_size(dtype);
-  std::size_t segment_elements = std::max<std::size_t>(1, std::max(kRoundSegmentBytes, chunk_bytes) / element);
+  std::size_t segment_elements = std::max<std::size_t>(1, std::max(kRingRoundSegmentBytes, chunk_bytes) / element);
   std::size_t per_round = segment_elements * static_cast<std::size_t>(context.size);
   auto* bytes = static_cast<std::uint8_t*>(data);
   std::size_t first = 0;

@@ -17,6 +17,12 @@
 
 namespace comm::algorithms {
 
+// ring_all_reduce goes round in rounds of at most this much per segment. Measured over TCP, 2
+// ranks, 256 MiB all_reduce, alternating rounds: 4 MiB segments per round 1.84-2.45 GB/s busbw
+// against 1.51-1.78 for the whole buffer at once (7 of 7 faster), 16 MiB unchanged; 2 and 8 MiB
+// per round came out alike.
+constexpr std::size_t kRingRoundSegmentBytes = 4 * 1024 * 1024;
+
 // In place on data (count elements). Every rank ends with the owner's bytes of each segment:
 // bitwise identical everywhere.
 void ring_all_reduce(const CollectiveContext& context, void* data, std::size_t count, DType dtype, ReduceOp op,

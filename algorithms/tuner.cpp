@@ -164,7 +164,8 @@ Choice choose(const TunerQuery& query) {
     return choice_of(forced);
   }
   if (measured) {
-    Predictions predictions = predict(query.collective, query.bytes, query.size, *query.hosts, *query.link);
+    Predictions predictions =
+        predict(query.collective, query.bytes, query.size, *query.hosts, *query.link, link_chunk_bytes(*query.link));
     Prediction best = predictions.best();
     if (best.algorithm != Algorithm::Auto) {
       log_once(query, best.algorithm, [&] { return explain(query, predictions, best.algorithm); });

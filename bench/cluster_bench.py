@@ -90,7 +90,10 @@ class Cluster:
     def exec(self, host, command, env=None):
         """Starts `command` in host's namespace; returns the Popen."""
         environment = dict(os.environ, **(env or {}))
-        return subprocess.Popen(["ip", "netns", "exec", self.names[host]] + command, env=environment,
+        # A host name of its own too (a UTS namespace): Open MPI tells nodes apart by name.
+        name = self.names[host]
+        return subprocess.Popen(["ip", "netns", "exec", name, "unshare", "--uts", "/bin/sh", "-c",
+                                 'hostname "$0" && exec "$@"', name] + command, env=environment,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -127,7 +130,7 @@ def libcomm(cluster, build, ranks):
         for line in text.splitlines():
             fields = line.split(",")
             if len(fields) >= 14 and fields[0] == "all_reduce":
-                result[int(fields[4])] = (float(fields[10]), float(fields[13]))
+                result[int(fields[4])] = (float(fields[10]), float(fields[13]), fields[2])
         if status != 0 or any(code != 0 for code, _ in others):
             print("libcomm failed:\n" + text[-2000:] + "".join(out[-2000:] for _, out in others), file=sys.stderr)
     return result
@@ -147,7 +150,7 @@ def gloo(cluster, ranks):
     for line in text.splitlines():
         fields = line.split()
         if len(fields) >= 10 and fields[0] == "[0]" and fields[1].isdigit():
-            result[int(fields[1])] = (float(fields[7]), float(fields[10]))
+            result[int(fields[1])] = (float(fields[7]), float(fields[10]), "")
     if status != 0 or not result:
         print("Gloo failed:\n" + text[-2000:], file=sys.stderr)
     return result
@@ -177,7 +180,7 @@ def open_mpi(cluster, ranks, binary, work):
         if len(fields) >= 11 and fields[2] == "all_reduce" and fields[4].isdigit():
             size = int(fields[4])
             if size == SMALL_SIZE or size >= LARGE_SIZES[0]:
-                result[size] = (float(fields[6]), float(fields[10]))
+                result[size] = (float(fields[6]), float(fields[10]), "")
     if status != 0 or not result:
         print("Open MPI failed:\n" + text[-3000:], file=sys.stderr)
     return result
@@ -259,15 +262,15 @@ def main():
                                 result = gloo(cluster, ranks)
                             else:
                                 result = open_mpi(cluster, ranks, binary, work)
-                            for size, (time_us, busbw) in sorted(result.items()):
+                            for size, (time_us, busbw, algorithm) in sorted(result.items()):
                                 bound = parse_rate(rate) / 8 / 1e9
                                 rows.append({"library": library, "hosts": arguments.hosts, "ranks_per_host": ranks,
                                              "rate": rate, "run": round_number, "bytes": size, "time_us": time_us,
                                              "busbw_gbps": busbw, "link_gbps": bound,
-                                             "busbw_over_link": busbw / bound})
-                                print("%-8s %d x %d %-7s run %d %10d B %12.1f us %8.3f GB/s %6.2f of the link" %
+                                             "busbw_over_link": busbw / bound, "algorithm": algorithm})
+                                print("%-8s %d x %d %-7s run %d %10d B %12.1f us %8.3f GB/s %6.2f of the link %s" %
                                       (library, arguments.hosts, ranks, rate, round_number, size, time_us, busbw,
-                                       busbw / bound), flush=True)
+                                       busbw / bound, algorithm), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(arguments.csv, "w", newline="") as out:

@@ -169,6 +169,11 @@ int main() try {
     }
     check(group->algorithm_for(comm::Collective::AllGather, 16 << 20) == Algorithm::Hierarchical,
           "auto did not pick hierarchical for a 16 MiB all_gather block across hosts");
+    // Halving-doubling across the hosts, its halvings in several chunks of the link.
+    check_all_reduce(*group, DType::Float32, ReduceOp::Sum, (std::size_t{1} << 20) + 3, Algorithm::HalvingDoubling,
+                     ++salt);
+    check_all_reduce(*group, DType::Float64, ReduceOp::Avg, (std::size_t{1} << 19) + 1, Algorithm::HalvingDoubling,
+                     ++salt);
     // Past several ring chunks (2 MiB) per shard, through Auto.
     check_all_reduce(*group, DType::Float32, ReduceOp::Sum, (std::size_t{3} << 20) + 5, Algorithm::Auto, ++salt);
     check_all_reduce(*group, DType::Float64, ReduceOp::Avg, (std::size_t{1} << 20) + 3, Algorithm::Auto, ++salt);

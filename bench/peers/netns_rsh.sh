@@ -12,7 +12,8 @@ host=$1
 shift
 for pair in $COMM_NETNS_HOSTS; do
   if [ "${pair%%=*}" = "$host" ]; then
-    exec ip netns exec "${pair#*=}" /bin/sh -c "$*"
+    # A host name of its own too (a UTS namespace), as cluster_bench.py gives each namespace.
+    exec ip netns exec "${pair#*=}" unshare --uts /bin/sh -c "hostname ${pair#*=} && $*"
   fi
 done
 echo "netns_rsh.sh: no namespace for host $host in COMM_NETNS_HOSTS" >&2

@@ -57,7 +57,8 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceO
             if (context.size == 1) return;  // nothing to combine (an average divides by one)
             return algorithms::shared_memory_all_reduce(context, *arena, buffer.data, buffer.count, buffer.dtype, op);
           case Algorithm::HalvingDoubling:
-            return algorithms::halving_doubling_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op);
+            return algorithms::halving_doubling_all_reduce(context, buffer.data, buffer.count, buffer.dtype, op,
+                                                           choice.chunk_bytes);
           case Algorithm::Hierarchical:
             return algorithms::hierarchical_all_reduce(context, *hosts, buffer.data, buffer.count, buffer.dtype, op,
                                                        choice.chunk_bytes, choice.link_chunk_bytes,
