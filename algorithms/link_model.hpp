@@ -22,8 +22,8 @@ struct LinkModel {
 std::optional<LinkModel> link_from_environment();
 
 // Measures the link between group ranks 0 and `peer` (on another host): eight-byte round trips
-// and a transfer each way at once, grown until it lasts long enough to time, capped so that a
-// slow link costs init at most about a quarter of a second. Collective over the whole group:
+// and transfers each way at once, grown until one lasts long enough to time (the fastest after a
+// warm-up counts), capped so that a slow link costs init at most about half a second. Collective over the whole group:
 // every rank calls it with the same peer and returns rank 0's figures.
 LinkModel probe_link(const CollectiveContext& context, int peer);
 

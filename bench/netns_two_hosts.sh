@@ -52,7 +52,7 @@ for algorithm in "${algorithms[@]}"; do
     else
       ip netns exec "$ns" env COMM_JOB_TOKEN="$token" timeout 600 "$build/rendezvous/programs/commrun" \
         --nnodes 2 --node-rank $node --master-addr "${address[0]}" --master-port $port -n "$ranks" \
-        "$build/bench/${COLLECTIVE:-all_reduce}_perf" -b 4M -e 64M -f 4 -a "$algorithm" -n 5 -w 2 \
+        "$build/bench/${COLLECTIVE:-all_reduce}_perf" -b ${MIN_BYTES:-4M} -e ${MAX_BYTES:-64M} -f 4 -a "$algorithm" ${ITERS:--n 5 -w 2} \
         >"/tmp/netns-bench.$$.$node" 2>&1 &
     fi
   done
