@@ -21,10 +21,13 @@ Transfer CollectiveContext::recv_reduce(int peer, void* data, std::size_t bytes,
 
 void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t step) const {
   if (!transfer) return;  // a send the transport took at once
-  if (waiting != nullptr) waiting->note(peer, step);
+  // Named as the caller's group numbers them, in a part of it too.
+  int named = caller_rank(peer);
+  if (waiting != nullptr) waiting->note(named, step);
   // Built only on failure: a string per wait would cost as much as a small message.
   auto context = [&] {
-    return ErrorContext{.rank = rank, .peer = peer, .op = op, .sequence = static_cast<std::int64_t>(sequence)};
+    return ErrorContext{
+        .rank = caller_rank(rank), .peer = named, .op = op, .sequence = static_cast<std::int64_t>(sequence)};
   };
   try {
     if (timeout <= kProbeAfter || fingerprint == 0) {
@@ -39,7 +42,7 @@ void CollectiveContext::wait(const Transfer& transfer, int peer, std::uint64_t s
     throw;
   }
   throw TimeoutError("step " + std::to_string(step) + " waited " + seconds_text(timeout) + " for rank " +
-                         std::to_string(peer) +
+                         std::to_string(named) +
                          "; every rank of the group must call the same collectives in the "
                          "same order (is one of them stuck, or doing something else?)",
                      context());

@@ -53,6 +53,10 @@ struct CollectiveContext {
   ScratchPool* scratch = nullptr;            // the group's; algorithms take their temporary memory here
   WaitingOn* waiting = nullptr;              // the group's record of what this call waits on; null: none
   std::uint64_t step_space = kStepsPerCall;  // how many steps from step_base the algorithm may number
+  // For a part of the group that an algorithm runs as a group of its own (hierarchical.cpp): its
+  // rank -> the rank in the group the call was made on, which errors and the hang watch name.
+  // Empty: the identity.
+  std::span<const int> caller_ranks{};
 
   std::uint64_t tag(std::uint64_t step) const {
     return kCollectiveTagBit | (std::uint64_t{group_id & 0x7FFF} << kGroupIdShift) | ((sequence & 0xFFFFFFFF) << 16) |
@@ -60,6 +64,9 @@ struct CollectiveContext {
   }
   int transport_rank(int peer) const { return members.empty() ? peer : members[static_cast<std::size_t>(peer)]; }
   int wrap(int index) const { return ((index % size) + size) % size; }
+  int caller_rank(int peer) const {
+    return caller_ranks.empty() || peer < 0 ? peer : caller_ranks[static_cast<std::size_t>(peer)];
+  }
 
   // The transfer verbs: peers are group ranks; `step` tells a call's messages apart.
   Transfer send(int peer, const void* data, std::size_t bytes, std::uint64_t step) const {

@@ -14,10 +14,13 @@ namespace {
 // A call's tag space split four ways: the three phases and the trailing elements.
 constexpr std::uint64_t kPartSteps = kStepsPerCall / 4;
 
-// The context of one part of the call: `members` (transport ranks) as the whole group.
-CollectiveContext part_of(const CollectiveContext& context, std::span<const int> members, int rank, int part) {
+// The context of one part of the call: `members` (transport ranks; `group_ranks` as the group
+// numbers them) as the whole group.
+CollectiveContext part_of(const CollectiveContext& context, std::span<const int> members,
+                          std::span<const int> group_ranks, int rank, int part) {
   CollectiveContext sub = context;
   sub.members = members;
+  sub.caller_ranks = group_ranks;
   sub.rank = rank;
   sub.size = static_cast<int>(members.size());
   sub.step_base = context.step_base + static_cast<std::uint64_t>(part) * kPartSteps;
@@ -81,8 +84,10 @@ HostLayout::HostLayout(std::span<const int> transport_hosts, std::span<const int
   for (std::size_t i = 0; i < group_ranks_.size(); ++i) in_order = in_order && group_ranks_[i] == static_cast<int>(i);
   // A power-of-two group folds no rank across hosts in halving-doubling.
   contiguous_ = in_order && (local & (local - 1)) == 0 && (size & (size - 1)) == 0;
-  for (const auto& ranks : by_host)
-    cross_members_.push_back(transport_rank(ranks[static_cast<std::size_t>(local_rank_)]));
+  for (const auto& ranks : by_host) {
+    cross_group_ranks_.push_back(ranks[static_cast<std::size_t>(local_rank_)]);
+    cross_members_.push_back(transport_rank(cross_group_ranks_.back()));
+  }
 }
 
 void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t count,
@@ -95,17 +100,19 @@ void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout&
   // An average sums through the phases and divides once, by the whole group's size.
   ReduceOp combine_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
   if (shard > 0) {
-    CollectiveContext inside = part_of(context, layout.local_members(), layout.local_rank(), 0);
+    CollectiveContext inside =
+        part_of(context, layout.local_members(), layout.local_group_ranks(), layout.local_rank(), 0);
     ring_reduce_scatter(inside, data, shard, dtype, combine_op, chunk_bytes);
     std::uint8_t* mine = bytes + static_cast<std::size_t>(layout.local_rank()) * shard * element;
-    CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 1);
+    CollectiveContext across = part_of(context, layout.cross_members(), layout.cross_group_ranks(), layout.host(), 1);
     if (across_algorithm == Algorithm::HalvingDoubling) {
       halving_doubling_all_reduce(across, mine, shard, dtype, combine_op, link_chunk_bytes);
     } else {
       ring_all_reduce(across, mine, shard, dtype, combine_op, link_chunk_bytes);
     }
     if (op == ReduceOp::Avg) divide(mine, shard, dtype, static_cast<std::size_t>(context.size));
-    CollectiveContext gather = part_of(context, layout.local_members(), layout.local_rank(), 2);
+    CollectiveContext gather =
+        part_of(context, layout.local_members(), layout.local_group_ranks(), layout.local_rank(), 2);
     ring_all_gather(gather, data, shard * element, chunk_bytes);
   }
   std::size_t tail = count - shard * local;
@@ -124,10 +131,11 @@ void hierarchical_all_gather(const CollectiveContext& context, const HostLayout&
   int hosts = layout.hosts(), local = layout.local_size();
   std::uint8_t* bundles = context.scratch->get(1, block_bytes * static_cast<std::size_t>(hosts * local));
   std::memcpy(bundle_block(bundles, layout, layout.local_rank(), layout.host(), block_bytes), input, block_bytes);
-  CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 0);
+  CollectiveContext across = part_of(context, layout.cross_members(), layout.cross_group_ranks(), layout.host(), 0);
   ring_all_gather(across, bundle_block(bundles, layout, layout.local_rank(), 0, block_bytes), block_bytes,
                   link_chunk_bytes);
-  CollectiveContext inside = part_of(context, layout.local_members(), layout.local_rank(), 1);
+  CollectiveContext inside =
+      part_of(context, layout.local_members(), layout.local_group_ranks(), layout.local_rank(), 1);
   ring_all_gather(inside, bundles, block_bytes * static_cast<std::size_t>(hosts), chunk_bytes);
   auto* out = static_cast<std::uint8_t*>(output);
   for (int host = 0; host < hosts; ++host) {
@@ -153,9 +161,10 @@ void hierarchical_reduce_scatter(const CollectiveContext& context, const HostLay
     }
   }
   ReduceOp combine_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
-  CollectiveContext inside = part_of(context, layout.local_members(), layout.local_rank(), 0);
+  CollectiveContext inside =
+      part_of(context, layout.local_members(), layout.local_group_ranks(), layout.local_rank(), 0);
   ring_reduce_scatter(inside, bundles, block_count * static_cast<std::size_t>(hosts), dtype, combine_op, chunk_bytes);
-  CollectiveContext across = part_of(context, layout.cross_members(), layout.host(), 1);
+  CollectiveContext across = part_of(context, layout.cross_members(), layout.cross_group_ranks(), layout.host(), 1);
   std::uint8_t* mine = bundle_block(bundles, layout, layout.local_rank(), 0, block);
   ring_reduce_scatter(across, mine, block_count, dtype, combine_op, link_chunk_bytes);
   std::uint8_t* result = bundle_block(bundles, layout, layout.local_rank(), layout.host(), block);

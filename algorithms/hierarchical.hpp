@@ -57,6 +57,12 @@ class HostLayout {
   std::span<const int> local_members() const { return local_members_; }
   // Transport ranks of the group's ranks with this local rank, one per host, by host.
   std::span<const int> cross_members() const { return cross_members_; }
+  // The same ranks as the group numbers them.
+  std::span<const int> local_group_ranks() const {
+    return std::span<const int>(group_ranks_)
+        .subspan(static_cast<std::size_t>(host_ * local_size_), static_cast<std::size_t>(local_size_));
+  }
+  std::span<const int> cross_group_ranks() const { return cross_group_ranks_; }
   // The group rank at local place `local` of host `host`.
   int group_rank(int host, int local) const {
     return group_ranks_[static_cast<std::size_t>(host * local_size_ + local)];
@@ -67,7 +73,7 @@ class HostLayout {
   int spanned_hosts_ = 1, largest_host_ = 1, first_remote_rank_ = -1, ring_crossings_ = 0;
   std::vector<int> crossing_pairs_;  // by bit of the distance
   bool contiguous_ = false;
-  std::vector<int> local_members_, cross_members_;
+  std::vector<int> local_members_, cross_members_, cross_group_ranks_;
   std::vector<int> group_ranks_;  // by host, then local place
 };
 

@@ -271,8 +271,14 @@ int run_store_secrecy() {
   }
 }
 
-int run_hang(double seconds) {
+// hierarchical: ranks 2k and 2k+1 say they share a host (COMM_HOST_ID), and the world's
+// all_reduce #1 runs the hierarchy, whose phases run on parts of the group.
+int run_hang(double seconds, bool hierarchical) {
   try {
+    if (hierarchical) {
+      const char* rank = std::getenv("RANK");
+      ::setenv("COMM_HOST_ID", ("host" + std::to_string(std::atoi(rank ? rank : "0") / 2)).c_str(), 1);
+    }
     auto world = comm::init_process_group({});
     int n = world->size(), me = world->rank();
     auto pair = world->new_group({n - 2, n - 1});
@@ -285,7 +291,8 @@ int run_hang(double seconds) {
       if (pair_value != 2) return 1;
     }
     std::vector<float> data(1024, 1.0f);
-    world->all_reduce(comm::Buffer(data.data(), data.size(), comm::DType::Float32));  // #1
+    world->all_reduce(comm::Buffer(data.data(), data.size(), comm::DType::Float32), comm::ReduceOp::Sum,
+                      hierarchical ? comm::Algorithm::Hierarchical : comm::Algorithm::Auto);  // #1
     for (float x : data) {
       if (x != static_cast<float>(n)) return 1;
     }
@@ -308,7 +315,9 @@ int main(int argc, char** argv) {
   if (mode == "linger-shm") return run_linger_shm();
   if (mode == "store-secrecy") return run_store_secrecy();
   if (mode == "die-before" && argc == 3) return run_die_before(argv[2]);
-  if (mode == "hang" && argc == 3) return run_hang(std::atof(argv[2]));
+  if (mode == "hang" && (argc == 3 || argc == 4)) {
+    return run_hang(std::atof(argv[2]), argc == 4 && std::string(argv[3]) == "hierarchical");
+  }
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
   if (mode == "arena-stream") return run_all_reduce_stream(1 << 20, comm::Algorithm::SharedMemory);

@@ -64,3 +64,18 @@ TEST_CASE("a collective's timeout says where every rank is", "[hang]") {
   CHECK_THAT(output, ContainsSubstring("] ERROR [rank ") && ContainsSubstring(" has waited 3 s: ") &&
                          ContainsSubstring("rank 2 is not in any collective"));
 }
+
+// The hierarchy runs its phases on parts of the group (a host's ranks, one rank per host), which
+// number their ranks from 0: waits named those numbers, so rank 0, waiting across hosts on rank
+// 2, was reported as waiting on rank 1, and rank 1 as waiting on itself.
+TEST_CASE("waits inside a hierarchical call name ranks as the group numbers them", "[hang]") {
+  ChildProcess run({commrun(), "-n", "4", helper(), "hang", "4", "hierarchical"},
+                   {{"COMM_HANG_REPORT", "2"}, {"COMM_TRANSPORT", "tcp"}});
+  REQUIRE(run.wait_for(60s) == 0);
+  std::string output = run.output();
+  INFO(output);
+  CHECK_THAT(output, ContainsSubstring("ranks 0-1 are in all_reduce #1 (waiting on ranks 2-3)"));
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_THAT(output, ContainsSubstring("hang resolved on rank " + std::to_string(rank)));
+  }
+}

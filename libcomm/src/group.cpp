@@ -10,7 +10,7 @@
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
-#include "libcomm/src/collective_call.hpp"
+#include "libcomm/src/collective_call.hpp"  // call_fingerprint
 #include "rendezvous/join.hpp"
 #include "transport/watched_store.hpp"
 
@@ -112,16 +112,39 @@ algorithms::Choice ProcessGroup::Impl::choose(Collective collective, std::size_t
       {collective, bytes, size(), requested, rank(), shared_memory_usable(), &host_layout_, &link_});
 }
 
+namespace {
+
+// The tag slot of the link probe: the last sequence number, which the group's own calls reach
+// only after 2^32 of them, long after the probe's messages are gone.
+constexpr std::uint64_t kLinkProbeSequence = 0xFFFFFFFF;
+
+}  // namespace
+
 void ProcessGroup::Impl::read_link() {
   if (rank() < 0 || host_layout_.spanned_hosts() < 2) return;
   if (auto given = algorithms::link_from_environment()) {
     link_ = *given;
   } else {
-    int peer = host_layout_.first_remote_rank();
-    start_collective(
-        CallShape{Collective::Barrier, -1, 0, -1}, 0,
-        call_fingerprint(Collective::Barrier, Algorithm::Direct, nullptr, -1, -1, 0),
-        [&](const algorithms::CollectiveContext& context) { link_ = algorithms::probe_link(context, peer); }, false);
+    // In a slot of its own, outside the numbering of the group's calls: the user's first
+    // collective stays #0 in what errors and the hang watch say.
+    algorithms::CollectiveContext context{*transport_,
+                                          rank(),
+                                          size(),
+                                          kLinkProbeSequence,
+                                          timeout_,
+                                          "init_process_group (measuring the link between hosts)",
+                                          layout_.id,
+                                          layout_.members,
+                                          0,
+                                          call_fingerprint(Collective::Barrier, Algorithm::Direct, nullptr, -1, -1, 0),
+                                          scratch_.get()};
+    try {
+      link_ = algorithms::probe_link(context, host_layout_.first_remote_rank());
+    } catch (Error& error) {
+      // As a failed collective does: the peers stop waiting for this rank.
+      transport_->abort(error.what(), &error);
+      throw;
+    }
   }
   log::get(log::Subsystem::Algorithms)
       .info(
