@@ -38,7 +38,10 @@ if [ -n "$ncclheader" ]; then
     -I"$(dirname "$ncclheader")" $(pkg-config --cflags comm) -L"$nccllib" -lnccl -lm -o "$stage/outside_nccl"
   LD_LIBRARY_PATH="$nccllib" "$stage/outside_nccl" | tee "$stage/output_nccl"
   grep -q "0 failed" "$stage/output_nccl"
-  LD_LIBRARY_PATH="$nccllib" ldd "$stage/outside_nccl" | grep -q "$nccllib/libnccl.so.2"
+  # Captured first: grep -q stops reading at its match, and under pipefail the SIGPIPE that can
+  # then end ldd failed this test once.
+  libraries=$(LD_LIBRARY_PATH="$nccllib" ldd "$stage/outside_nccl")
+  grep -q "$nccllib/libnccl.so.2" <<<"$libraries"
   echo "an NCCL program built against the installed nccl.h runs on libcomm's libnccl.so.2"
 fi
 
