@@ -2,7 +2,7 @@
 // algorithm; otherwise COMM_ALGO (ring|tree|recursive_doubling|...) applies where the collective
 // has it; otherwise, for a group that spans hosts, the cost model of the link (cost_model.hpp)
 // picks the fastest, and within one host the crossovers measured on this project's machines
-// decide (docs/results/collectives.md). Rings across hosts pipeline chunks of about 2 ms of the
+// decide (docs/results/collectives.md). Rings across hosts pipeline chunks sized for the
 // link. With COMM_LOG_LEVEL=info each choice is logged once per (collective, power-of-two size
 // class), with the predictions behind it.
 #pragma once
@@ -42,9 +42,9 @@ Choice choose(const TunerQuery& query);
 
 // The pipelining chunk of the ring algorithms within a host (COMM_RING_CHUNK bytes overrides).
 std::size_t ring_chunk_bytes();
-// The chunk for a ring over the link between hosts: about 2 ms of it, short enough to keep the
-// link busy while the next chunk is reduced (at 1 Gbit/s ~250 KB: 2 MiB chunks left a third of
-// it idle, docs/results/multihost.md), long enough that per-message costs vanish.
+// The chunk for rings and halvings over the link between hosts: the transport's eager size
+// (64 KiB) up to 10 Gbit/s, so that no chunk waits for a handshake across a loaded link, then
+// 50 us of the link (tuner.cpp has the measurements).
 // COMM_RING_CHUNK overrides; an unknown link gets ring_chunk_bytes().
 std::size_t link_chunk_bytes(const LinkModel& link);
 
