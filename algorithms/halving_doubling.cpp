@@ -59,8 +59,12 @@ void halving_doubling_all_reduce(const CollectiveContext& context, void* data, s
       chunks_for((count + 1) / 2 * element, chunk_bytes, static_cast<std::size_t>(2 * bits), context.step_space - 2);
   std::array<Transfer, kMostChunks> receives{};
   most_chunks = std::min(most_chunks, receives.size());
-  std::uint64_t step = 2;
-  for (int distance = 1; distance < power; distance <<= 1) {
+  // Each halving numbers its chunks from a block of most_chunks steps of its own: ranks whose
+  // regions differ by an element may cut them into different numbers of chunks, and a counter
+  // running on from chunk to chunk left partners of a later step at different steps (a hang).
+  std::uint64_t block = 2;
+  for (int distance = 1; distance < power; distance <<= 1, block += most_chunks) {
+    std::uint64_t step = block;
     int partner = rank ^ distance;
     std::size_t middle = region.begin + (region.end - region.begin) / 2;
     bool lower = (rank & distance) == 0;
@@ -88,7 +92,6 @@ void halving_doubling_all_reduce(const CollectiveContext& context, void* data, s
       }
     }
     sends.wait_all(context);
-    step += chunks;
     regions[halvings++] = region;
     region = keep;
   }
@@ -96,6 +99,7 @@ void halving_doubling_all_reduce(const CollectiveContext& context, void* data, s
     divide(mine + region.begin * element, region.end - region.begin, dtype, static_cast<std::size_t>(n));
   }
   // All-gather by doubling, the halvings undone in reverse: each pair swaps the halves it owns.
+  std::uint64_t step = block;
   for (int distance = power >> 1; distance >= 1; distance >>= 1, ++step) {
     int partner = rank ^ distance;
     Region whole = regions[--halvings];
