@@ -23,8 +23,9 @@ std::optional<LinkModel> link_from_environment();
 
 // Measures the link between group ranks 0 and `peer` (on another host): eight-byte round trips
 // and transfers each way at once, grown until one lasts long enough to time (the fastest after a
-// warm-up counts), capped so that a slow link costs init at most about half a second. Collective over the whole group:
-// every rank calls it with the same peer and returns rank 0's figures.
+// warm-up counts), capped so that a slow link costs init at most about half a second.
+// Collective over the whole group: every rank calls it with the same peer and returns rank 0's
+// figures.
 LinkModel probe_link(const CollectiveContext& context, int peer);
 
 }  // namespace comm::algorithms

@@ -48,8 +48,8 @@ std::size_t ring_chunk_bytes();
 // COMM_RING_CHUNK overrides; an unknown link gets ring_chunk_bytes().
 std::size_t link_chunk_bytes(const LinkModel& link);
 
-// Reads the tuner's variables (COMM_ALGO, COMM_RING_CHUNK) now: init_process_group calls it, so
-// a bad value is an InvalidArgumentError there rather than in the first collective.
+// Reads the tuner's variables (COMM_ALGO, COMM_RING_CHUNK, COMM_LINK_*) now: init_process_group
+// calls it, so a bad value is an InvalidArgumentError there rather than in the first collective.
 void read_environment();
 
 }  // namespace comm::algorithms
