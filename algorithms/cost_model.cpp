@@ -94,7 +94,8 @@ Predictions predict(Collective collective, std::size_t bytes, int size, const Ho
                           ? 2 * floor_log2(hosts.hosts()) * link.latency_seconds
                           : 2 * (count - 1) * link.latency_seconds;
       across += 2 * n * (count - 1) / count / link.bytes_per_second;
-      add(Algorithm::Hierarchical, inside + across + n / local / kReduceBytesPerSecond);
+      // Its rings reduce chunks as they arrive, like halving-doubling: one chunk's reduction shows.
+      add(Algorithm::Hierarchical, inside + across + std::min(n / local, chunk) / kReduceBytesPerSecond);
     }
   } else if (collective == Collective::AllGather || collective == Collective::ReduceScatter) {
     add(Algorithm::Ring, model.ring(n, size - 1, chunk, 1));
