@@ -80,10 +80,6 @@ HostLayout::HostLayout(std::span<const int> transport_hosts, std::span<const int
   local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
   for (int r : mine) local_members_.push_back(transport_rank(r));
   for (const auto& ranks : by_host) group_ranks_.insert(group_ranks_.end(), ranks.begin(), ranks.end());
-  bool in_order = true;
-  for (std::size_t i = 0; i < group_ranks_.size(); ++i) in_order = in_order && group_ranks_[i] == static_cast<int>(i);
-  // A power-of-two group folds no rank across hosts in halving-doubling.
-  contiguous_ = in_order && (local & (local - 1)) == 0 && (size & (size - 1)) == 0;
   for (const auto& ranks : by_host) {
     cross_group_ranks_.push_back(ranks[static_cast<std::size_t>(local_rank_)]);
     cross_members_.push_back(transport_rank(cross_group_ranks_.back()));

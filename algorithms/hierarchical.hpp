@@ -35,10 +35,6 @@ class HostLayout {
 
   // The group spans more than one host with the same number, more than one, of its ranks on each.
   bool usable() const { return hosts_ > 1 && local_size_ > 1; }
-  // usable(), a power-of-two group, and the hosts hold consecutive power-of-two blocks of it: then
-  // recursive halving-doubling, pairing ranks at distance 1 first, keeps its large exchanges
-  // inside the hosts (halving_doubling.hpp).
-  bool contiguous() const { return contiguous_; }
   // Whatever the layout: how many hosts the group spans, the most ranks any one holds, and the
   // lowest group rank on another host than group rank 0 (-1: none), for the tuner's cost model.
   int spanned_hosts() const { return spanned_hosts_; }
@@ -72,7 +68,6 @@ class HostLayout {
   int hosts_ = 1, local_size_ = 1, local_rank_ = 0, host_ = 0;
   int spanned_hosts_ = 1, largest_host_ = 1, first_remote_rank_ = -1, ring_crossings_ = 0;
   std::vector<int> crossing_pairs_;  // by bit of the distance
-  bool contiguous_ = false;
   std::vector<int> local_members_, cross_members_, cross_group_ranks_;
   std::vector<int> group_ranks_;  // by host, then local place
 };

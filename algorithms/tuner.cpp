@@ -39,11 +39,12 @@ constexpr std::size_t kAllReduceRingFrom = 1024 * 1024;
 // docs/results/collectives.md has the runs.
 constexpr std::size_t kSharedMemoryTwoRanksUpTo = 8 * 1024;
 constexpr std::size_t kSharedMemoryTwoRanksFrom = 4 * 1024 * 1024;
-// Across hosts the cost model of the measured link decides (cost_model.hpp); these crossovers
-// are for one host.
-constexpr double kHierarchyMargin = 1.05;
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
+// The crossovers above are for one host; across hosts the cost model of the measured link
+// decides (cost_model.hpp), the hierarchy winning where it is predicted within this factor of
+// the best (see choose()).
+constexpr double kHierarchyMargin = 1.05;
 
 Algorithm by_default(const TunerQuery& query) {
   switch (query.collective) {

@@ -25,7 +25,9 @@ std::uint8_t* bytes_of(const Buffer& buffer) { return static_cast<std::uint8_t*>
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_broadcast(Buffer buffer, int root, Algorithm requested, bool async) {
-  auto [algorithm, chunk, link_chunk, across_hosts] = choose(Collective::Broadcast, buffer.bytes(), requested);
+  algorithms::Choice choice = choose(Collective::Broadcast, buffer.bytes(), requested);
+  Algorithm algorithm = choice.algorithm;
+  std::size_t chunk = choice.chunk_bytes;
   return start_collective(
       CallShape{Collective::Broadcast, static_cast<int>(buffer.dtype), buffer.count, root}, buffer.bytes(),
       call_fingerprint(Collective::Broadcast, algorithm, &buffer, -1, root, buffer.count),
@@ -73,7 +75,9 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_all_reduce(Buffer buffer, ReduceO
 
 std::shared_ptr<Work> ProcessGroup::Impl::host_reduce(Buffer buffer, int root, ReduceOp op, Algorithm requested,
                                                       bool async) {
-  auto [algorithm, chunk, link_chunk, across_hosts] = choose(Collective::Reduce, buffer.bytes(), requested);
+  algorithms::Choice choice = choose(Collective::Reduce, buffer.bytes(), requested);
+  Algorithm algorithm = choice.algorithm;
+  std::size_t chunk = choice.chunk_bytes;
   return start_collective(
       CallShape{Collective::Reduce, static_cast<int>(buffer.dtype), buffer.count, root}, buffer.bytes(),
       call_fingerprint(Collective::Reduce, algorithm, &buffer, static_cast<int>(op), root, buffer.count),
