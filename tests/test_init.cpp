@@ -303,15 +303,21 @@ TEST_CASE("tuning variables that are not numbers or out of range are refused at 
   CHECK_THAT(run_alone("COMM_LINK_GBPS", "fast"), ContainsSubstring("COMM_LINK_GBPS='fast' is not a number"));
   CHECK_THAT(run_alone("COMM_LINK_GBPS", "0"), ContainsSubstring("COMM_LINK_GBPS='0' is not a number from 0.001"));
   CHECK_THAT(run_alone("COMM_LINK_LATENCY_US", "-3"), ContainsSubstring("COMM_LINK_LATENCY_US='-3'"));
-  // The socket buffers are set when the mesh is made: two ranks over TCP, both refuse.
-  for (std::string value : {"4096", "1", "-1"}) {
+  // The socket settings are read when the mesh is made, on every rank (rank 0 too, which connects
+  // to no one): two ranks over TCP refuse to start, naming the variable.
+  auto refused_by_job = [](const std::string& name, const std::string& value, const std::string& says) {
     ChildProcess job({comm::testing::program_path("COMMRUN"), "-n", "2", helper(), "init"},
-                     {{"COMM_TRANSPORT", "tcp"}, {"COMM_SOCKET_BUFFER", value}});
+                     {{"COMM_TRANSPORT", "tcp"}, {name, value}});
     auto status = job.wait_for(60s);
     REQUIRE(status.has_value());
     CHECK(*status != 0);
-    CHECK_THAT(job.output(), ContainsSubstring("COMM_SOCKET_BUFFER=" + value + " is out of range"));
-  }
+    CHECK_THAT(job.output(), ContainsSubstring(says));
+  };
+  for (std::string value : {"4096", "1", "-1"})
+    refused_by_job("COMM_SOCKET_BUFFER", value, "COMM_SOCKET_BUFFER=" + value + " is out of range");
+  for (std::string value : {"0", "17"})
+    refused_by_job("COMM_SOCKET_STREAMS", value, "COMM_SOCKET_STREAMS=" + value + " is out of range");
+  refused_by_job("COMM_SOCKET_STREAMS", "many", "COMM_SOCKET_STREAMS='many' is not an integer");
   // In range, they are taken.
   CHECK_THAT(run_alone("COMM_RING_CHUNK", "4096", 0), ContainsSubstring("joined 0/1"));
   CHECK_THAT(run_alone("COMM_LINK_GBPS", "2.5", 0), ContainsSubstring("joined 0/1"));

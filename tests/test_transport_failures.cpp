@@ -75,13 +75,21 @@ bool refused(const std::string& address, const std::vector<std::uint8_t>& bytes)
   return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
-// A mesh handshake as rank `from` would send it (see transport/tcp/tcp_mesh.cpp), its proof made
-// with `secret` over `listener_nonce`.
+// The size of a mesh handshake (see transport/tcp/tcp_mesh.cpp).
+constexpr std::size_t kHelloBytes = 4 * 7 + comm::kNonceBytes + 160 + comm::kProofBytes;
+
+// A mesh handshake as rank `from` would send it on its connection `index` of `count`, its proof
+// made with `secret` over `listener_nonce`.
 std::vector<std::uint8_t> mesh_hello(int from, int to, int world, const comm::JobSecret& secret,
-                                     const comm::Nonce& listener_nonce) {
-  std::vector<std::uint8_t> hello(4 * 5 + comm::kNonceBytes + 160 + comm::kProofBytes, 0);
-  const std::uint32_t header[5] = {0x50435443, 2, static_cast<std::uint32_t>(from), static_cast<std::uint32_t>(to),
-                                   static_cast<std::uint32_t>(world)};
+                                     const comm::Nonce& listener_nonce, int index = 0, int count = 1) {
+  std::vector<std::uint8_t> hello(kHelloBytes, 0);
+  const std::uint32_t header[7] = {0x50435443,
+                                   3,
+                                   static_cast<std::uint32_t>(from),
+                                   static_cast<std::uint32_t>(to),
+                                   static_cast<std::uint32_t>(world),
+                                   static_cast<std::uint32_t>(index),
+                                   static_cast<std::uint32_t>(count)};
   std::memcpy(hello.data(), header, sizeof header);
   auto nonce = comm::random_nonce();
   std::memcpy(hello.data() + sizeof header, nonce.data(), nonce.size());
@@ -244,13 +252,17 @@ TEST_CASE("strangers on a data port are refused and the job goes on", "[transpor
   REQUIRE(listener_nonce);
   CHECK(knock(address, std::vector<std::uint8_t>(300, 0x41)));  // garbage
   CHECK(knock(address, {0x43, 0x54, 0x43, 0x50}));              // a truncated hello
-  CHECK(refused(address, std::vector<std::uint8_t>(244, 0x41)));
+  CHECK(refused(address, std::vector<std::uint8_t>(kHelloBytes, 0x41)));
   // Issue 15, finding 2: a stranger who read the store joined as rank 3. Now the store holds no
   // job secret when one is given; here (none given) it holds a random one, and even with it a
   // handshake proved over another listener's nonce (one recorded from an earlier mesh) is refused.
   comm::JobSecret secret(store->inner.get_string("default_pg/job_token"));
   CHECK(refused(address, mesh_hello(2, 0, 3, comm::JobSecret("not-the-secret-of-this-job"), *listener_nonce)));
   CHECK(refused(address, mesh_hello(2, 0, 3, secret, comm::random_nonce())));
+  // Proved, but for no place among a pair's connections (socket_tuning.hpp allows 1 to 16).
+  CHECK(refused(address, mesh_hello(2, 0, 3, secret, *listener_nonce, 1, 1)));
+  CHECK(refused(address, mesh_hello(2, 0, 3, secret, *listener_nonce, -1, 2)));
+  CHECK(refused(address, mesh_hello(2, 0, 3, secret, *listener_nonce, 0, 17)));
   store->open();
   rank0.join();
   rank1.join();
@@ -289,7 +301,8 @@ TEST_CASE("shared-memory set-up that fails part way leaves nothing in /dev/shm",
 TEST_CASE("a rank that dies during init is named at once, with the step it died in", "[transport][init]") {
   auto [suffix, phase, later_phase] = GENERATE(table<std::string, std::string, std::string>({
       {"/tcp/2", "before it had connected to the other ranks", ""},
-      {"/host/2", "the ranks were comparing their hosts", ""},
+      // The host goes with the address (the connecting rank needs it to choose its connections).
+      {"/host/2", "before it had connected to the other ranks", ""},
       {"shm/0-2/mapped", "the shared-memory pairs were being set up",
        "the shared-memory segment of the collectives was being set up"},
       {"arena/0/mapped/2", "the shared-memory segment of the collectives was being set up", ""},

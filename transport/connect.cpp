@@ -11,6 +11,7 @@
 #include "transport/mesh_transport.hpp"
 #include "transport/shm/shm_stream.hpp"
 #include "transport/tcp/socket_stream.hpp"
+#include "transport/tcp/striped_stream.hpp"
 #include "transport/watched_store.hpp"
 
 namespace comm::transport {
@@ -51,8 +52,10 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   // Another rank's published cause wins (looked for while waiting for the others' addresses);
   // else this rank's finding is published, before its connections close.
   WatchedStore watched_job(job_store, [&] { job_failure.check(); });
+  MeshOptions mesh_options = options;
+  mesh_options.host = host_identity();
   Mesh mesh = connect_mesh(
-      watched_job, options,
+      watched_job, mesh_options,
       [&](const Error& error) {
         job_failure.check();
         job_failure.fail(error);
@@ -76,8 +79,7 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   std::vector<bool> same_host(options.size, false);
   std::vector<int> hosts(options.size, 0);
   if (options.size > 1) {
-    std::string mine = host_identity();
-    store.set("host/" + std::to_string(rank), mine);
+    const std::string& mine = mesh_options.host;  // the mesh published every rank's
     std::vector<std::string> identities(options.size);
     for (int peer = 0; peer < options.size; ++peer) {
       identities[peer] = peer == rank ? mine : store.get_string("host/" + std::to_string(peer));
@@ -106,6 +108,7 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   std::string job_id = options.size > 1 ? options.secret->job_id() : "single";
   phase = "the shared-memory pairs were being set up";
   SharedMemoryPairs pairs(store, rank, options.size, job_id, same_host, options.timeout);
+  std::string striped;
   for (int peer = 0; peer < options.size; ++peer) {
     if (peer == rank) continue;
     set_nonblocking(mesh.sockets[peer].fd());
@@ -113,15 +116,27 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
       streams[peer] =
           std::make_unique<ShmStream>(pairs.take(peer), std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
       over_shm.push_back(peer);
-    } else {
-      streams[peer] = std::make_unique<SocketStream>(std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
-      over_tcp.push_back(peer);
+      continue;
     }
+    over_tcp.push_back(peer);
+    auto& extras = mesh.extra_sockets[peer];
+    if (extras.empty()) {
+      streams[peer] = std::make_unique<SocketStream>(std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
+      continue;
+    }
+    std::vector<SocketStream> connections;
+    connections.emplace_back(std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
+    for (auto& socket : extras) {
+      set_nonblocking(socket.fd());
+      connections.emplace_back(std::move(socket), peer, mesh.peer_names[peer]);
+    }
+    striped += fmt::format("{}{} x{}", striped.empty() ? "" : ", ", peer, connections.size());
+    streams[peer] = std::make_unique<StripedSocketStream>(std::move(connections));
   }
   log::get(log::Subsystem::Transport)
-      .info("transport ({}): peers over shared memory: {}; over tcp ({}): {}",
+      .info("transport ({}): peers over shared memory: {}; over tcp ({}): {}{}",
             choice == MediumChoice::Automatic ? "automatic" : "asked for", rank_list(over_shm), mesh.local_address,
-            rank_list(over_tcp));
+            rank_list(over_tcp), striped.empty() ? "" : " (several connections: " + striped + ")");
   // Hosts numbered 0, 1, ... in the order of their lowest rank.
   std::vector<int> numbered(options.size, 0);
   for (int peer = 0, next = 0; peer < options.size; ++peer) {

@@ -15,6 +15,8 @@ class EpollSet {
   EpollSet(const EpollSet&) = delete;
   EpollSet& operator=(const EpollSet&) = delete;
 
+  // Readable while one of its descriptors is ready (an epoll set can sleep in another).
+  int fd() const { return fd_; }
   // `key` comes back in epoll_event::data.u64 when `fd` is ready.
   void add(int fd, std::uint32_t events, std::uint64_t key);
   void modify(int fd, std::uint32_t events, std::uint64_t key);

@@ -3,7 +3,8 @@
 # 10.77.0.2), each also holding a decoy interface no peer can reach. One commrun per namespace
 # (--nnodes 2) starts two ranks each; every rank exchanges with every other. Checks that peers
 # in the same namespace use shared memory, peers across use TCP over the veth addresses, and
-# that COMM_SOCKET_IFNAME picks the interface; then the hierarchical all_reduce across the two
+# that COMM_SOCKET_IFNAME picks the interface, and that COMM_SOCKET_STREAMS stripes each pair
+# across the hosts over several connections; then the hierarchical all_reduce across the two
 # (hierarchical_check with the hosts the namespaces make). Traffic stays inside these namespaces.
 #   two_hosts.sh COMMRUN HELPER HIERARCHICAL_CHECK   (root; exits 77, skipped, if namespaces cannot be made)
 set -uo pipefail
@@ -93,6 +94,26 @@ run_job() {  # $1: label, then environment assignments for the ranks
 run_job default                                   # the route towards the store picks the veth
 run_job ifname COMM_SOCKET_IFNAME="${tag}v"       # a name prefix
 run_job exclude COMM_SOCKET_IFNAME="^lo,decoy"    # everything but loopback and the decoy
+run_job streams COMM_SOCKET_STREAMS=4             # four connections striped per pair across hosts
+
+# Across hosts the connecting rank says how many connections it opens and why; inside a host, one.
+check_streams() {  # label, file, pattern, what
+  if ! grep -Eq "$3" "$2"; then
+    echo "FAIL [$1]: $4 (no line matching '$3')"
+    failures=$((failures + 1))
+  fi
+}
+check_streams default "$work/default.b" \
+  "^\[2\] .*1 connection to rank 0 on another host: round trip [0-9]+ us x 1\.25 GB/s \(${tag}vb's speed\)" \
+  "rank 2 did not log its choice of one connection from the round trip and the veth's speed"
+check_streams streams "$work/streams.b" "^\[3\] .*4 connections to rank 1 on another host: COMM_SOCKET_STREAMS" \
+  "rank 3 did not open the four connections asked for"
+check_streams streams "$work/streams.a" "^\[0\] .*\(several connections: 2 x4, 3 x4\)" \
+  "rank 0 did not stripe over four connections to each rank of the other host"
+if grep -q "connections\? to rank [01] on another host" "$work/streams.a"; then
+  echo "FAIL [streams]: a rank opened connections to a peer on its own host"
+  failures=$((failures + 1))
+fi
 
 # The hierarchical all_reduce over the hosts the namespaces make (no COMM_HOST_ID).
 port=29612
@@ -132,5 +153,5 @@ if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed"
   exit 1
 fi
-echo "two hosts in namespaces: shm inside each, TCP across on the veth addresses, COMM_SOCKET_IFNAME honoured," \
-  "hierarchical all_reduce right"
+echo "two hosts in namespaces: shm inside each, TCP across on the veth addresses, COMM_SOCKET_IFNAME and" \
+  "COMM_SOCKET_STREAMS honoured, hierarchical all_reduce right"

@@ -14,6 +14,7 @@
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
 #include "transport/tcp/interfaces.hpp"
+#include "transport/tcp/socket_tuning.hpp"
 
 namespace comm::transport {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint32_t kMagic = 0x50435443;  // "CTCP"
-constexpr std::uint32_t kVersion = 2;
+constexpr std::uint32_t kVersion = 3;
 constexpr const char* kConnectPurpose = "libcomm mesh connect";
 constexpr const char* kAcceptPurpose = "libcomm mesh accept";
 // How long a connection that has not said hello may hold a place before it is dropped.
@@ -35,6 +36,8 @@ struct Hello {
   std::int32_t from_rank;
   std::int32_t to_rank;
   std::int32_t world_size;
+  std::int32_t stream_index;  // which of the pair's connections this is,
+  std::int32_t stream_count;  // of how many
   std::uint8_t nonce[kNonceBytes];
   char name[160];
   std::uint8_t proof[kProofBytes];  // over everything above and the other side's nonce
@@ -45,13 +48,16 @@ std::span<const std::uint8_t> proved_bytes(const Hello& hello) {
 }
 
 // A connector's hello answers the listener's nonce; an acceptor's answer the connector's.
-Hello make_hello(const MeshOptions& options, int to_rank, const Nonce& their_nonce, const char* purpose) {
+Hello make_hello(const MeshOptions& options, int to_rank, int stream_index, int stream_count, const Nonce& their_nonce,
+                 const char* purpose) {
   Hello hello{};
   hello.magic = kMagic;
   hello.version = kVersion;
   hello.from_rank = options.rank;
   hello.to_rank = to_rank;
   hello.world_size = options.size;
+  hello.stream_index = stream_index;
+  hello.stream_count = stream_count;
   Nonce nonce = random_nonce();
   std::memcpy(hello.nonce, nonce.data(), nonce.size());
   std::strncpy(hello.name, process_name(options.rank).c_str(), sizeof hello.name - 1);
@@ -81,6 +87,11 @@ std::string check_hello(const Hello& hello, const MeshOptions& options, int expe
   if (hello.from_rank < 0 || hello.from_rank >= options.size ||
       (expected_from >= 0 && hello.from_rank != expected_from)) {
     return "unexpected peer rank " + std::to_string(hello.from_rank);
+  }
+  if (hello.stream_count < 1 || hello.stream_count > kMaxSocketStreams || hello.stream_index < 0 ||
+      hello.stream_index >= hello.stream_count) {
+    return "connection " + std::to_string(hello.stream_index) + " of " + std::to_string(hello.stream_count) +
+           " is not a valid place";
   }
   Proof proof;
   std::memcpy(proof.data(), hello.proof, proof.size());
@@ -122,7 +133,6 @@ SocketAddress bound_address(const Socket& socket) {
 // quarter (measured in docs/results/collectives.md: 1 MiB all_reduce 3.1-3.4 GB/s against
 // 1.6-2.7 with 256 KiB both ways, 64 MiB one way 4.0-5.1 against 3.1-4.5).
 constexpr long long kWithinHostSendBuffer = 256 * 1024;
-constexpr long long kMinimumSocketBuffer = 64 * 1024;  // COMM_SOCKET_BUFFER's floor
 constexpr long long kWithinHostReceiveBuffer = 1024 * 1024;
 
 // Whether both ends of a connection are addresses of this host (the same address, as over
@@ -139,11 +149,8 @@ bool within_host(const Socket& socket) {
   return host_of(peer) == host_of(local);
 }
 
-// Connects to a lower rank and sends our hello; its answer is read later, so that every rank
-// first gets on with accepting its higher ranks (no rank waits on one that waits on it).
-// `sent` gets the nonce of our hello, which the answer must prove.
-Socket connect_to(const SocketAddress& address, const Nonce& listener_nonce, int peer, Clock::time_point deadline,
-                  const MeshOptions& options, Nonce& sent) {
+// Connects to a lower rank (its hello follows, send_hello).
+Socket connect_to(const SocketAddress& address, int peer, Clock::time_point deadline) {
   auto pause = std::chrono::milliseconds(5);
   std::string last_error;
   int refusals = 0;
@@ -164,16 +171,7 @@ Socket connect_to(const SocketAddress& address, const Nonce& listener_nonce, int
         errno = ETIMEDOUT;
       }
     }
-    if (status == 0) {
-      Hello hello = make_hello(options, peer, listener_nonce, kConnectPurpose);
-      sent = nonce_of(hello);
-      std::string error;
-      if (!send_all(socket.fd(), {reinterpret_cast<const std::uint8_t*>(&hello), sizeof hello}, deadline, error)) {
-        fail("sending the handshake to rank " + std::to_string(peer) + " at " + address.to_string() + ": " + error,
-             peer);
-      }
-      return socket;
-    }
+    if (status == 0) return socket;
     last_error = std::strerror(errno);
     // The rank listened before it published this address and closes its listener only after
     // every higher rank (this one too) has connected: a refusal means its process is gone.
@@ -191,6 +189,19 @@ Socket connect_to(const SocketAddress& address, const Nonce& listener_nonce, int
   fail("could not connect to rank " + std::to_string(peer) + " at " + address.to_string() + " (" + last_error +
            "); check that this host can reach it (firewall, COMM_SOCKET_IFNAME)",
        peer);
+}
+
+// Our hello on connection `index` of `count` to a lower rank; its answer is read later, so that
+// every rank first gets on with accepting its higher ranks (no rank waits on one that waits on
+// it). Returns the nonce of our hello, which the answer must prove.
+Nonce send_hello(const Socket& socket, const SocketAddress& address, const Nonce& listener_nonce, int peer, int index,
+                 int count, Clock::time_point deadline, const MeshOptions& options) {
+  Hello hello = make_hello(options, peer, index, count, listener_nonce, kConnectPurpose);
+  std::string error;
+  if (!send_all(socket.fd(), {reinterpret_cast<const std::uint8_t*>(&hello), sizeof hello}, deadline, error)) {
+    fail("sending the handshake to rank " + std::to_string(peer) + " at " + address.to_string() + ": " + error, peer);
+  }
+  return nonce_of(hello);
 }
 
 // The index of the first socket whose peer has closed the connection (its process died, or
@@ -224,10 +235,17 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
     std::size_t received = 0;
   };
   std::vector<Pending> pending;
+  // [peer]: how many connections it said it opens (0: none heard yet).
+  std::vector<int> announced(static_cast<std::size_t>(options.size), 0);
+  auto slot = [&](int peer, int index) -> Socket& {
+    return index == 0 ? mesh.sockets[peer] : mesh.extra_sockets[peer][static_cast<std::size_t>(index - 1)];
+  };
   auto missing = [&] {
     std::vector<int> ranks;
     for (int peer = options.rank + 1; peer < options.size; ++peer) {
-      if (!mesh.sockets[peer].valid()) ranks.push_back(peer);
+      bool complete = announced[peer] > 0;
+      for (int index = 0; complete && index < announced[peer]; ++index) complete = slot(peer, index).valid();
+      if (!complete) ranks.push_back(peer);
     }
     return ranks;
   };
@@ -287,17 +305,27 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
       } else if (connection.received == sizeof(Hello)) {
         reason = check_hello(connection.hello, options, -1, listener_nonce, kConnectPurpose);
         int peer = connection.hello.from_rank;
-        if (reason.empty() && (peer <= options.rank || mesh.sockets[peer].valid()))
-          reason = "rank " + std::to_string(peer) + " connected twice";
+        int index = connection.hello.stream_index, count = connection.hello.stream_count;
+        if (reason.empty() && peer <= options.rank) reason = "rank " + std::to_string(peer) + " should not connect here";
+        if (reason.empty() && announced[peer] != 0 && announced[peer] != count) {
+          reason = "rank " + std::to_string(peer) + " announced " + std::to_string(announced[peer]) +
+                   " connections, then " + std::to_string(count);
+        }
+        if (reason.empty() && announced[peer] == 0) {
+          announced[peer] = count;
+          mesh.extra_sockets[peer].resize(static_cast<std::size_t>(count - 1));
+        }
+        if (reason.empty() && slot(peer, index).valid())
+          reason = "rank " + std::to_string(peer) + " opened connection " + std::to_string(index) + " twice";
         if (reason.empty()) {
-          Hello answer = make_hello(options, peer, nonce_of(connection.hello), kAcceptPurpose);
+          Hello answer = make_hello(options, peer, index, count, nonce_of(connection.hello), kAcceptPurpose);
           std::string error;
           if (!send_all(connection.socket.fd(), {reinterpret_cast<const std::uint8_t*>(&answer), sizeof answer},
                         deadline, error)) {
             reason = "could not answer its handshake: " + error;
           } else {
             mesh.peer_names[peer] = peer_name_of(connection.hello);
-            mesh.sockets[peer] = std::move(connection.socket);
+            slot(peer, index) = std::move(connection.socket);
           }
         }
         drop = true;
@@ -345,34 +373,58 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
   mesh.local_address = bound_address(listener).to_string();
   // A nonce per listener: a hello recorded from any other mesh proves nothing here.
   Nonce listener_nonce = random_nonce();
+  store.set("host/" + std::to_string(options.rank), options.host);
   store.set("tcp/" + std::to_string(options.rank), mesh.local_address + " " + nonce_text(listener_nonce));
   logger().info("listening for peers on {} ({})", mesh.local_address, local.interface);
+  requested_streams();  // a bad COMM_SOCKET_STREAMS is an error on every rank, rank 0 too
 
-  std::vector<Nonce> sent(options.rank);
+  // [peer][connection]: the nonces of our hellos, which the answers must prove.
+  std::vector<std::vector<Nonce>> sent(options.rank);
   for (int peer = 0; peer < options.rank; ++peer) {
     std::string published = store.get_string("tcp/" + std::to_string(peer));
     auto space = published.rfind(' ');
     auto their_nonce = parse_nonce(space == std::string::npos ? "" : published.substr(space + 1));
     if (!their_nonce)
       fail("rank " + std::to_string(peer) + " published a malformed address: '" + published + "'", peer);
-    lower[peer] =
-        connect_to(SocketAddress::parse(published.substr(0, space)), *their_nonce, peer, deadline, options, sent[peer]);
+    SocketAddress address = SocketAddress::parse(published.substr(0, space));
+    lower[peer] = connect_to(address, peer, deadline);
+    // Published before its address: a peer on another host may get several connections.
+    int count = 1;
+    if (store.get_string("host/" + std::to_string(peer)) != options.host) {
+      StreamPlan plan = plan_streams(lower[peer].fd(), local.interface);
+      count = plan.count;
+      logger().info("{} connection{} to rank {} on another host: {}", count, count == 1 ? "" : "s", peer, plan.reason);
+    }
+    sent[peer].push_back(send_hello(lower[peer], address, *their_nonce, peer, 0, count, deadline, options));
+    for (int index = 1; index < count; ++index) {
+      mesh.extra_sockets[peer].push_back(connect_to(address, peer, deadline));
+      sent[peer].push_back(
+          send_hello(mesh.extra_sockets[peer].back(), address, *their_nonce, peer, index, count, deadline, options));
+    }
   }
   accept_higher_ranks(listener, listener_nonce, mesh, lower, options, deadline, on_failure, look);
   listener.close();
 
   for (int peer = 0; peer < options.rank; ++peer) {
-    Hello answer{};
-    std::string error;
-    if (!receive_all(lower[peer].fd(), {reinterpret_cast<std::uint8_t*>(&answer), sizeof answer}, deadline, error)) {
-      fail("rank " + std::to_string(peer) + " did not answer the handshake (" + error +
-               "); a rank of another job, or an old address in the store?",
-           peer);
+    for (std::size_t index = 0; index < sent[peer].size(); ++index) {
+      const Socket& socket = index == 0 ? lower[peer] : mesh.extra_sockets[peer][index - 1];
+      Hello answer{};
+      std::string error;
+      if (!receive_all(socket.fd(), {reinterpret_cast<std::uint8_t*>(&answer), sizeof answer}, deadline, error)) {
+        fail("rank " + std::to_string(peer) + " did not answer the handshake (" + error +
+                 "); a rank of another job, or an old address in the store?",
+             peer);
+      }
+      std::string reason = check_hello(answer, options, peer, sent[peer][index], kAcceptPurpose);
+      if (reason.empty() && (answer.stream_index != static_cast<int>(index) ||
+                             answer.stream_count != static_cast<int>(sent[peer].size()))) {
+        reason = "it answered for connection " + std::to_string(answer.stream_index) + " of " +
+                 std::to_string(answer.stream_count) + " on connection " + std::to_string(index) + " of " +
+                 std::to_string(sent[peer].size());
+      }
+      if (!reason.empty()) fail("rank " + std::to_string(peer) + " answered the handshake wrongly: " + reason, peer);
+      mesh.peer_names[peer] = peer_name_of(answer);
     }
-    if (std::string reason = check_hello(answer, options, peer, sent[peer], kAcceptPurpose); !reason.empty()) {
-      fail("rank " + std::to_string(peer) + " answered the handshake wrongly: " + reason, peer);
-    }
-    mesh.peer_names[peer] = peer_name_of(answer);
     mesh.sockets[peer] = std::move(lower[peer]);
   }
 }
@@ -381,22 +433,22 @@ void set_buffers(Mesh& mesh) {
   // COMM_SOCKET_BUFFER (bytes) fixes both socket buffer sizes. Otherwise a connection within
   // this host gets the sizes above; between hosts the kernel's autotuning sizes them for the
   // path's bandwidth-delay product.
-  // Below 64 KiB TCP crawls (each window waits out a delayed acknowledgement, ~200 ms: a 1 MiB
-  // all_reduce with 4 KiB buffers did not finish in 10 s), so such values are refused.
-  auto buffer_bytes = environment::get_integer_in("COMM_SOCKET_BUFFER", kMinimumSocketBuffer, std::int64_t{1} << 30,
-                                                  "bytes of SO_SNDBUF and SO_RCVBUF for data sockets")
-                          .value_or(0);
+  auto buffer_bytes = requested_socket_buffer().value_or(0);
   auto set_buffer = [](const Socket& socket, int option, long long wanted) {
     if (wanted <= 0) return;
     int bytes = static_cast<int>(std::min<long long>(wanted, 1 << 30));
     set_option(socket.fd(), SOL_SOCKET, option, bytes, option == SO_SNDBUF ? "SO_SNDBUF" : "SO_RCVBUF");
   };
-  for (auto& socket : mesh.sockets) {
-    if (!socket.valid()) continue;
+  auto set_up = [&](const Socket& socket) {
+    if (!socket.valid()) return;
     set_no_delay(socket.fd());
     bool local = buffer_bytes <= 0 && within_host(socket);
     set_buffer(socket, SO_SNDBUF, buffer_bytes > 0 ? buffer_bytes : local ? kWithinHostSendBuffer : 0);
     set_buffer(socket, SO_RCVBUF, buffer_bytes > 0 ? buffer_bytes : local ? kWithinHostReceiveBuffer : 0);
+  };
+  for (const auto& socket : mesh.sockets) set_up(socket);
+  for (const auto& extras : mesh.extra_sockets) {
+    for (const auto& socket : extras) set_up(socket);
   }
 }
 
@@ -407,6 +459,7 @@ Mesh connect_mesh(Store& store, const MeshOptions& options, const std::function<
   auto deadline = Clock::now() + options.timeout;
   Mesh mesh;
   mesh.sockets.resize(options.size);
+  mesh.extra_sockets.resize(options.size);
   mesh.peer_names.resize(options.size);
   mesh.peer_names[options.rank] = process_name(options.rank);
   if (options.size == 1) return mesh;

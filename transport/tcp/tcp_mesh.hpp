@@ -9,6 +9,11 @@
 // recorded answer nothing to another connection. A connection with a wrong proof, wrong ranks
 // or garbage is closed and logged, and the job goes on waiting for its real peers. The listener
 // is closed once the mesh is complete, so nothing can connect afterwards.
+//
+// Before its address, a rank publishes its host identity under "host/<rank>". A connecting rank
+// whose peer is on another host may open several connections to it (socket_tuning.hpp): each
+// says in its hello which of how many it is, each is proved alike, and the accepting rank waits
+// for all of them.
 #pragma once
 
 #include <chrono>
@@ -33,11 +38,14 @@ struct MeshOptions {
   std::optional<JobSecret> secret{};
   bool secret_from_user = false;
   std::string route_to_host;  // the store's host, to pick the interface (see interfaces.hpp)
+  std::string host{};         // this rank's host identity (set by connect_transport)
   std::chrono::milliseconds timeout{};
 };
 
 struct Mesh {
   std::vector<Socket> sockets;          // [rank] invalid
+  // [peer]: the connections after the first, in their agreed order (striped with the first).
+  std::vector<std::vector<Socket>> extra_sockets;
   std::vector<std::string> peer_names;  // "rank 3 (host:pid)"
   std::string local_address;
 };
