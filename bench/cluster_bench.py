@@ -10,6 +10,10 @@ makes; they and every process in them go away whatever happens.
 
     /usr/bin/python3 bench/cluster_bench.py --build build --hosts 2 --ranks 1,2 --rates 1gbit,5gbit \\
         --runs 2 --csv docs/results/multihost.csv --plots docs/results/multihost
+
+"libcomm:N" among the libraries runs libcomm with N TCP connections per peer across hosts
+(COMM_SOCKET_STREAMS). --window BYTES caps the TCP window every host advertises to the others (a
+route's window), as on a path whose round trip outgrows what one connection may have in flight.
 """
 import argparse
 import csv
@@ -44,7 +48,8 @@ def run(command, check=True):
 class Cluster:
     """N namespaces h0..hN-1 (SUBNET.1..N) on a bridge in a namespace of its own."""
 
-    def __init__(self, hosts, rate):
+    def __init__(self, hosts, rate, window=None):
+        self.window = window
         self.tag = "cb%d" % os.getpid()
         self.switch = self.tag + "s"
         self.names = ["%sh%d" % (self.tag, i) for i in range(hosts)]
@@ -71,6 +76,9 @@ class Cluster:
             run(["ip", "-n", name, "link", "set", "lo", "up"])
             run(["ip", "-n", name, "addr", "add", self.addresses[host] + "/24", "dev", inside])
             run(["ip", "-n", name, "link", "set", inside, "mtu", "9000", "up"])
+            if self.window:
+                run(["ip", "-n", name, "route", "replace", SUBNET + ".0/24", "dev", inside, "src",
+                     self.addresses[host], "window", str(self.window)])
             # Both directions of the host's link: out of the host, and out of the bridge to it.
             for namespace, device in ((name, inside), (self.switch, port)):
                 run(["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root", "tbf", "rate",
@@ -111,8 +119,8 @@ def wait_all(processes, timeout):
     return outputs
 
 
-def libcomm(cluster, build, ranks):
-    """{bytes: (time_us, busbw GB/s)} from rank 0's --csv rows."""
+def libcomm(cluster, build, ranks, streams=None):
+    """{bytes: (time_us, busbw GB/s)} from rank 0's --csv rows; `streams`: COMM_SOCKET_STREAMS."""
     port = 29800 + random.randrange(100)
     commrun = os.path.join(build, "rendezvous", "programs", "commrun")
     token = "cluster-bench-%d-%d" % (os.getpid(), time.monotonic_ns())
@@ -123,7 +131,7 @@ def libcomm(cluster, build, ranks):
                                 str(host), "--master-addr", cluster.addresses[0], "--master-port", str(port), "-n",
                                 str(ranks), os.path.join(build, "bench", "all_reduce_perf"), "-b", str(low), "-e",
                                 str(high), "-f", "4", "-c", "0", "--csv"] + (["-n", "5", "-w", "2"] if high > 8 else []),
-                         {"COMM_JOB_TOKEN": token})
+                         dict({"COMM_JOB_TOKEN": token}, **({"COMM_SOCKET_STREAMS": streams} if streams else {})))
             for host in range(len(cluster.names))]
         port += 1
         (status, text), *others = wait_all(processes, 600)
@@ -195,7 +203,10 @@ def plot(rows, path, ranks, hosts):
     figure, axes = plt.subplots(1, len(rates), figsize=(5.5 * len(rates), 4.2), squeeze=False)
     for axis, rate in zip(axes[0], rates):
         bound = parse_rate(rate) / 8 / 1e9
-        for library, style in (("libcomm", "o-"), ("gloo", "s--"), ("openmpi", "^:")):
+        libraries = sorted({row["library"] for row in rows}, key=lambda name: (not name.startswith("libcomm"), name))
+        styles = {"gloo": "s--", "openmpi": "^:"}
+        for library in libraries:
+            style = styles.get(library, "o-" if library == "libcomm" else "d-")
             best = {}
             for row in rows:
                 if row["rate"] == rate and row["library"] == library and row["bytes"] >= LARGE_SIZES[0]:
@@ -229,7 +240,9 @@ def main():
     parser.add_argument("--hosts", type=int, default=2)
     parser.add_argument("--ranks", default="1,2", help="ranks per host, a comma list")
     parser.add_argument("--rates", default="1gbit,5gbit", help="each host's link each way, tc's units")
-    parser.add_argument("--libraries", default="libcomm,gloo,openmpi")
+    parser.add_argument("--libraries", default="libcomm,gloo,openmpi",
+                        help="libcomm, libcomm:N (N connections per peer), gloo, openmpi")
+    parser.add_argument("--window", type=int, help="the TCP window each host advertises, in bytes")
     parser.add_argument("--runs", type=int, default=2, help="rounds; libraries alternate inside each")
     parser.add_argument("--peers", default=os.path.join(HERE, "..", "..", "shared", "peers"),
                         help="where mpi_coll_bench.c is")
@@ -239,6 +252,9 @@ def main():
     libraries = arguments.libraries.split(",")
     work = tempfile.mkdtemp(prefix="cluster-bench-")
     binary = None
+    for library in libraries:
+        if not re.fullmatch(r"libcomm(:\d+)?|gloo|openmpi", library):
+            sys.exit("library %r: one of libcomm, libcomm:N, gloo, openmpi" % library)
     if "openmpi" in libraries:
         source = os.path.join(arguments.peers, "mpi_coll_bench.c")
         if shutil.which("mpicc") and os.path.exists(source):
@@ -252,12 +268,12 @@ def main():
         for rate in arguments.rates.split(","):
             parse_rate(rate)
             for ranks in [int(text) for text in arguments.ranks.split(",")]:
-                with Cluster(arguments.hosts, rate) as cluster:
+                with Cluster(arguments.hosts, rate, arguments.window) as cluster:
                     for round_number in range(arguments.runs):
                         order = libraries if round_number % 2 == 0 else list(reversed(libraries))
                         for library in order:
-                            if library == "libcomm":
-                                result = libcomm(cluster, arguments.build, ranks)
+                            if library.startswith("libcomm"):
+                                result = libcomm(cluster, arguments.build, ranks, library.partition(":")[2])
                             elif library == "gloo":
                                 result = gloo(cluster, ranks)
                             else:
@@ -267,7 +283,8 @@ def main():
                                 rows.append({"library": library, "hosts": arguments.hosts, "ranks_per_host": ranks,
                                              "rate": rate, "run": round_number, "bytes": size, "time_us": time_us,
                                              "busbw_gbps": busbw, "link_gbps": bound,
-                                             "busbw_over_link": busbw / bound, "algorithm": algorithm})
+                                             "busbw_over_link": busbw / bound, "algorithm": algorithm,
+                                             "window": arguments.window or ""})
                                 print("%-8s %d x %d %-7s run %d %10d B %12.1f us %8.3f GB/s %6.2f of the link %s" %
                                       (library, arguments.hosts, ranks, rate, round_number, size, time_us, busbw,
                                        busbw / bound, algorithm), flush=True)
