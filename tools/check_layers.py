@@ -30,7 +30,8 @@ RULES = [
     ("rendezvous/programs/", [BASE, "rendezvous/"]),
     ("rendezvous/", [BASE]),
     # The media are private to the transport and to each other.
-    ("transport/tcp/", [BASE, "transport/transport.hpp", "transport/socket.hpp",
+    # (A striped TCP stream sleeps on an epoll set of its connections: the owned epoll of epoll_set.hpp.)
+    ("transport/tcp/", [BASE, "transport/transport.hpp", "transport/socket.hpp", "transport/epoll_set.hpp",
                         "transport/stream_connection.hpp", "transport/reduction.hpp"]),
     ("transport/shm/", [BASE, "transport/transport.hpp", "transport/socket.hpp", "transport/shared_arena.hpp",
                         "transport/stream_connection.hpp", "transport/reduction.hpp"]),
