@@ -32,8 +32,7 @@ constexpr std::uint64_t kResultSteps = 100;
 }  // namespace
 
 std::optional<LinkModel> link_from_environment() {
-  auto gigabits = environment::get_number_in("COMM_LINK_GBPS", 0.001, 100000.0,
-                                             "the link between hosts in gigabits per second, each way");
+  auto gigabits = environment::link_gigabits();
   auto latency = environment::get_number_in("COMM_LINK_LATENCY_US", 0.0, 10000000.0,
                                             "one small message across the link between hosts, in microseconds");
   if (!gigabits) return std::nullopt;

@@ -59,6 +59,10 @@ std::optional<Found> first_integer(std::initializer_list<const char*> names) {
   return std::nullopt;
 }
 
+std::optional<double> link_gigabits() {
+  return get_number_in("COMM_LINK_GBPS", 0.001, 100000.0, "the link between hosts in gigabits per second, each way");
+}
+
 std::chrono::milliseconds timeout_or(std::chrono::milliseconds fallback) {
   auto text = get("COMM_TIMEOUT");
   if (!text) return fallback;

@@ -30,6 +30,10 @@ struct Found {
 };
 std::optional<Found> first_integer(std::initializer_list<const char*> names);
 
+// COMM_LINK_GBPS: the link between hosts in gigabits per second, each way, when given (read by
+// the tuner's cost model and by the TCP transport's choice of connections per peer, alike).
+std::optional<double> link_gigabits();
+
 // COMM_TIMEOUT in seconds when set, else the fallback.
 std::chrono::milliseconds timeout_or(std::chrono::milliseconds fallback);
 

@@ -62,8 +62,7 @@ StreamPlan plan_streams(int fd, const std::string& interface) {
   double round_trip = 0;
   if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) == 0) round_trip = info.tcpi_rtt * 1e-6;
   std::string rate_source = "COMM_LINK_GBPS";
-  auto rate = environment::get_number_in("COMM_LINK_GBPS", 0.001, 100000.0,
-                                         "the link between hosts in gigabits per second, each way");
+  auto rate = environment::link_gigabits();
   double bytes_per_second;
   if (rate) {
     bytes_per_second = *rate * 1e9 / 8;

@@ -36,7 +36,6 @@ class StripedSocketStream final : public ByteStream {
   const char* medium() const override { return "tcp"; }
   void close_gracefully() noexcept override;
   bool drained_to_end() noexcept override;
-  std::size_t connections() const { return connections_.size(); }
 
  private:
   // Where one direction is in the stripes: the connection of the current stripe and what is left of it.

@@ -306,7 +306,8 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
         reason = check_hello(connection.hello, options, -1, listener_nonce, kConnectPurpose);
         int peer = connection.hello.from_rank;
         int index = connection.hello.stream_index, count = connection.hello.stream_count;
-        if (reason.empty() && peer <= options.rank) reason = "rank " + std::to_string(peer) + " should not connect here";
+        if (reason.empty() && peer <= options.rank)
+          reason = "rank " + std::to_string(peer) + " should not connect here";
         if (reason.empty() && announced[peer] != 0 && announced[peer] != count) {
           reason = "rank " + std::to_string(peer) + " announced " + std::to_string(announced[peer]) +
                    " connections, then " + std::to_string(count);
@@ -368,6 +369,7 @@ namespace {
 void build_connections(Store& store, const MeshOptions& options, Clock::time_point deadline, Mesh& mesh,
                        std::vector<Socket>& lower, const std::function<void(const Error&)>& on_failure,
                        const std::function<void()>& look) {
+  requested_streams();  // a bad COMM_SOCKET_STREAMS is an error on every rank (rank 0 connects to none), at once
   LocalAddress local = choose_local_address(options.route_to_host);
   Socket listener = open_listener(local.address);
   mesh.local_address = bound_address(listener).to_string();
@@ -376,7 +378,6 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
   store.set("host/" + std::to_string(options.rank), options.host);
   store.set("tcp/" + std::to_string(options.rank), mesh.local_address + " " + nonce_text(listener_nonce));
   logger().info("listening for peers on {} ({})", mesh.local_address, local.interface);
-  requested_streams();  // a bad COMM_SOCKET_STREAMS is an error on every rank, rank 0 too
 
   // [peer][connection]: the nonces of our hellos, which the answers must prove.
   std::vector<std::vector<Nonce>> sent(options.rank);
