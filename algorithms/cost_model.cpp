@@ -105,6 +105,26 @@ Predictions predict(Collective collective, std::size_t bytes, int size, const Ho
       double inside = (local - 1) * (kLocalLatency + count * n / kLocalBytesPerSecond);
       add(Algorithm::Hierarchical, across + inside);
     }
+  } else if ((collective == Collective::Broadcast || collective == Collective::Reduce) && hosts.usable()) {
+    // Chains and trees reduce each chunk as it arrives: one chunk's reduction shows per chain,
+    // a whole message's per level of a tree.
+    bool reduces = collective == Collective::Reduce;
+    double piece = std::min(n, chunk);
+    auto chain = [&](int hops, int crossing) {
+      if (hops < 1) return 0.0;
+      return model.step(n, crossing) + (hops - 1) * model.step(piece, crossing) +
+             (reduces ? piece / kReduceBytesPerSecond : 0);
+    };
+    // The flat chain from rank to rank + 1: each of the busiest host's chain edges that cross
+    // carries the whole message over its link.
+    add(Algorithm::Ring, chain(size - 1, std::max(hosts.ring_crossings(), 1)));
+    double tree = 0;
+    for (int bit = 0; bit < (power_of_two ? bits : bits + 1); ++bit) {
+      tree += model.step(n, hosts.crossing_pairs(bit)) + (reduces ? n / kReduceBytesPerSecond : 0);
+    }
+    add(Algorithm::Tree, tree);
+    // Once across each host's link (among the ranks at root's place), then inside the hosts.
+    add(Algorithm::Hierarchical, chain(hosts.hosts() - 1, 1) + chain(hosts.local_size() - 1, 0));
   }
   return out;
 }

@@ -120,6 +120,42 @@ void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout&
   }
 }
 
+void hierarchical_broadcast(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t bytes,
+                            int root, std::size_t chunk_bytes, std::size_t link_chunk_bytes) {
+  HostLayout::Place from = layout.place_of(root);
+  if (layout.local_rank() == from.local) {
+    CollectiveContext across = part_of(context, layout.cross_members(), layout.cross_group_ranks(), layout.host(), 0);
+    ring_broadcast(across, data, bytes, from.host, link_chunk_bytes);
+  }
+  CollectiveContext inside =
+      part_of(context, layout.local_members(), layout.local_group_ranks(), layout.local_rank(), 1);
+  ring_broadcast(inside, data, bytes, from.local, chunk_bytes);
+}
+
+void hierarchical_reduce(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t count,
+                         DType dtype, ReduceOp op, int root, std::size_t chunk_bytes, std::size_t link_chunk_bytes) {
+  HostLayout::Place to = layout.place_of(root);
+  bool leader = layout.local_rank() == to.local;  // of its host, towards root
+  bool is_root = leader && layout.host() == to.host;
+  // An average sums through the phases and divides once, by the whole group's size.
+  ReduceOp combine_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+  // A leader other than root keeps its input: its host's partial result goes through scratch.
+  std::vector<std::uint8_t> scratch;
+  void* partial = data;
+  if (leader && !is_root) {
+    auto* bytes = static_cast<const std::uint8_t*>(data);
+    scratch.assign(bytes, bytes + count * element_size(dtype));
+    partial = scratch.data();
+  }
+  CollectiveContext inside =
+      part_of(context, layout.local_members(), layout.local_group_ranks(), layout.local_rank(), 0);
+  ring_reduce(inside, partial, count, dtype, combine_op, to.local, chunk_bytes);
+  if (!leader) return;
+  CollectiveContext across = part_of(context, layout.cross_members(), layout.cross_group_ranks(), layout.host(), 1);
+  ring_reduce(across, partial, count, dtype, combine_op, to.host, link_chunk_bytes);
+  if (is_root && op == ReduceOp::Avg) divide(data, count, dtype, static_cast<std::size_t>(context.size));
+}
+
 void hierarchical_all_gather(const CollectiveContext& context, const HostLayout& layout, void* output,
                              const void* input, std::size_t block_bytes, std::size_t chunk_bytes,
                              std::size_t link_chunk_bytes) {

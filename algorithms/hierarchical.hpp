@@ -10,12 +10,17 @@
 // come out of (2) bitwise identical on every host. The n mod L trailing elements take a flat
 // ring all_reduce of the whole group.
 //
+// broadcast chains from root among the ranks at root's local place, one per host, then inside
+// each host; reduce is its mirror. The message crosses each host's link once, wherever the
+// group's ranks sit (the flat chain does only where hosts hold consecutive ranks).
+//
 // all_gather and reduce_scatter go the other way round, so that each block crosses between hosts
 // once: all_gather gathers first among the ranks of one local place across hosts, then inside each
 // host; reduce_scatter reduces first inside each host, then across. Both work on a copy laid out by
 // (local place, host) in scratch and move blocks to or from group-rank order locally.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -63,6 +68,14 @@ class HostLayout {
   int group_rank(int host, int local) const {
     return group_ranks_[static_cast<std::size_t>(host * local_size_ + local)];
   }
+  struct Place {
+    int host, local;
+  };
+  // Where group rank `rank` is: its host and its local place there.
+  Place place_of(int rank) const {
+    auto index = static_cast<int>(std::find(group_ranks_.begin(), group_ranks_.end(), rank) - group_ranks_.begin());
+    return {index / local_size_, index % local_size_};
+  }
 
  private:
   int hosts_ = 1, local_size_ = 1, local_rank_ = 0, host_ = 0;
@@ -79,6 +92,15 @@ class HostLayout {
 void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t count,
                              DType dtype, ReduceOp op, std::size_t chunk_bytes, std::size_t link_chunk_bytes,
                              Algorithm across = Algorithm::Ring);
+// From root: a pipelined chain among the ranks at root's local place, one per host (the message
+// crosses each host's link once, however the group's ranks are placed), then a chain inside each host.
+void hierarchical_broadcast(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t bytes,
+                            int root, std::size_t chunk_bytes, std::size_t link_chunk_bytes);
+// The mirror: a chain inside each host towards the rank at root's local place, then a chain
+// among those ranks towards root. data: this rank's input, and on root the result; other ranks
+// keep their input (a host's partial result goes through scratch).
+void hierarchical_reduce(const CollectiveContext& context, const HostLayout& layout, void* data, std::size_t count,
+                         DType dtype, ReduceOp op, int root, std::size_t chunk_bytes, std::size_t link_chunk_bytes);
 // output: size() blocks of block_bytes in group-rank order; input: this rank's block (it may be
 // output's block rank).
 void hierarchical_all_gather(const CollectiveContext& context, const HostLayout& layout, void* output,

@@ -121,7 +121,8 @@ bool has_algorithm(Collective collective, Algorithm algorithm) {
              algorithm == Algorithm::RecursiveDoubling || algorithm == Algorithm::SharedMemory ||
              algorithm == Algorithm::Hierarchical || algorithm == Algorithm::HalvingDoubling;
     case Collective::Broadcast:
-    case Collective::Reduce: return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree;
+    case Collective::Reduce:
+      return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree || algorithm == Algorithm::Hierarchical;
     case Collective::AllGather:
     case Collective::ReduceScatter: return algorithm == Algorithm::Ring || algorithm == Algorithm::Hierarchical;
     case Collective::Gather:
@@ -177,7 +178,10 @@ Choice choose(const TunerQuery& query) {
     // Predicted within 1% of halving-doubling on 2 namespaced hosts x 2 ranks, it measured alike
     // at 1 Gbit/s and faster at 5 Gbit/s (16 MiB 36.9-39.8 ms against 46.4-49.3, 64 MiB 153-157
     // against 165-168; docs/results/multihost.md).
-    for (int i = 0; i < predictions.count; ++i) {
+    // (Measured for the collectives that reduce or gather shards; a hierarchical broadcast or
+    // reduce runs its phases one after the other, so it must be predicted the fastest.)
+    bool margin = query.collective != Collective::Broadcast && query.collective != Collective::Reduce;
+    for (int i = 0; margin && i < predictions.count; ++i) {
       const Prediction& item = predictions.items[static_cast<std::size_t>(i)];
       if (item.algorithm == Algorithm::Hierarchical && item.seconds <= best.seconds * kHierarchyMargin) best = item;
     }

@@ -3,7 +3,8 @@
 // memory and the others over TCP, as on a cluster. Every dtype and op at counts around the shard
 // boundaries (multiples of P, plus and minus one), below and past a ring chunk, against the
 // reference fold of every rank's input; the results must be bitwise identical on every rank.
-// all_gather and reduce_scatter through the hierarchy too, in and out of place.
+// all_gather and reduce_scatter through the hierarchy too, in and out of place; broadcast and
+// reduce from every root.
 // Auto must pick the hierarchy for a large all_reduce here, and a group whose hosts hold different
 // numbers of its ranks (3 ranks, 2 per host) must refuse it by name and fall back to the ring.
 // With COMM_TEST_REAL_HOSTS=1 the hosts are the real ones (tests/netns/two_hosts.sh runs it across
@@ -98,6 +99,30 @@ void check_gather_and_scatter(comm::ProcessGroup& group, DType dtype, ReduceOp o
   }
 }
 
+// broadcast and reduce through the hierarchy from every root: broadcast leaves root's bytes on
+// every rank; reduce leaves the reference on root and every other rank's input as it was (the
+// leaders of other hosts pass partial results through scratch).
+void check_broadcast_and_reduce(comm::ProcessGroup& group, DType dtype, ReduceOp op, std::size_t count, unsigned salt) {
+  std::string what = std::string(comm::to_string(dtype)) + " x " + std::to_string(count);
+  auto inputs = comm::testing::all_inputs(group.size(), dtype, count, salt);
+  const auto& mine = inputs[static_cast<std::size_t>(group.rank())];
+  for (int root = 0; root < group.size(); ++root) {
+    auto data = mine;
+    group.broadcast(Buffer(data.data(), count, dtype), root, Algorithm::Hierarchical);
+    check(data == inputs[static_cast<std::size_t>(root)],
+          "broadcast " + what + " from " + std::to_string(root) + ": not root's bytes");
+    data = mine;
+    group.reduce(Buffer(data.data(), count, dtype), root, op, Algorithm::Hierarchical);
+    if (group.rank() == root) {
+      std::size_t wrong = comm::testing::count_wrong(data, inputs, dtype, op, count);
+      check(wrong == 0, "reduce " + what + " " + comm::to_string(op) + " to " + std::to_string(root) + ": " +
+                            std::to_string(wrong) + " elements differ from the reference");
+    } else {
+      check(data == mine, "reduce " + what + " to " + std::to_string(root) + " changed a non-root's input");
+    }
+  }
+}
+
 }  // namespace
 
 int main() try {
@@ -167,6 +192,13 @@ int main() try {
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
         for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{4099}}) {
           check_gather_and_scatter(*group, dtype, op, count, ++salt);
+        }
+      }
+    }
+    for (DType dtype : {DType::Float32, DType::Float64, DType::Int32, DType::BFloat16}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min}) {
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{300007}}) {
+          check_broadcast_and_reduce(*group, dtype, op, count, ++salt);
         }
       }
     }

@@ -114,3 +114,25 @@ TEST_CASE("the tuner runs the prediction's pick across hosts", "[tuner]") {
   CHECK(comm::algorithms::link_chunk_bytes(LinkModel{1e-6, 12.5e9, "test"}) == 622592);
   CHECK(comm::algorithms::link_chunk_bytes(LinkModel{1e-6, 0.6e9, "test"}) == 64 * 1024);
 }
+
+TEST_CASE("broadcast and reduce go hierarchical only where the flat chain crosses a link more than once",
+          "[tuner]") {
+  LinkModel link{10e-6, 125e6, "test"};  // 1 Gbit/s
+  auto pick = [&](const std::vector<int>& hosts, Collective collective, std::size_t bytes) {
+    HostLayout layout(hosts, {}, 0, static_cast<int>(hosts.size()));
+    return comm::algorithms::choose(
+               {collective, bytes, static_cast<int>(hosts.size()), Algorithm::Auto, 0, false, &layout, &link})
+        .algorithm;
+  };
+  for (Collective collective : {Collective::Broadcast, Collective::Reduce}) {
+    // Ranks alternating between two hosts: the chain 0 -> 1 -> 2 -> 3 crosses three times, each
+    // host's link carrying the message at least twice; the hierarchy carries it once.
+    CHECK(pick({7, 9, 7, 9}, collective, 16 << 20) == Algorithm::Hierarchical);
+    // Hosts holding consecutive ranks: the chain crosses once and pipelines through both hosts.
+    CHECK(pick({7, 7, 9, 9}, collective, 16 << 20) == Algorithm::Ring);
+    // A few bytes: latency decides, and the binomial tree has the fewest hops across.
+    CHECK(pick({7, 9, 7, 9}, collective, 8) != Algorithm::Ring);
+  }
+  // Uneven hosts cannot run the hierarchy: the defaults stand.
+  CHECK(pick({7, 7, 9}, Collective::Broadcast, 16 << 20) == Algorithm::Ring);
+}

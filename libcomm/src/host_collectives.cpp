@@ -27,12 +27,15 @@ std::uint8_t* bytes_of(const Buffer& buffer) { return static_cast<std::uint8_t*>
 std::shared_ptr<Work> ProcessGroup::Impl::host_broadcast(Buffer buffer, int root, Algorithm requested, bool async) {
   algorithms::Choice choice = choose(Collective::Broadcast, buffer.bytes(), requested);
   Algorithm algorithm = choice.algorithm;
-  std::size_t chunk = choice.chunk_bytes;
+  std::size_t chunk = choice.chunk_bytes, link_chunk = choice.link_chunk_bytes;
+  const algorithms::HostLayout* hosts = &host_layout_;
   return start_collective(
       CallShape{Collective::Broadcast, static_cast<int>(buffer.dtype), buffer.count, root}, buffer.bytes(),
       call_fingerprint(Collective::Broadcast, algorithm, &buffer, -1, root, buffer.count),
       [=](const CollectiveContext& context) {
-        if (algorithm == Algorithm::Ring) {
+        if (algorithm == Algorithm::Hierarchical) {
+          algorithms::hierarchical_broadcast(context, *hosts, buffer.data, buffer.bytes(), root, chunk, link_chunk);
+        } else if (algorithm == Algorithm::Ring) {
           algorithms::ring_broadcast(context, buffer.data, buffer.bytes(), root, chunk);
         } else {
           algorithms::tree_broadcast(context, buffer.data, buffer.bytes(), root);
@@ -77,12 +80,16 @@ std::shared_ptr<Work> ProcessGroup::Impl::host_reduce(Buffer buffer, int root, R
                                                       bool async) {
   algorithms::Choice choice = choose(Collective::Reduce, buffer.bytes(), requested);
   Algorithm algorithm = choice.algorithm;
-  std::size_t chunk = choice.chunk_bytes;
+  std::size_t chunk = choice.chunk_bytes, link_chunk = choice.link_chunk_bytes;
+  const algorithms::HostLayout* hosts = &host_layout_;
   return start_collective(
       CallShape{Collective::Reduce, static_cast<int>(buffer.dtype), buffer.count, root}, buffer.bytes(),
       call_fingerprint(Collective::Reduce, algorithm, &buffer, static_cast<int>(op), root, buffer.count),
       [=](const CollectiveContext& context) {
-        if (algorithm == Algorithm::Ring) {
+        if (algorithm == Algorithm::Hierarchical) {
+          algorithms::hierarchical_reduce(context, *hosts, buffer.data, buffer.count, buffer.dtype, op, root, chunk,
+                                          link_chunk);
+        } else if (algorithm == Algorithm::Ring) {
           algorithms::ring_reduce(context, buffer.data, buffer.count, buffer.dtype, op, root, chunk);
         } else {
           algorithms::tree_reduce(context, buffer.data, buffer.count, buffer.dtype, op, root);
