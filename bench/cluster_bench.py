@@ -12,8 +12,10 @@ makes; they and every process in them go away whatever happens.
         --runs 2 --csv docs/results/multihost.csv --plots docs/results/multihost
 
 "libcomm:N" among the libraries runs libcomm with N TCP connections per peer across hosts
-(COMM_SOCKET_STREAMS). --window BYTES caps the TCP window every host advertises to the others (a
-route's window), as on a path whose round trip outgrows what one connection may have in flight.
+(COMM_SOCKET_STREAMS). --flow-rate RATE also caps every TCP connection at RATE, as networks that
+limit each flow do (some clouds): each host's ephemeral ports are narrowed to a range of its own,
+where Linux gives connect() even ports and bind() odd ones, so every connection has one even port
+that names it, and each link's HTB gives that port a class capped at RATE under the link's rate.
 """
 import argparse
 import csv
@@ -29,6 +31,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUBNET = "10.79.0"
+FIRST_PORT = 40000  # of host 0's ephemeral range under --flow-rate; each host gets PORTS_PER_HOST
+PORTS_PER_HOST = 128
 LARGE_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20]
 SMALL_SIZE = 8
 
@@ -48,8 +52,8 @@ def run(command, check=True):
 class Cluster:
     """N namespaces h0..hN-1 (SUBNET.1..N) on a bridge in a namespace of its own."""
 
-    def __init__(self, hosts, rate, window=None):
-        self.window = window
+    def __init__(self, hosts, rate, flow_rate=None):
+        self.flow_rate = flow_rate
         self.tag = "cb%d" % os.getpid()
         self.switch = self.tag + "s"
         self.names = ["%sh%d" % (self.tag, i) for i in range(hosts)]
@@ -76,14 +80,37 @@ class Cluster:
             run(["ip", "-n", name, "link", "set", "lo", "up"])
             run(["ip", "-n", name, "addr", "add", self.addresses[host] + "/24", "dev", inside])
             run(["ip", "-n", name, "link", "set", inside, "mtu", "9000", "up"])
-            if self.window:
-                run(["ip", "-n", name, "route", "replace", SUBNET + ".0/24", "dev", inside, "src",
-                     self.addresses[host], "window", str(self.window)])
             # Both directions of the host's link: out of the host, and out of the bridge to it.
             for namespace, device in ((name, inside), (self.switch, port)):
-                run(["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root", "tbf", "rate",
-                     self.rate, "burst", "1mbit", "latency", "50ms"])
+                if self.flow_rate:
+                    self.shape_flows(namespace, device)
+                else:
+                    run(["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root", "tbf",
+                         "rate", self.rate, "burst", "1mbit", "latency", "50ms"])
+            if self.flow_rate:
+                first = FIRST_PORT + PORTS_PER_HOST * host
+                run(["ip", "netns", "exec", name, "sysctl", "-qw",
+                     "net.ipv4.ip_local_port_range=%d %d" % (first, first + PORTS_PER_HOST - 1)])
         return self
+
+    def shape_flows(self, namespace, device):
+        """The link's rate for all, and each connection's even port (its connect() end, whichever
+        way the packet goes) a class of its own capped at the flow rate."""
+        def tc(*arguments):
+            run(["ip", "netns", "exec", namespace, "tc"] + list(arguments))
+        tc("qdisc", "add", "dev", device, "root", "handle", "1:", "htb", "default", "2")
+        tc("class", "add", "dev", device, "parent", "1:", "classid", "1:1", "htb", "rate", self.rate, "burst", "64k",
+           "cburst", "64k")
+        tc("class", "add", "dev", device, "parent", "1:1", "classid", "1:2", "htb", "rate", "1mbit", "ceil",
+           self.rate, "burst", "64k", "cburst", "64k")
+        ports = range(FIRST_PORT, FIRST_PORT + PORTS_PER_HOST * len(self.names), 2)
+        for number, port in enumerate(ports):
+            flow = "1:%x" % (0x100 + number)
+            tc("class", "add", "dev", device, "parent", "1:1", "classid", flow, "htb", "rate", "1mbit", "ceil",
+               self.flow_rate, "burst", "64k", "cburst", "64k")
+            for priority, field in ((1, "sport"), (2, "dport")):
+                tc("filter", "add", "dev", device, "parent", "1:", "protocol", "ip", "prio", str(priority), "u32",
+                   "match", "ip", "protocol", "6", "0xff", "match", "ip", field, str(port), "0xffff", "flowid", flow)
 
     def __exit__(self, *exception):
         for name in self.names + [self.switch]:
@@ -242,7 +269,7 @@ def main():
     parser.add_argument("--rates", default="1gbit,5gbit", help="each host's link each way, tc's units")
     parser.add_argument("--libraries", default="libcomm,gloo,openmpi",
                         help="libcomm, libcomm:N (N connections per peer), gloo, openmpi")
-    parser.add_argument("--window", type=int, help="the TCP window each host advertises, in bytes")
+    parser.add_argument("--flow-rate", help="cap each TCP connection at this rate too, tc's units (e.g. 250mbit)")
     parser.add_argument("--runs", type=int, default=2, help="rounds; libraries alternate inside each")
     parser.add_argument("--peers", default=os.path.join(HERE, "..", "..", "shared", "peers"),
                         help="where mpi_coll_bench.c is")
@@ -255,6 +282,8 @@ def main():
     for library in libraries:
         if not re.fullmatch(r"libcomm(:\d+)?|gloo|openmpi", library):
             sys.exit("library %r: one of libcomm, libcomm:N, gloo, openmpi" % library)
+    if arguments.flow_rate:
+        parse_rate(arguments.flow_rate)
     if "openmpi" in libraries:
         source = os.path.join(arguments.peers, "mpi_coll_bench.c")
         if shutil.which("mpicc") and os.path.exists(source):
@@ -268,7 +297,7 @@ def main():
         for rate in arguments.rates.split(","):
             parse_rate(rate)
             for ranks in [int(text) for text in arguments.ranks.split(",")]:
-                with Cluster(arguments.hosts, rate, arguments.window) as cluster:
+                with Cluster(arguments.hosts, rate, arguments.flow_rate) as cluster:
                     for round_number in range(arguments.runs):
                         order = libraries if round_number % 2 == 0 else list(reversed(libraries))
                         for library in order:
@@ -284,7 +313,7 @@ def main():
                                              "rate": rate, "run": round_number, "bytes": size, "time_us": time_us,
                                              "busbw_gbps": busbw, "link_gbps": bound,
                                              "busbw_over_link": busbw / bound, "algorithm": algorithm,
-                                             "window": arguments.window or ""})
+                                             "flow_rate": arguments.flow_rate or ""})
                                 print("%-8s %d x %d %-7s run %d %10d B %12.1f us %8.3f GB/s %6.2f of the link %s" %
                                       (library, arguments.hosts, ranks, rate, round_number, size, time_us, busbw,
                                        busbw / bound, algorithm), flush=True)
