@@ -44,9 +44,34 @@ std::string missing_ranks(Store& store, int world_size) {
   return text;
 }
 
+// Every process of a job gets its rank the same way: a given rank among automatic ones would
+// be handed out again by the counter, or leave a hole no process fills.
+void agree_rank_assignment(Store& store, bool automatic) {
+  std::string mine = automatic ? "automatic" : "given";
+  std::string agreed = store.compare_set("ranks", "", mine);
+  if (agreed == mine) return;
+  // Published to every process of the job, so it says what is wrong without "this one".
+  fail(store, "the processes of this job got their ranks in two ways: some were given theirs (InitOptions::rank, "
+              "?rank= or RANK), others asked for automatic ones; give every process of the job a rank, or none");
+}
+
 }  // namespace
 
+int claim_automatic_rank(Store& store, int world_size, const std::string& where) {
+  agree_rank_assignment(store, true);
+  std::int64_t arrival = store.add("next_rank", 1);
+  if (arrival > world_size) {
+    throw InvalidArgumentError(
+        "all " + std::to_string(world_size) + " ranks of " + where + " are taken: this is process " +
+            std::to_string(arrival) + " to ask for an automatic rank. Start world size processes, no more; give "
+            "another job its own group_name (or file); or delete the file an earlier run left",
+        ErrorContext{.op = "init_process_group"});
+  }
+  return static_cast<int>(arrival - 1);
+}
+
 void join_group(Store& store, const JoinRequest& request) {
+  if (!request.automatic_rank) agree_rank_assignment(store, false);
   std::string world_size = std::to_string(request.world_size);
   std::string agreed = store.compare_set("world_size", "", world_size);
   if (agreed != world_size) {

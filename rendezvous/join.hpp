@@ -1,6 +1,9 @@
 // The join protocol: how the ranks of a job meet in a store and agree they are all there.
 //
 // Keys (inside the group's prefix):
+//   ranks        "given" or "automatic": how the first process to arrive got its rank; a job
+//                mixing the two fails (an automatic rank would silently take a given one's)
+//   next_rank    a counter: automatic ranks are handed out in arrival order
 //   world_size   the first rank to arrive writes its world size; everyone compares
 //   rank/R       claimed by rank R with a unique identity (host:pid:nonce); a second claim fails
 //   joined       a counter; the rank that brings it to the world size writes status
@@ -28,7 +31,14 @@ struct JoinRequest {
   int world_size = 1;
   std::chrono::milliseconds timeout{};
   bool hosts_store = false;
+  bool automatic_rank = false;  // rank came from claim_automatic_rank
 };
+
+// The next free rank of the group in arrival order, atomically (the store's add). Throws
+// MismatchError when ranks of this group were given instead, and InvalidArgumentError when all
+// `world_size` ranks are taken already (more processes than the world size, or what an earlier
+// run left in a file). `where` names the store and group for that message.
+int claim_automatic_rank(Store& store, int world_size, const std::string& where);
 
 // Returns when every rank has joined. Throws MismatchError when ranks disagree (world size,
 // duplicate rank) and TimeoutError naming the ranks that never arrived.

@@ -50,6 +50,15 @@ int run_init(int argc, char** argv) {
     auto group = comm::init_process_group(options);
     std::cout << "joined " << group->rank() << "/" << group->size() << " local " << group->local_rank() << "/"
               << group->local_size() << std::endl;
+    // The group works: every rank brings rank + 1; the sum of 1..n is known independently.
+    std::int64_t value = group->rank() + 1;
+    group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+    std::int64_t expected = std::int64_t(group->size()) * (group->size() + 1) / 2;
+    if (value != expected) {
+      std::cout << "WRONG sum " << value << " expected " << expected << std::endl;
+      return 11;
+    }
+    std::cout << "sum ok " << value << std::endl;
     return 0;
   } catch (const comm::Error& error) {
     std::cout << "ERROR " << comm::to_string(error.code()) << ": " << error.what() << std::endl;

@@ -26,10 +26,17 @@ struct Placement {
   int world_size = -1;
 };
 
+// -1 means "not given" (any other negative number is a mistake, refused by place()).
 int choose(int from_options, std::optional<int> from_url, std::optional<int> from_environment) {
-  if (from_options >= 0) return from_options;
+  if (from_options != -1) return from_options;
   if (from_url && *from_url >= 0) return *from_url;
   return from_environment.value_or(-1);
+}
+
+// A rank may be left out where a store can hand ranks out in arrival order: file://, tcp://
+// and a store the caller brings (env:// keeps torch's rule: RANK or a launcher's variable).
+bool ranks_can_be_automatic(const InitOptions& options, const InitMethod& method) {
+  return options.store != nullptr || method.kind != InitMethod::Kind::Environment;
 }
 
 Placement place(const InitOptions& options, const InitMethod& method, const LaunchEnvironment& launch) {
@@ -40,12 +47,13 @@ Placement place(const InitOptions& options, const InitMethod& method, const Laun
              "or start the program with commrun, torchrun, mpirun or srun");
   COMM_CHECK(placement.world_size >= 1, InvalidArgumentError, ErrorContext{.op = kOp},
              "world size must be at least 1, got " + std::to_string(placement.world_size));
-  COMM_CHECK(placement.rank != -1 || placement.world_size == 1, InvalidArgumentError, ErrorContext{.op = kOp},
-             "rank unknown: set InitOptions::rank, ?rank= in the URL or RANK, "
-             "or start the program with commrun, torchrun, mpirun or srun");
-  if (placement.rank == -1) placement.rank = 0;
-  COMM_CHECK(placement.rank >= 0 && placement.rank < placement.world_size, InvalidArgumentError,
-             ErrorContext{.op = kOp},
+  COMM_CHECK(placement.rank != -1 || placement.world_size == 1 || ranks_can_be_automatic(options, method),
+             InvalidArgumentError, ErrorContext{.op = kOp},
+             "rank unknown: set InitOptions::rank, ?rank= in the URL or RANK, start the program with commrun, "
+             "torchrun, mpirun or srun, or use file:// or tcp:// to have ranks handed out in arrival order");
+  if (placement.rank == -1 && placement.world_size == 1) placement.rank = 0;
+  COMM_CHECK(placement.rank == -1 || (placement.rank >= 0 && placement.rank < placement.world_size),
+             InvalidArgumentError, ErrorContext{.op = kOp},
              "rank " + std::to_string(placement.rank) + " is outside 0.." + std::to_string(placement.world_size - 1) +
                  " for world size " + std::to_string(placement.world_size) +
                  (launch.rank_source.empty() ? std::string() : " (rank from " + launch.rank_source + ")"));
@@ -89,10 +97,23 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
   }
   // Rank 0 hosts the server unless a launcher (commrun) or comm-store already runs one.
   bool external = environment::get(kStoreIsExternalVariable).value_or("0") != "0";
-  bool host_server = placement.rank == 0 && !external;
-  auto store = std::make_shared<TcpStore>(
-      host, port, TcpStoreOptions{.is_server = host_server, .timeout = timeout, .job_secret = options.job_secret});
-  return {store, host_server, store->describe(), host};
+  TcpStoreOptions store_options{.timeout = timeout, .job_secret = options.job_secret};
+  if (placement.rank == -1 && !external) {
+    // No rank yet: whoever binds the port first hosts the server, the others (and every process
+    // on other hosts, where the address is not local) are its clients.
+    try {
+      store_options.is_server = true;
+      auto store = std::make_shared<TcpStore>(host, port, store_options);
+      return {store, true, store->describe(), host};
+    } catch (const IoError& error) {
+      if (error.op() != "TcpStoreServer") throw;
+    }
+    store_options.is_server = false;
+  } else {
+    store_options.is_server = placement.rank == 0 && !external;
+  }
+  auto store = std::make_shared<TcpStore>(host, port, store_options);
+  return {store, store_options.is_server, store->describe(), host};
 }
 
 std::shared_ptr<transport::Transport> open_transport(const InitOptions& options, const Placement& placement,
@@ -136,7 +157,16 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     JobStore job = open_store(options, method, placement, timeout);
     std::string name = options.group_name.empty() ? "default_pg" : options.group_name;
     auto group_store = std::make_shared<PrefixStore>(name, job.store);
-    JoinRequest join{placement.rank, placement.world_size, timeout, job.hosts_server};
+    bool automatic_rank = placement.rank == -1;
+    if (automatic_rank) {
+      placement.rank = claim_automatic_rank(*group_store, placement.world_size,
+                                            "group '" + name + "' through " + job.description);
+      log::set_rank(placement.rank, placement.world_size);
+      log::get(log::Subsystem::Rendezvous)
+          .info("rank {} of {} in group '{}', handed out in arrival order through {}", placement.rank,
+                placement.world_size, name, job.description);
+    }
+    JoinRequest join{placement.rank, placement.world_size, timeout, job.hosts_server, automatic_rank};
     if (placement.world_size > 1) {
       join_group(*group_store, join);
       leave_word_of_death(*group_store, kJoinFailureKey, placement.rank);
