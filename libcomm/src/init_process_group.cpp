@@ -12,6 +12,7 @@
 #include "rendezvous/init_method.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/launch_environment.hpp"
+#include "rendezvous/launcher_store.hpp"
 #include "transport/connect.hpp"
 #include "transport/watched_store.hpp"
 
@@ -74,8 +75,24 @@ struct JobStore {
   std::string route_to_host{};  // the TCP store's host: data connections use the interface towards it
 };
 
-JobStore open_store(const InitOptions& options, const InitMethod& method, const Placement& placement,
-                    std::chrono::milliseconds timeout) {
+// The store srun's or mpirun's job has without MASTER_ADDR and MASTER_PORT, under a prefix of
+// the launcher's job id.
+JobStore open_launcher_store(const InitOptions& options, const LauncherStore& launcher, const Placement& placement,
+                             std::chrono::milliseconds timeout) {
+  log::get(log::Subsystem::Rendezvous).info("no MASTER_ADDR or MASTER_PORT: the store from {}", launcher.reason);
+  if (launcher.kind == LauncherStore::Kind::File) {
+    auto store = std::make_shared<FileStore>(launcher.path, timeout);
+    return {std::make_shared<PrefixStore>(launcher.key_prefix, store), false, store->describe()};
+  }
+  bool external = environment::get(kStoreIsExternalVariable).value_or("0") != "0";
+  bool host_server = placement.rank == 0 && !external;
+  auto store = std::make_shared<TcpStore>(launcher.host, launcher.port,
+                                          TcpStoreOptions{.is_server = host_server, .timeout = timeout, .job_secret = options.job_secret});
+  return {std::make_shared<PrefixStore>(launcher.key_prefix, store), host_server, store->describe(), launcher.host};
+}
+
+JobStore open_store(const InitOptions& options, const InitMethod& method, const LaunchEnvironment& launch,
+                    const Placement& placement, std::chrono::milliseconds timeout) {
   if (options.store) {
     return {options.store, options.store->serves_others(), options.store->describe(), route_host_of(*options.store)};
   }
@@ -88,6 +105,9 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
   if (method.kind == InitMethod::Kind::Environment) {
     auto address = environment::get("MASTER_ADDR");
     auto port_text = environment::get("MASTER_PORT");
+    if (!address && !port_text) {
+      if (auto launcher = store_from_launcher(launch)) return open_launcher_store(options, *launcher, placement, timeout);
+    }
     COMM_CHECK(address && port_text, InvalidArgumentError, ErrorContext{.op = kOp},
                std::string("env:// needs MASTER_ADDR and MASTER_PORT (missing: ") + (address ? "" : "MASTER_ADDR ") +
                    (port_text ? "" : "MASTER_PORT") +
@@ -154,7 +174,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     log::set_rank(placement.rank, placement.world_size);
     auto timeout = environment::timeout_or(options.timeout);
 
-    JobStore job = open_store(options, method, placement, timeout);
+    JobStore job = open_store(options, method, launch, placement, timeout);
     std::string name = options.group_name.empty() ? "default_pg" : options.group_name;
     auto group_store = std::make_shared<PrefixStore>(name, job.store);
     bool automatic_rank = placement.rank == -1;
