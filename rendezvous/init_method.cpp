@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "comm/error.hpp"
+#include "rendezvous/multicast_discovery.hpp"
 
 namespace comm {
 namespace {
@@ -93,6 +94,7 @@ InitMethod parse_init_method(const std::string& url) {
     } catch (const InvalidArgumentError& error) {
       reject(url, error.message());
     }
+    if (is_multicast_address(method.host)) method.kind = InitMethod::Kind::Multicast;
   } else if (scheme == "file") {
     method.kind = InitMethod::Kind::File;
     if (rest.empty() || rest.front() != '/') reject(url, "the path must be absolute (three slashes: file:///tmp/x)");

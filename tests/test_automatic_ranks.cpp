@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "comm/comm.hpp"
+#include "rendezvous/init_method.hpp"
 #include "tests/support/child_process.hpp"
 
 using namespace std::chrono_literals;
@@ -175,4 +176,40 @@ TEST_CASE("more processes than the world size: the extra one is told, the job is
 TEST_CASE("env:// still needs a rank", "[init][automatic][bad-input]") {
   CHECK_THROWS_WITH(comm::init_process_group({.init_method = "env://", .world_size = 2, .timeout = 1s}),
                     ContainsSubstring("rank unknown") && ContainsSubstring("file:// or tcp://"));
+}
+
+TEST_CASE("tcp:// with a multicast address is multicast discovery", "[init][automatic][multicast]") {
+  using Kind = comm::InitMethod::Kind;
+  const std::vector<std::pair<std::string, Kind>> table{
+      {"tcp://224.0.0.1:23456", Kind::Multicast},
+      {"tcp://239.255.255.255:1", Kind::Multicast},
+      {"tcp://[ff15:1e18:5d4c:4cf0:d02d:b659:53ba:b0a7]:23456", Kind::Multicast},
+      {"tcp://[ff02::1]:9", Kind::Multicast},
+      {"tcp://223.255.255.255:1", Kind::Tcp},
+      {"tcp://240.0.0.1:1", Kind::Tcp},
+      {"tcp://[fe80::1]:1", Kind::Tcp},
+      {"tcp://224.example.org:1", Kind::Tcp},
+  };
+  for (const auto& [url, kind] : table) {
+    INFO(url);
+    CHECK(comm::parse_init_method(url).kind == kind);
+  }
+}
+
+TEST_CASE("multicast discovery refuses what cannot travel or cannot be used", "[init][automatic][multicast][bad-input]") {
+  CHECK_THROWS_WITH(comm::init_process_group({.init_method = "tcp://224.1.2.3:23456",
+                                              .world_size = 2,
+                                              .timeout = 2s,
+                                              .group_name = std::string(300, 'g')}),
+                    ContainsSubstring("is 300 bytes; multicast discovery takes at most 256"));
+  // A bad interface choice is refused before anything is announced.
+  ChildProcess child({helper(), "init", "tcp://224.1.2.3:23456", "-1", "2", "", "2000"},
+                     {{"COMM_SOCKET_IFNAME", "=no-such-interface0"}});
+  REQUIRE(child.wait_for(20s).has_value());
+  CHECK_THAT(child.output(), ContainsSubstring("COMM_SOCKET_IFNAME='=no-such-interface0' matches no interface that is "
+                                               "up, can multicast and has an IPv4 address"));
+  ChildProcess hops({helper(), "init", "tcp://224.1.2.3:23456", "-1", "2", "", "2000"},
+                    {{"COMM_MULTICAST_TTL", "0"}});
+  REQUIRE(hops.wait_for(20s).has_value());
+  CHECK_THAT(hops.output(), ContainsSubstring("COMM_MULTICAST_TTL"));
 }

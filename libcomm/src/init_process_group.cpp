@@ -13,6 +13,7 @@
 #include "rendezvous/join.hpp"
 #include "rendezvous/launch_environment.hpp"
 #include "rendezvous/launcher_store.hpp"
+#include "rendezvous/multicast_discovery.hpp"
 #include "transport/connect.hpp"
 #include "transport/watched_store.hpp"
 
@@ -73,7 +74,26 @@ struct JobStore {
   bool hosts_server = false;
   std::string description;
   std::string route_to_host{};  // the TCP store's host: data connections use the interface towards it
+  std::unique_ptr<MulticastDiscovery> discovery{};  // announcing until this process has joined
 };
+
+// tcp://MULTICAST:PORT: the processes find each other on the group; the one with the lowest id
+// serves the store on its own address.
+JobStore discover_store(const InitOptions& options, const InitMethod& method, const Placement& placement,
+                        const std::string& group_name, std::chrono::milliseconds timeout) {
+  auto started = std::chrono::steady_clock::now();
+  auto secret = resolve_job_secret(options.job_secret);
+  auto discovery = std::make_unique<MulticastDiscovery>(
+      DiscoveryOptions{method.host, method.port, placement.world_size, group_name, secret, timeout});
+  auto found = discovery->find_store();
+  auto left = std::max(std::chrono::milliseconds(1000), timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                      std::chrono::steady_clock::now() - started));
+  TcpStoreOptions store_options{.is_server = found.serve, .timeout = left, .job_secret = options.job_secret};
+  auto store = std::make_shared<TcpStore>(found.host, found.port, store_options);
+  if (found.serve) discovery->announce_store(store->port());
+  std::string description = store->describe() + " (found on " + discovery->describe() + ")";
+  return {store, found.serve, description, found.host, std::move(discovery)};
+}
 
 // The store srun's or mpirun's job has without MASTER_ADDR and MASTER_PORT, under a prefix of
 // the launcher's job id.
@@ -92,7 +112,7 @@ JobStore open_launcher_store(const InitOptions& options, const LauncherStore& la
 }
 
 JobStore open_store(const InitOptions& options, const InitMethod& method, const LaunchEnvironment& launch,
-                    const Placement& placement, std::chrono::milliseconds timeout) {
+                    const Placement& placement, const std::string& group_name, std::chrono::milliseconds timeout) {
   if (options.store) {
     return {options.store, options.store->serves_others(), options.store->describe(), route_host_of(*options.store)};
   }
@@ -100,6 +120,7 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
   if (method.kind == InitMethod::Kind::File) {
     return {std::make_shared<FileStore>(method.path, timeout), false, "file://" + method.path};
   }
+  if (method.kind == InitMethod::Kind::Multicast) return discover_store(options, method, placement, group_name, timeout);
   std::string host = method.host;
   std::uint16_t port = method.port;
   if (method.kind == InitMethod::Kind::Environment) {
@@ -174,8 +195,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     log::set_rank(placement.rank, placement.world_size);
     auto timeout = environment::timeout_or(options.timeout);
 
-    JobStore job = open_store(options, method, launch, placement, timeout);
     std::string name = options.group_name.empty() ? "default_pg" : options.group_name;
+    JobStore job = open_store(options, method, launch, placement, name, timeout);
     auto group_store = std::make_shared<PrefixStore>(name, job.store);
     bool automatic_rank = placement.rank == -1;
     if (automatic_rank) {
@@ -189,6 +210,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     JoinRequest join{placement.rank, placement.world_size, timeout, job.hosts_server, automatic_rank};
     if (placement.world_size > 1) {
       join_group(*group_store, join);
+      job.discovery.reset();  // every process has found the store: no one needs announcements now
       leave_word_of_death(*group_store, kJoinFailureKey, placement.rank);
     }
     // From here a rank that fails publishes why, and the others report that cause rather than

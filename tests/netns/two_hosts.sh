@@ -12,36 +12,10 @@ commrun=$1
 helper=$2
 hierarchical_check=$3
 tag="commtest$$"
-a="${tag}a"
-b="${tag}b"
 work=$(mktemp -d /tmp/comm-netns.XXXXXX)
-
-cleanup() {
-  pkill -9 -f "$work/marker" 2>/dev/null
-  ip netns pids "$a" 2>/dev/null | xargs -r kill -9 2>/dev/null
-  ip netns pids "$b" 2>/dev/null | xargs -r kill -9 2>/dev/null
-  ip netns del "$a" 2>/dev/null
-  ip netns del "$b" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-if ! ip netns add "$a" 2>"$work/err"; then
-  echo "SKIP: cannot create network namespaces here ($(cat "$work/err")); needs root and iproute2"
-  exit 77
-fi
-ip netns add "$b" || exit 1
-ip link add "${tag}va" type veth peer name "${tag}vb" || { echo "SKIP: no veth support"; exit 77; }
-ip link set "${tag}va" netns "$a"
-ip link set "${tag}vb" netns "$b"
-for ns in "$a" "$b"; do
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link add decoy0 type dummy 2>/dev/null && ip -n "$ns" link set decoy0 up
-done
-ip -n "$a" addr add 10.77.0.1/24 dev "${tag}va" && ip -n "$a" link set "${tag}va" up
-ip -n "$b" addr add 10.77.0.2/24 dev "${tag}vb" && ip -n "$b" link set "${tag}vb" up
-ip -n "$a" addr add 10.88.0.1/24 dev decoy0 2>/dev/null
-ip -n "$b" addr add 10.88.0.2/24 dev decoy0 2>/dev/null
+before_cleanup() { pkill -9 -f "$work/marker" 2>/dev/null; }
+source "$(dirname "$0")/veth_hosts.sh"
+make_veth_hosts 10.77.0 10.88.0
 
 failures=0
 # A job secret of our own names this test's shared-memory segments (comm-<job id>-..., the id an

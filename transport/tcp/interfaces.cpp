@@ -12,6 +12,7 @@
 
 #include "comm/error.hpp"
 #include "libcomm/base/environment.hpp"
+#include "libcomm/base/network_interfaces.hpp"
 
 namespace comm::transport {
 namespace {
@@ -24,38 +25,13 @@ struct Candidate {
 
 std::vector<Candidate> interfaces_up() {
   std::vector<Candidate> result;
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return result;
-  for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
-    if (entry->ifa_addr == nullptr || !(entry->ifa_flags & IFF_UP)) continue;
-    int family = entry->ifa_addr->sa_family;
-    if (family != AF_INET && family != AF_INET6) continue;
-    if (family == AF_INET6) {
-      const auto* address = reinterpret_cast<const sockaddr_in6*>(entry->ifa_addr);
-      if (IN6_IS_ADDR_LINKLOCAL(&address->sin6_addr)) continue;  // needs a scope id: not advertised
-    }
-    Candidate candidate;
-    candidate.name = entry->ifa_name;
-    candidate.loopback = (entry->ifa_flags & IFF_LOOPBACK) != 0;
-    candidate.address.length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-    std::memcpy(&candidate.address.storage, entry->ifa_addr, candidate.address.length);
+  for (const auto& interface : network_interfaces()) {
+    Candidate candidate{interface.name, {}, interface.loopback};
+    candidate.address.storage = interface.address;
+    candidate.address.length = interface.length;
     result.push_back(candidate);
   }
-  ::freeifaddrs(list);
-  // IPv4 first: every tool and firewall handles it.
-  std::stable_sort(result.begin(), result.end(), [](const Candidate& a, const Candidate& b) {
-    return a.address.storage.ss_family == AF_INET && b.address.storage.ss_family != AF_INET;
-  });
   return result;
-}
-
-std::string interface_names(const std::vector<Candidate>& candidates) {
-  std::string names;
-  for (const auto& candidate : candidates) {
-    if (names.find(candidate.name) != std::string::npos) continue;
-    names += (names.empty() ? "" : ", ") + candidate.name;
-  }
-  return names;
 }
 
 // The source address the kernel would use to reach host (a UDP connect sends nothing).
@@ -88,29 +64,6 @@ bool same_host_address(const SocketAddress& a, const SocketAddress& b) {
 
 }  // namespace
 
-bool interface_matches(const std::string& filter, const std::string& name) {
-  std::string list = filter;
-  bool exclude = false, exact = false;
-  if (!list.empty() && list[0] == '^') {
-    exclude = true;
-    list.erase(0, 1);
-  }
-  if (!list.empty() && list[0] == '=') {
-    exact = true;
-    list.erase(0, 1);
-  }
-  bool listed = false;
-  for (std::size_t at = 0; at <= list.size();) {
-    std::size_t comma = list.find(',', at);
-    if (comma == std::string::npos) comma = list.size();
-    std::string item = list.substr(at, comma - at);
-    at = comma + 1;
-    if (item.empty()) continue;
-    if (exact ? name == item : name.rfind(item, 0) == 0) listed = true;
-  }
-  return exclude ? !listed : listed;
-}
-
 LocalAddress choose_local_address(const std::string& route_to_host) {
   auto candidates = interfaces_up();
   if (auto filter = environment::get("COMM_SOCKET_IFNAME")) {
@@ -120,7 +73,7 @@ LocalAddress choose_local_address(const std::string& route_to_host) {
     throw InvalidArgumentError("COMM_SOCKET_IFNAME='" + *filter +
                                    "' matches no interface that is up with an "
                                    "address; this host has: " +
-                                   interface_names(candidates),
+                                   interface_names(network_interfaces()),
                                ErrorContext{.op = "transport.tcp"});
   }
   SocketAddress routed;

@@ -1,8 +1,7 @@
 // Which local address a rank listens on and advertises for data connections.
 //
-// COMM_SOCKET_IFNAME selects interfaces as NCCL_SOCKET_IFNAME does: a comma-separated list of
-// name prefixes ("eth,ib"), "=" before the list for exact names ("=eth0"), "^" for exclusion
-// ("^lo,docker"). Unset, the address the kernel routes towards the store's host is used (so
+// COMM_SOCKET_IFNAME selects interfaces as NCCL_SOCKET_IFNAME does (libcomm/base/
+// network_interfaces.hpp). Unset, the address the kernel routes towards the store's host is used (so
 // peers reach us the way we reached the store), else the first non-loopback interface.
 #pragma once
 
@@ -19,8 +18,5 @@ struct LocalAddress {
 };
 
 LocalAddress choose_local_address(const std::string& route_to_host);
-
-// True when the interface name passes a COMM_SOCKET_IFNAME-style filter.
-bool interface_matches(const std::string& filter, const std::string& name);
 
 }  // namespace comm::transport

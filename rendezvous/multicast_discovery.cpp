@@ -1,0 +1,402 @@
+#include "rendezvous/multicast_discovery.hpp"
+
+#include <poll.h>
+
+#include <asio.hpp>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "comm/error.hpp"
+#include "libcomm/base/close_on_exec.hpp"
+#include "libcomm/base/duration_text.hpp"
+#include "libcomm/base/environment.hpp"
+#include "libcomm/base/log.hpp"
+#include "libcomm/base/network_interfaces.hpp"
+
+namespace comm {
+namespace {
+
+using asio::ip::udp;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kOp = "init_process_group";
+constexpr const char* kMagic = "libcomm-discovery";
+constexpr int kVersion = 1;
+constexpr const char* kProofPurpose = "libcomm multicast announcement";
+// Announce often while looking (a late process is heard within this), and at once on hearing a
+// process for the first time, so that it hears this one without waiting for the next round.
+constexpr auto kAnnouncePeriod = std::chrono::milliseconds(250);
+constexpr std::size_t kMaximumGroupName = 256;
+
+std::string hex(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string text;
+  for (unsigned char byte : bytes) {
+    text += digits[byte >> 4];
+    text += digits[byte & 15];
+  }
+  return text;
+}
+
+// Ids as 16 lower-case hex digits, most significant first.
+std::string id_text(std::uint64_t id) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
+struct Member {
+  std::string address;  // as this process heard it (the source of its announcements)
+  std::uint16_t store_port = 0;
+};
+
+// The interface to announce on: COMM_SOCKET_IFNAME's first match that is up, can multicast and
+// (for IPv4, whose membership names an address) has an address of the group's family.
+struct ChosenInterface {
+  std::string name;  // "" when the routing table chooses
+  unsigned index = 0;
+  asio::ip::address_v4 address_v4{};
+};
+
+ChosenInterface choose_interface(bool v4) {
+  auto filter = environment::get("COMM_SOCKET_IFNAME");
+  if (!filter) return {};
+  auto interfaces = network_interfaces();
+  for (const auto& interface : interfaces) {
+    if (!interface_matches(*filter, interface.name) || !(interface.multicast || interface.loopback)) continue;
+    if (v4 && interface.address.ss_family != AF_INET) continue;
+    ChosenInterface chosen{interface.name, interface.index};
+    if (v4) {
+      const auto* address = reinterpret_cast<const sockaddr_in*>(&interface.address);
+      chosen.address_v4 = asio::ip::address_v4(ntohl(address->sin_addr.s_addr));
+    }
+    return chosen;
+  }
+  throw InvalidArgumentError("COMM_SOCKET_IFNAME='" + *filter + "' matches no interface that is up, can multicast" +
+                                 (v4 ? " and has an IPv4 address" : "") + "; this host has: " +
+                                 interface_names(interfaces),
+                             ErrorContext{.op = kOp});
+}
+
+}  // namespace
+
+bool is_multicast_address(const std::string& host) {
+  std::error_code error;
+  auto address = asio::ip::make_address(host, error);
+  return !error && address.is_multicast();
+}
+
+class MulticastDiscovery::Impl {
+ public:
+  explicit Impl(DiscoveryOptions options) : options_(std::move(options)), socket_(io_) {
+    // The name travels in every announcement, which must fit one datagram.
+    if (options_.group_name.size() > kMaximumGroupName) {
+      throw InvalidArgumentError("group_name '" + options_.group_name.substr(0, 32) + "...' is " +
+                                     std::to_string(options_.group_name.size()) + " bytes; multicast discovery takes "
+                                     "at most " + std::to_string(kMaximumGroupName),
+                                 ErrorContext{.op = kOp});
+    }
+    Nonce random = random_nonce();
+    std::memcpy(&id_, random.data(), sizeof id_);
+    group_ = asio::ip::make_address(options_.group);
+    bool v4 = group_.is_v4();
+    interface_ = choose_interface(v4);
+    ttl_ = static_cast<int>(environment::get_integer_in(
+                                "COMM_MULTICAST_TTL", 1, 255,
+                                "how many routers announcements cross; 1 keeps them on the local network")
+                                .value_or(1));
+    where_ = "multicast group " + (v4 ? options_.group : "[" + options_.group + "]") + ":" +
+             std::to_string(options_.port) + " on " +
+             (interface_.name.empty() ? std::string("the interface the routing table picks") : interface_.name);
+    group_hex_ = hex(options_.group_name);
+    open();
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    thread_.join();
+  }
+
+  DiscoveredStore find_store() {
+    auto deadline = Clock::now() + options_.timeout;
+    std::unique_lock lock(mutex_);
+    auto complete = [&] { return error_ || (heard_self_ && int(members_.size()) + 1 == options_.world_size); };
+    if (!changed_.wait_until(lock, deadline, complete)) throw_timeout(lock, "");
+    if (error_) throw_after_last_word(lock);
+    std::uint64_t leader = id_;
+    for (const auto& [id, member] : members_) leader = std::min(leader, id);
+    log::get(log::Subsystem::Rendezvous)
+        .info("{}: heard all {} processes of group '{}'; {} serves the store", where_, options_.world_size,
+              options_.group_name, leader == id_ ? "this process" : members_.at(leader).address);
+    if (leader == id_) return {true, own_address_, 0};
+    auto served = [&] { return error_ || members_.at(leader).store_port != 0; };
+    if (!changed_.wait_until(lock, deadline, served)) {
+      throw_timeout(lock, "every process was heard, but the one chosen to serve the store (" +
+                              members_.at(leader).address + ") never said on which port; it may have died: ");
+    }
+    if (error_) throw_after_last_word(lock);
+    return {false, members_.at(leader).address, members_.at(leader).store_port};
+  }
+
+  // A process that found the job at odds with itself (another world size) announces once more
+  // before it leaves: the process it heard may have started after its earlier announcements, and
+  // should fail with the same cause instead of waiting out the timeout.
+  [[noreturn]] void throw_after_last_word(std::unique_lock<std::mutex>& lock) {
+    auto sent = sent_;
+    announce_now_ = true;
+    changed_.wait_for(lock, std::chrono::milliseconds(300), [&] { return sent_ > sent; });
+    std::rethrow_exception(error_);
+  }
+
+  void announce_store(std::uint16_t port) {
+    std::lock_guard lock(mutex_);
+    store_port_ = port;
+    announce_now_ = true;
+  }
+
+  const std::string& where() const { return where_; }
+
+ private:
+  void open() {
+    try {
+      udp::endpoint listen(group_, options_.port);
+      if (group_.is_v6() && group_.to_v6().is_multicast_link_local()) {
+        // ff02::/16 means nothing without an interface: bind to the group on the chosen one.
+        auto scoped = group_.to_v6();
+        scoped.scope_id(interface_.index);
+        listen = udp::endpoint(scoped, options_.port);
+      }
+      socket_.open(listen.protocol());
+      set_close_on_exec(socket_.native_handle());
+      // Every process of every job on this host that uses this group and port binds it.
+      socket_.set_option(udp::socket::reuse_address(true));
+      socket_.bind(listen);
+      if (group_.is_v4()) {
+        socket_.set_option(asio::ip::multicast::join_group(group_.to_v4(), interface_.address_v4));
+        if (!interface_.name.empty()) socket_.set_option(asio::ip::multicast::outbound_interface(interface_.address_v4));
+      } else {
+        socket_.set_option(asio::ip::multicast::join_group(group_.to_v6(), interface_.index));
+        if (!interface_.name.empty()) socket_.set_option(asio::ip::multicast::outbound_interface(interface_.index));
+      }
+      socket_.set_option(asio::ip::multicast::hops(ttl_));
+      // Processes on this host hear each other, and this one learns its own address.
+      socket_.set_option(asio::ip::multicast::enable_loopback(true));
+      socket_.non_blocking(true);
+    } catch (const std::system_error& error) {
+      throw IoError("cannot join " + where_ + ": " + error.code().message() + "; check that " + route_advice(),
+                    ErrorContext{.op = kOp});
+    }
+  }
+
+  std::string route_advice() const {
+    std::string all = group_.is_v4() ? "224.0.0.0/4" : "ff00::/8";
+    return "the interface is up and can multicast (ip link: MULTICAST), and the group has a route "
+           "(ip route get " + options_.group + "; or set COMM_SOCKET_IFNAME to the interface to use, or add one: "
+           "ip route add " + all + " dev IFACE)";
+  }
+
+  std::string announcement() const {
+    std::string text = std::string(kMagic) + " " + std::to_string(kVersion) + " " +
+                       id_text(id_) + " " +
+                       std::to_string(options_.world_size) + " " + std::to_string(store_port_) + " " + group_hex_;
+    if (!options_.secret) return text + " -";
+    auto proof = options_.secret->prove(
+        kProofPurpose, {std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size())});
+    return text + " " + nonce_text(proof);
+  }
+
+  void send() {
+    std::string text;
+    {
+      std::lock_guard lock(mutex_);
+      text = announcement();
+    }
+    std::error_code error;
+    socket_.send_to(asio::buffer(text), udp::endpoint(group_, options_.port), 0, error);
+    {
+      std::lock_guard lock(mutex_);
+      ++sent_;
+      changed_.notify_all();
+    }
+    if (error && error != asio::error::would_block && error != asio::error::try_again &&
+        error != asio::error::no_buffer_space) {
+      fail(std::make_exception_ptr(IoError("cannot announce on " + where_ + ": " + error.message() +
+                                               "; check that " + route_advice(),
+                                           ErrorContext{.op = kOp})));
+    }
+  }
+
+  // Records the first error; find_store throws it.
+  void fail(std::exception_ptr error) {
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = error;
+    changed_.notify_all();
+  }
+
+  void receive(const std::string& text, const udp::endpoint& sender) {
+    std::istringstream fields(text);
+    std::string magic, id_field, group_hex, proof_text;
+    int version = 0, world_size = 0;
+    long store_port = -1;
+    fields >> magic >> version >> id_field >> world_size >> store_port >> group_hex >> proof_text;
+    std::string rest;
+    std::lock_guard lock(mutex_);
+    if (magic != kMagic || version != kVersion || !fields || (fields >> rest) || id_field.size() != 16 ||
+        store_port < 0 || store_port > 65535) {
+      ++ignored_malformed_;
+      return;
+    }
+    if (group_hex != group_hex_) {
+      ++ignored_other_group_;
+      return;
+    }
+    std::string signed_part = text.substr(0, text.rfind(' '));
+    if (options_.secret) {
+      auto proof = parse_nonce(proof_text);
+      if (!proof || !options_.secret->verify(*proof, kProofPurpose,
+                                             {std::span(reinterpret_cast<const std::uint8_t*>(signed_part.data()),
+                                                        signed_part.size())})) {
+        ++ignored_unproven_;
+        return;
+      }
+    } else if (proof_text != "-") {
+      ++ignored_with_secret_;
+      return;
+    }
+    std::uint64_t id = 0;
+    for (char digit : id_field) {
+      if (!std::isxdigit(static_cast<unsigned char>(digit)) || std::isupper(static_cast<unsigned char>(digit))) {
+        ++ignored_malformed_;
+        return;
+      }
+      id = id << 4 | std::uint64_t(std::isdigit(static_cast<unsigned char>(digit)) ? digit - '0' : digit - 'a' + 10);
+    }
+    std::string address = sender.address().to_string();
+    if (id == id_) {
+      if (!heard_self_) own_address_ = address;
+      heard_self_ = true;
+      changed_.notify_all();
+      return;
+    }
+    if (world_size != options_.world_size && !error_) {
+      error_ = std::make_exception_ptr(MismatchError(
+          "the process at " + address + " announces group '" + options_.group_name + "' on " + where_ +
+              " with world size " + std::to_string(world_size) + ", this one with " +
+              std::to_string(options_.world_size) + "; start every process with the same world size",
+          ErrorContext{.op = kOp}));
+    }
+    auto [entry, fresh] = members_.try_emplace(id, Member{address});
+    entry->second.store_port = static_cast<std::uint16_t>(store_port);
+    if (fresh) {
+      announce_now_ = true;
+      if (int(members_.size()) + 1 > options_.world_size && !error_) {
+        error_ = std::make_exception_ptr(MismatchError(
+            "heard " + std::to_string(members_.size() + 1) + " processes announce group '" + options_.group_name +
+                "' on " + where_ + " for a world of " + std::to_string(options_.world_size) + " (" + heard_list() +
+                "): another job uses the same address, port and group name; give each job its own group_name "
+                "(or a job secret, COMM_JOB_TOKEN)",
+            ErrorContext{.op = kOp}));
+      }
+    }
+    changed_.notify_all();
+  }
+
+  void run() {
+    auto next = Clock::now();
+    std::array<char, 2048> buffer{};
+    while (true) {
+      {
+        std::lock_guard lock(mutex_);
+        if (stopping_) return;
+        if (announce_now_) {
+          next = Clock::now();
+          announce_now_ = false;
+        }
+      }
+      if (Clock::now() >= next) {
+        send();
+        next = Clock::now() + kAnnouncePeriod;
+      }
+      pollfd readable{socket_.native_handle(), POLLIN, 0};
+      ::poll(&readable, 1, 50);
+      while (true) {
+        udp::endpoint sender;
+        std::error_code error;
+        std::size_t bytes = socket_.receive_from(asio::buffer(buffer), sender, 0, error);
+        if (error) break;
+        receive(std::string(buffer.data(), bytes), sender);
+      }
+    }
+  }
+
+  std::string heard_list() const {
+    std::string list = heard_self_ ? own_address_ + " (this process)" : std::string();
+    int shown = 0;
+    for (const auto& [id, member] : members_) {
+      if (shown++ == 8) {
+        list += ", ...";
+        break;
+      }
+      list += (list.empty() ? "" : ", ") + member.address;
+    }
+    return list;
+  }
+
+  [[noreturn]] void throw_timeout(std::unique_lock<std::mutex>& lock, const std::string& what) {
+    (void)lock;
+    int heard = int(members_.size()) + (heard_self_ ? 1 : 0);
+    std::string text = "timed out after " + seconds_text(options_.timeout) + " on " + where_ + ": " + what + "heard " +
+                       std::to_string(heard) + " of " + std::to_string(options_.world_size) +
+                       " processes of group '" + options_.group_name + "'" +
+                       (heard > 0 ? " (" + heard_list() + ")" : std::string());
+    if (!heard_self_) text += "; not even this process's own announcements came back (multicast loopback)";
+    int foreign = ignored_other_group_ + ignored_unproven_ + ignored_with_secret_ + ignored_malformed_;
+    if (foreign > 0) {
+      text += "; ignored " + std::to_string(foreign) + " announcement(s) of other jobs (" +
+              std::to_string(ignored_other_group_) + " for other group names, " + std::to_string(ignored_unproven_) +
+              " without this job's secret, " + std::to_string(ignored_with_secret_) +
+              " proving a secret this process was not given, " + std::to_string(ignored_malformed_) + " malformed)";
+    }
+    text += ". Check that every process uses the same address, port, world size, group name and COMM_JOB_TOKEN; "
+            "that " + route_advice() + "; that COMM_MULTICAST_TTL (now " + std::to_string(ttl_) +
+            ") covers the routers between hosts; and that no firewall drops UDP port " + std::to_string(options_.port);
+    throw TimeoutError(text, ErrorContext{.op = kOp});
+  }
+
+  DiscoveryOptions options_;
+  asio::io_context io_;
+  udp::socket socket_;
+  asio::ip::address group_;
+  ChosenInterface interface_;
+  int ttl_ = 1;
+  std::string where_, group_hex_;
+  std::uint64_t id_ = 0;
+  std::thread thread_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stopping_ = false, announce_now_ = false, heard_self_ = false;
+  std::string own_address_;
+  std::uint16_t store_port_ = 0;
+  std::uint64_t sent_ = 0;  // announcements sent (or tried)
+  std::map<std::uint64_t, Member> members_;
+  std::exception_ptr error_;
+  int ignored_other_group_ = 0, ignored_unproven_ = 0, ignored_with_secret_ = 0, ignored_malformed_ = 0;
+};
+
+MulticastDiscovery::MulticastDiscovery(DiscoveryOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+MulticastDiscovery::~MulticastDiscovery() = default;
+DiscoveredStore MulticastDiscovery::find_store() { return impl_->find_store(); }
+void MulticastDiscovery::announce_store(std::uint16_t port) { impl_->announce_store(port); }
+std::string MulticastDiscovery::describe() const { return impl_->where(); }
+
+}  // namespace comm
