@@ -40,5 +40,19 @@ if ! awk -v loss="$final" 'BEGIN { exit !(loss < 0.02) }'; then
   echo "FAIL: sgd did not converge (loss $final)"
   failed=1
 fi
+# find_each_other: four processes started by hand with no rank, through a file (the tutorial's
+# file:// call): ranks 0..3 once each, and they sum right.
+shared=$(mktemp -d /tmp/comm-example.XXXXXX)
+for i in 1 2 3 4; do
+  timeout 60 "$examples/find_each_other" "file://$shared/sharedfile" >"$shared/out.$i" 2>&1 &
+done
+wait
+ranks=$(cat "$shared"/out.* | sed -n 's/^rank \([0-9]\) of 4 through file:.*; sum of ranks 6$/\1/p' | sort | tr -d '\n')
+if [ "$ranks" != "0123" ]; then
+  echo "FAIL: find_each_other: ranks '$ranks' (not 0..3 once each, summing to 6):"
+  cat "$shared"/out.*
+  failed=1
+fi
+rm -rf "$shared"
 [ "$failed" = 0 ] && echo "all examples behaved as the tutorials say"
 exit $failed

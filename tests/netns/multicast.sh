@@ -5,7 +5,8 @@
 # process must end with its group summing right and its rank unique within its job:
 #   ipv4      224.x with COMM_SOCKET_IFNAME, and a second job on the same address and port with
 #             another group name at the same time
-#   ipv6      the tutorial's own address, tcp://[ff15:1e18:5d4c:4cf0:d02d:b659:53ba:b0a7]:23456
+#   ipv6      the tutorial's own address, tcp://[ff15:1e18:5d4c:4cf0:d02d:b659:53ba:b0a7]:23456,
+#             and the example program that makes the tutorial's call
 #   route     224.x without COMM_SOCKET_IFNAME, through a route for the group
 #   secret    a job with COMM_JOB_TOKEN beside forged announcements and garbage, then beside a
 #             stranger announcing the same group name without the secret
@@ -13,9 +14,10 @@
 #   no-route  224.x with neither a route nor COMM_SOCKET_IFNAME
 #   silent    a group no one else joins
 #   mismatch  a process of the job with another world size
-#   multicast.sh HELPER   (root; exits 77, skipped, if namespaces cannot be made)
+#   multicast.sh HELPER [FIND_EACH_OTHER]   (root; exits 77, skipped, if namespaces cannot be made)
 set -uo pipefail
 helper=$1
+example=${2:-}
 tag="commmc$$"
 work=$(mktemp -d /tmp/comm-multicast.XXXXXX)
 source "$(dirname "$0")/veth_hosts.sh"
@@ -73,6 +75,18 @@ done
 wait
 check_job ipv6 default_pg
 grep -q "TcpStore at \[\?fd79::[12]" "$work/ipv6.0" || fail ipv6 "the store was not found at a veth IPv6 address"
+
+# The tutorial's program for it (examples/find_each_other), as a user would start it.
+if [ -n "$example" ]; then
+  for index in 0 1 2 3; do
+    ns=$([ $index -lt 2 ] && echo "$a" || echo "$b")
+    ip netns exec "$ns" env COMM_SOCKET_IFNAME=$ifname timeout 60 "$example" "$tutorial" >"$work/example.$index" 2>&1 &
+  done
+  wait
+  sed "s/^/[example] /" "$work"/example.*
+  ranks=$(cat "$work"/example.* | sed -n 's/^rank \([0-9]\) of 4 through tcp:.*; sum of ranks 6$/\1/p' | sort | tr -d '\n')
+  [ "$ranks" = "0123" ] || fail example "find_each_other's ranks were '$ranks', not 0..3 once each summing to 6"
+fi
 
 # route: no COMM_SOCKET_IFNAME; the routing table sends the group to the veth.
 ip -n "$a" route add 224.0.0.0/4 dev "${tag}va"

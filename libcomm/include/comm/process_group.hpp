@@ -1,8 +1,9 @@
 // Process groups: the ranks of a job, and everything they do together.
 //
 // init_process_group() bootstraps a job the way torch.distributed does: through env://
-// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, or the variables of mpirun and srun),
-// tcp://host:port, file:///path, or a Store the caller brings. It returns once every rank
+// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, or the variables of mpirun and srun, which also
+// say where the store is when MASTER_* are unset), tcp://host:port, file:///path, a multicast
+// group (tcp://MULTICAST_ADDRESS:port), or a Store the caller brings. It returns once every rank
 // has joined, or throws an Error saying which ranks are missing or what disagreed. The group
 // then sends, receives and runs collectives; new_group() makes groups of some of its ranks.
 #pragma once
@@ -24,10 +25,14 @@ namespace comm {
 constexpr int kAnySource = -1;
 
 struct InitOptions {
-  std::string init_method = "env://";                            // env:// | tcp://host:port | file:///path
-  int rank = -1, world_size = -1;                                // -1: from the URL's query or the environment
+  // env:// | tcp://host:port | file:///path | tcp://MULTICAST_ADDRESS:port (processes find each
+  // other on an IP multicast group; docs/bootstrap.md)
+  std::string init_method = "env://";
+  // -1: from the URL's query or the environment. A rank no one gives is handed out in arrival
+  // order through file://, tcp:// and a store (every process of the job must leave it out).
+  int rank = -1, world_size = -1;
   std::chrono::milliseconds timeout = std::chrono::minutes(30);  // COMM_TIMEOUT (s) overrides
-  std::string group_name{};                                      // lets several jobs share one file:// or store
+  std::string group_name{};  // lets several jobs share one file://, store or multicast group
   std::shared_ptr<Store> store{};  // or bring your own store (init_method is then ignored)
   std::string transport = "auto";  // auto | tcp | shm
   // The secret the job's store and connections prove (TcpStoreOptions::job_secret); unset:
