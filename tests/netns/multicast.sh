@@ -10,6 +10,7 @@
 #   route     224.x without COMM_SOCKET_IFNAME, through a route for the group
 #   secret    a job with COMM_JOB_TOKEN beside forged announcements and garbage, then beside a
 #             stranger announcing the same group name without the secret
+#   tcp-auto  automatic ranks through tcp://HOST:PORT (no multicast), the store's host one of them
 # and the failures, each with its message within its timeout:
 #   no-route  224.x with neither a route nor COMM_SOCKET_IFNAME
 #   silent    a group no one else joins
@@ -87,6 +88,16 @@ if [ -n "$example" ]; then
   ranks=$(cat "$work"/example.* | sed -n 's/^rank \([0-9]\) of 4 through tcp:.*; sum of ranks 6$/\1/p' | sort | tr -d '\n')
   [ "$ranks" = "0123" ] || fail example "find_each_other's ranks were '$ranks', not 0..3 once each summing to 6"
 fi
+
+# Automatic ranks over tcp://HOST:PORT across the hosts too: on host a whichever process binds
+# first serves the store, the other fails to bind and becomes a client; on host b the address is
+# not local at all, and both are clients.
+for index in 0 1; do
+  start tcp-auto "$a" $index tcp://10.79.0.1:29613 4 default_pg 20000
+  start tcp-auto "$b" $((index + 2)) tcp://10.79.0.1:29613 4 default_pg 20000
+done
+wait
+check_job tcp-auto default_pg
 
 # route: no COMM_SOCKET_IFNAME; the routing table sends the group to the veth.
 ip -n "$a" route add 224.0.0.0/4 dev "${tag}va"
