@@ -51,8 +51,9 @@ void agree_rank_assignment(Store& store, bool automatic) {
   std::string agreed = store.compare_set("ranks", "", mine);
   if (agreed == mine) return;
   // Published to every process of the job, so it says what is wrong without "this one".
-  fail(store, "the processes of this job got their ranks in two ways: some were given theirs (InitOptions::rank, "
-              "?rank= or RANK), others asked for automatic ones; give every process of the job a rank, or none");
+  fail(store,
+       "the processes of this job got their ranks in two ways: some were given theirs (InitOptions::rank, "
+       "?rank= or RANK), others asked for automatic ones; give every process of the job a rank, or none");
 }
 
 }  // namespace
@@ -61,11 +62,11 @@ int claim_automatic_rank(Store& store, int world_size, const std::string& where)
   agree_rank_assignment(store, true);
   std::int64_t arrival = store.add("next_rank", 1);
   if (arrival > world_size) {
-    throw InvalidArgumentError(
-        "all " + std::to_string(world_size) + " ranks of " + where + " are taken: this is process " +
-            std::to_string(arrival) + " to ask for an automatic rank. Start world size processes, no more; give "
-            "another job its own group_name (or file); or delete the file an earlier run left",
-        ErrorContext{.op = "init_process_group"});
+    throw InvalidArgumentError("all " + std::to_string(world_size) + " ranks of " + where +
+                                   " are taken: this is process " + std::to_string(arrival) +
+                                   " to ask for an automatic rank. Start world size processes, no more; give "
+                                   "another job its own group_name (or file); or delete the file an earlier run left",
+                               ErrorContext{.op = "init_process_group"});
   }
   return static_cast<int>(arrival - 1);
 }

@@ -54,9 +54,10 @@ std::optional<LauncherStore> from_slurm(const LaunchEnvironment& launch) {
   // distribution puts it there, an arbitrary one may not.
   auto node = environment::get("SLURMD_NODENAME");
   if (launch.rank == 0 && node && *node != store.host) {
-    throw InvalidArgumentError("under srun, rank 0 runs on " + *node + ", not on " + store.host + ", the first host of " +
-                                   list_variable + ", where the other ranks will look for the store; set MASTER_ADDR=" +
-                                   *node + " and MASTER_PORT to a free port for every rank (or use srun's block "
+    throw InvalidArgumentError("under srun, rank 0 runs on " + *node + ", not on " + store.host +
+                                   ", the first host of " + list_variable +
+                                   ", where the other ranks will look for the store; set MASTER_ADDR=" + *node +
+                                   " and MASTER_PORT to a free port for every rank (or use srun's block "
                                    "distribution)",
                                ErrorContext{.rank = 0, .op = kOp});
   }

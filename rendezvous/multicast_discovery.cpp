@@ -78,8 +78,8 @@ ChosenInterface choose_interface(bool v4) {
     return chosen;
   }
   throw InvalidArgumentError("COMM_SOCKET_IFNAME='" + *filter + "' matches no interface that is up, can multicast" +
-                                 (v4 ? " and has an IPv4 address" : "") + "; this host has: " +
-                                 interface_names(interfaces),
+                                 (v4 ? " and has an IPv4 address" : "") +
+                                 "; this host has: " + interface_names(interfaces),
                              ErrorContext{.op = kOp});
 }
 
@@ -97,8 +97,10 @@ class MulticastDiscovery::Impl {
     // The name travels in every announcement, which must fit one datagram.
     if (options_.group_name.size() > kMaximumGroupName) {
       throw InvalidArgumentError("group_name '" + options_.group_name.substr(0, 32) + "...' is " +
-                                     std::to_string(options_.group_name.size()) + " bytes; multicast discovery takes "
-                                     "at most " + std::to_string(kMaximumGroupName),
+                                     std::to_string(options_.group_name.size()) +
+                                     " bytes; multicast discovery takes "
+                                     "at most " +
+                                     std::to_string(kMaximumGroupName),
                                  ErrorContext{.op = kOp});
     }
     Nonce random = random_nonce();
@@ -106,10 +108,10 @@ class MulticastDiscovery::Impl {
     group_ = asio::ip::make_address(options_.group);
     bool v4 = group_.is_v4();
     interface_ = choose_interface(v4);
-    ttl_ = static_cast<int>(environment::get_integer_in(
-                                "COMM_MULTICAST_TTL", 1, 255,
-                                "how many routers announcements cross; 1 keeps them on the local network")
-                                .value_or(1));
+    ttl_ = static_cast<int>(
+        environment::get_integer_in("COMM_MULTICAST_TTL", 1, 255,
+                                    "how many routers announcements cross; 1 keeps them on the local network")
+            .value_or(1));
     where_ = "multicast group " + (v4 ? options_.group : "[" + options_.group + "]") + ":" +
              std::to_string(options_.port) + " on " +
              (interface_.name.empty() ? std::string("the interface the routing table picks") : interface_.name);
@@ -182,7 +184,8 @@ class MulticastDiscovery::Impl {
       socket_.bind(listen);
       if (group_.is_v4()) {
         socket_.set_option(asio::ip::multicast::join_group(group_.to_v4(), interface_.address_v4));
-        if (!interface_.name.empty()) socket_.set_option(asio::ip::multicast::outbound_interface(interface_.address_v4));
+        if (!interface_.name.empty())
+          socket_.set_option(asio::ip::multicast::outbound_interface(interface_.address_v4));
       } else {
         socket_.set_option(asio::ip::multicast::join_group(group_.to_v6(), interface_.index));
         if (!interface_.name.empty()) socket_.set_option(asio::ip::multicast::outbound_interface(interface_.index));
@@ -200,17 +203,19 @@ class MulticastDiscovery::Impl {
   std::string route_advice() const {
     std::string all = group_.is_v4() ? "224.0.0.0/4" : "ff00::/8";
     return "the interface is up and can multicast (ip link: MULTICAST), and the group has a route "
-           "(ip route get " + options_.group + "; or set COMM_SOCKET_IFNAME to the interface to use, or add one: "
-           "ip route add " + all + " dev IFACE)";
+           "(ip route get " +
+           options_.group +
+           "; or set COMM_SOCKET_IFNAME to the interface to use, or add one: "
+           "ip route add " +
+           all + " dev IFACE)";
   }
 
   std::string announcement() const {
-    std::string text = std::string(kMagic) + " " + std::to_string(kVersion) + " " +
-                       id_text(id_) + " " +
+    std::string text = std::string(kMagic) + " " + std::to_string(kVersion) + " " + id_text(id_) + " " +
                        std::to_string(options_.world_size) + " " + std::to_string(store_port_) + " " + group_hex_;
     if (!options_.secret) return text + " -";
-    auto proof = options_.secret->prove(
-        kProofPurpose, {std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size())});
+    auto proof = options_.secret->prove(kProofPurpose,
+                                        {std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size())});
     return text + " " + nonce_text(proof);
   }
 
@@ -229,9 +234,9 @@ class MulticastDiscovery::Impl {
     }
     if (error && error != asio::error::would_block && error != asio::error::try_again &&
         error != asio::error::no_buffer_space) {
-      fail(std::make_exception_ptr(IoError("cannot announce on " + where_ + ": " + error.message() +
-                                               "; check that " + route_advice(),
-                                           ErrorContext{.op = kOp})));
+      fail(std::make_exception_ptr(
+          IoError("cannot announce on " + where_ + ": " + error.message() + "; check that " + route_advice(),
+                  ErrorContext{.op = kOp})));
     }
   }
 
@@ -262,9 +267,9 @@ class MulticastDiscovery::Impl {
     std::string signed_part = text.substr(0, text.rfind(' '));
     if (options_.secret) {
       auto proof = parse_nonce(proof_text);
-      if (!proof || !options_.secret->verify(*proof, kProofPurpose,
-                                             {std::span(reinterpret_cast<const std::uint8_t*>(signed_part.data()),
-                                                        signed_part.size())})) {
+      if (!proof || !options_.secret->verify(
+                        *proof, kProofPurpose,
+                        {std::span(reinterpret_cast<const std::uint8_t*>(signed_part.data()), signed_part.size())})) {
         ++ignored_unproven_;
         return;
       }
@@ -288,11 +293,11 @@ class MulticastDiscovery::Impl {
       return;
     }
     if (world_size != options_.world_size && !error_) {
-      error_ = std::make_exception_ptr(MismatchError(
-          "the process at " + address + " announces group '" + options_.group_name + "' on " + where_ +
-              " with world size " + std::to_string(world_size) + ", this one with " +
-              std::to_string(options_.world_size) + "; start every process with the same world size",
-          ErrorContext{.op = kOp}));
+      error_ = std::make_exception_ptr(
+          MismatchError("the process at " + address + " announces group '" + options_.group_name + "' on " + where_ +
+                            " with world size " + std::to_string(world_size) + ", this one with " +
+                            std::to_string(options_.world_size) + "; start every process with the same world size",
+                        ErrorContext{.op = kOp}));
     }
     auto [entry, fresh] = members_.try_emplace(id, Member{address});
     entry->second.store_port = static_cast<std::uint16_t>(store_port);
@@ -355,9 +360,8 @@ class MulticastDiscovery::Impl {
     (void)lock;
     int heard = int(members_.size()) + (heard_self_ ? 1 : 0);
     std::string text = "timed out after " + seconds_text(options_.timeout) + " on " + where_ + ": " + what + "heard " +
-                       std::to_string(heard) + " of " + std::to_string(options_.world_size) +
-                       " processes of group '" + options_.group_name + "'" +
-                       (heard > 0 ? " (" + heard_list() + ")" : std::string());
+                       std::to_string(heard) + " of " + std::to_string(options_.world_size) + " processes of group '" +
+                       options_.group_name + "'" + (heard > 0 ? " (" + heard_list() + ")" : std::string());
     if (!heard_self_) text += "; not even this process's own announcements came back (multicast loopback)";
     int foreign = ignored_other_group_ + ignored_unproven_ + ignored_with_secret_ + ignored_malformed_;
     if (foreign > 0) {
@@ -366,9 +370,11 @@ class MulticastDiscovery::Impl {
               " without this job's secret, " + std::to_string(ignored_with_secret_) +
               " proving a secret this process was not given, " + std::to_string(ignored_malformed_) + " malformed)";
     }
-    text += ". Check that every process uses the same address, port, world size, group name and COMM_JOB_TOKEN; "
-            "that " + route_advice() + "; that COMM_MULTICAST_TTL (now " + std::to_string(ttl_) +
-            ") covers the routers between hosts; and that no firewall drops UDP port " + std::to_string(options_.port);
+    text +=
+        ". Check that every process uses the same address, port, world size, group name and COMM_JOB_TOKEN; "
+        "that " +
+        route_advice() + "; that COMM_MULTICAST_TTL (now " + std::to_string(ttl_) +
+        ") covers the routers between hosts; and that no firewall drops UDP port " + std::to_string(options_.port);
     throw TimeoutError(text, ErrorContext{.op = kOp});
   }
 

@@ -11,9 +11,9 @@ namespace {
 constexpr std::size_t kMaximumHosts = 1 << 20;
 
 [[noreturn]] void reject(const std::string& list, const std::string& problem) {
-  throw InvalidArgumentError("Slurm host list '" + list + "': " + problem +
-                                 " (expected forms like node1,node2 or gpu[01-04,07])",
-                             ErrorContext{.op = "init_process_group"});
+  throw InvalidArgumentError(
+      "Slurm host list '" + list + "': " + problem + " (expected forms like node1,node2 or gpu[01-04,07])",
+      ErrorContext{.op = "init_process_group"});
 }
 
 unsigned long long number(const std::string& list, const std::string& text) {

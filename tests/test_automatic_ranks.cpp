@@ -38,11 +38,11 @@ std::vector<Process> start_shuffled(const std::string& url, int world_size, std:
   std::vector<Process> processes;
   for (const auto& job : jobs) {
     std::this_thread::sleep_for(std::chrono::milliseconds(random() % 120));
-    processes.push_back({std::make_unique<ChildProcess>(std::vector<std::string>{helper(), "init", url, "-1",
-                                                                                 std::to_string(world_size), job,
-                                                                                 "30000"},
-                                                        std::map<std::string, std::string>{{"COMM_LOG_LEVEL", "info"}}),
-                         job});
+    processes.push_back(
+        {std::make_unique<ChildProcess>(
+             std::vector<std::string>{helper(), "init", url, "-1", std::to_string(world_size), job, "30000"},
+             std::map<std::string, std::string>{{"COMM_LOG_LEVEL", "info"}}),
+         job});
   }
   return processes;
 }
@@ -196,7 +196,8 @@ TEST_CASE("tcp:// with a multicast address is multicast discovery", "[init][auto
   }
 }
 
-TEST_CASE("multicast discovery refuses what cannot travel or cannot be used", "[init][automatic][multicast][bad-input]") {
+TEST_CASE("multicast discovery refuses what cannot travel or cannot be used",
+          "[init][automatic][multicast][bad-input]") {
   CHECK_THROWS_WITH(comm::init_process_group({.init_method = "tcp://224.1.2.3:23456",
                                               .world_size = 2,
                                               .timeout = 2s,
@@ -208,8 +209,7 @@ TEST_CASE("multicast discovery refuses what cannot travel or cannot be used", "[
   REQUIRE(child.wait_for(20s).has_value());
   CHECK_THAT(child.output(), ContainsSubstring("COMM_SOCKET_IFNAME='=no-such-interface0' matches no interface that is "
                                                "up, can multicast and has an IPv4 address"));
-  ChildProcess hops({helper(), "init", "tcp://224.1.2.3:23456", "-1", "2", "", "2000"},
-                    {{"COMM_MULTICAST_TTL", "0"}});
+  ChildProcess hops({helper(), "init", "tcp://224.1.2.3:23456", "-1", "2", "", "2000"}, {{"COMM_MULTICAST_TTL", "0"}});
   REQUIRE(hops.wait_for(20s).has_value());
   CHECK_THAT(hops.output(), ContainsSubstring("COMM_MULTICAST_TTL"));
 }

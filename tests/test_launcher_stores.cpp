@@ -38,7 +38,8 @@ std::vector<std::pair<int, std::string>> run_processes(
     auto environment = environment_of(rank);
     environment["COMM_LOG_LEVEL"] = "info";
     environment["COMM_TIMEOUT"] = "20";
-    children.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{helper(), "init", "env://"}, environment));
+    children.push_back(
+        std::make_unique<ChildProcess>(std::vector<std::string>{helper(), "init", "env://"}, environment));
   }
   std::vector<std::pair<int, std::string>> results;
   for (auto& child : children) {
@@ -50,10 +51,14 @@ std::vector<std::pair<int, std::string>> run_processes(
 }
 
 std::map<std::string, std::string> slurm_task(int rank, int tasks, const std::string& nodelist, long long job_id) {
-  return {{"SLURM_PROCID", std::to_string(rank)}, {"SLURM_NTASKS", std::to_string(tasks)},
-          {"SLURM_LOCALID", std::to_string(rank)}, {"SLURM_JOB_ID", std::to_string(job_id)},
-          {"SLURM_STEP_ID", "0"},                  {"SLURM_JOB_NODELIST", nodelist},
-          {"MASTER_ADDR", ""},                     {"MASTER_PORT", ""}};
+  return {{"SLURM_PROCID", std::to_string(rank)},
+          {"SLURM_NTASKS", std::to_string(tasks)},
+          {"SLURM_LOCALID", std::to_string(rank)},
+          {"SLURM_JOB_ID", std::to_string(job_id)},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_JOB_NODELIST", nodelist},
+          {"MASTER_ADDR", ""},
+          {"MASTER_PORT", ""}};
 }
 
 // A job id whose derived port is free now, so parallel tests do not collide.
@@ -94,10 +99,10 @@ TEST_CASE("Slurm host lists expand as Slurm expands them", "[launcher][slurm]") 
 
 TEST_CASE("malformed Slurm host lists are refused, saying what is wrong", "[launcher][slurm][bad-input]") {
   const std::vector<std::pair<std::string, std::string>> table{
-      {"", "an empty host name"},         {"node[1-", "'[' without ']'"},    {"node1]", "']' without '['"},
-      {"node[]", "empty brackets"},       {"node[3-1]", "runs backwards"},   {"node[a-b]", "not a number"},
-      {"node1,,node2", "an empty host"},  {"node[1-2", "'[' without ']'"},   {"n[[1]]", "nested brackets"},
-      {"node 1", "white space"},          {"n[0-99999999]", "too long"},
+      {"", "an empty host name"},        {"node[1-", "'[' without ']'"},  {"node1]", "']' without '['"},
+      {"node[]", "empty brackets"},      {"node[3-1]", "runs backwards"}, {"node[a-b]", "not a number"},
+      {"node1,,node2", "an empty host"}, {"node[1-2", "'[' without ']'"}, {"n[[1]]", "nested brackets"},
+      {"node 1", "white space"},         {"n[0-99999999]", "too long"},
   };
   for (const auto& [list, problem] : table) {
     INFO(list);
@@ -121,11 +126,11 @@ TEST_CASE("an srun-like environment starts a job without MASTER_ADDR or MASTER_P
   for (int rank = 0; rank < 4; ++rank) {
     INFO("rank " << rank << ": " << results[rank].second);
     CHECK(results[rank].first == 0);
-    CHECK_THAT(results[rank].second, ContainsSubstring("joined " + std::to_string(rank) + "/4") &&
-                                         ContainsSubstring("sum ok 10") &&
-                                         ContainsSubstring("the store from srun: the first host of SLURM_JOB_NODELIST (" +
-                                                           this_host() + ")") &&
-                                         ContainsSubstring(std::to_string(comm::slurm_store_port(job, 0))));
+    CHECK_THAT(
+        results[rank].second,
+        ContainsSubstring("joined " + std::to_string(rank) + "/4") && ContainsSubstring("sum ok 10") &&
+            ContainsSubstring("the store from srun: the first host of SLURM_JOB_NODELIST (" + this_host() + ")") &&
+            ContainsSubstring(std::to_string(comm::slurm_store_port(job, 0))));
   }
 }
 
@@ -153,8 +158,8 @@ TEST_CASE("launchers that cannot say where the store is get told what to set", "
       return environment;
     });
     CHECK(results[0].first == 10);
-    CHECK_THAT(results[0].second, ContainsSubstring("rank 0 runs on gpu02, not on gpu01") &&
-                                      ContainsSubstring("set MASTER_ADDR=gpu02"));
+    CHECK_THAT(results[0].second,
+               ContainsSubstring("rank 0 runs on gpu02, not on gpu01") && ContainsSubstring("set MASTER_ADDR=gpu02"));
   }
   SECTION("a malformed SLURM_JOB_NODELIST") {
     auto results = run_processes(1, [&](int) { return slurm_task(0, 2, "gpu[01-", free_slurm_job()); });
@@ -164,9 +169,9 @@ TEST_CASE("launchers that cannot say where the store is get told what to set", "
   SECTION("mpirun across hosts") {
     auto started = std::chrono::steady_clock::now();
     auto results = run_processes(1, [&](int) {
-      return std::map<std::string, std::string>{{"OMPI_COMM_WORLD_RANK", "3"},      {"OMPI_COMM_WORLD_SIZE", "8"},
-                                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_MCA_orte_num_nodes", "2"},
-                                                {"MASTER_ADDR", ""},                 {"MASTER_PORT", ""}};
+      return std::map<std::string, std::string>{
+          {"OMPI_COMM_WORLD_RANK", "3"},    {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+          {"OMPI_MCA_orte_num_nodes", "2"}, {"MASTER_ADDR", ""},           {"MASTER_PORT", ""}};
     });
     CHECK(results[0].first == 10);
     CHECK_THAT(results[0].second, ContainsSubstring("mpirun across 2 hosts") &&
@@ -175,12 +180,13 @@ TEST_CASE("launchers that cannot say where the store is get told what to set", "
   }
   SECTION("mpirun on one host without its session directory") {
     auto results = run_processes(1, [&](int) {
-      return std::map<std::string, std::string>{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_ADDR", ""},
+      return std::map<std::string, std::string>{{"OMPI_COMM_WORLD_RANK", "0"},
+                                                {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                                {"MASTER_ADDR", ""},
                                                 {"MASTER_PORT", ""}};
     });
     CHECK(results[0].first == 10);
-    CHECK_THAT(results[0].second, ContainsSubstring("session directory") &&
-                                      ContainsSubstring("MASTER_ADDR=127.0.0.1"));
+    CHECK_THAT(results[0].second, ContainsSubstring("session directory") && ContainsSubstring("MASTER_ADDR=127.0.0.1"));
   }
 }

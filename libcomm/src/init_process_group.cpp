@@ -95,6 +95,9 @@ JobStore discover_store(const InitOptions& options, const InitMethod& method, co
   return {store, found.serve, description, found.host, std::move(discovery)};
 }
 
+// commrun or comm-store already serves the store: no rank hosts one.
+bool store_is_external() { return environment::get(kStoreIsExternalVariable).value_or("0") != "0"; }
+
 // The store srun's or mpirun's job has without MASTER_ADDR and MASTER_PORT, under a prefix of
 // the launcher's job id.
 JobStore open_launcher_store(const InitOptions& options, const LauncherStore& launcher, const Placement& placement,
@@ -104,10 +107,10 @@ JobStore open_launcher_store(const InitOptions& options, const LauncherStore& la
     auto store = std::make_shared<FileStore>(launcher.path, timeout);
     return {std::make_shared<PrefixStore>(launcher.key_prefix, store), false, store->describe()};
   }
-  bool external = environment::get(kStoreIsExternalVariable).value_or("0") != "0";
-  bool host_server = placement.rank == 0 && !external;
-  auto store = std::make_shared<TcpStore>(launcher.host, launcher.port,
-                                          TcpStoreOptions{.is_server = host_server, .timeout = timeout, .job_secret = options.job_secret});
+  bool host_server = placement.rank == 0 && !store_is_external();
+  auto store = std::make_shared<TcpStore>(
+      launcher.host, launcher.port,
+      TcpStoreOptions{.is_server = host_server, .timeout = timeout, .job_secret = options.job_secret});
   return {std::make_shared<PrefixStore>(launcher.key_prefix, store), host_server, store->describe(), launcher.host};
 }
 
@@ -120,24 +123,28 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
   if (method.kind == InitMethod::Kind::File) {
     return {std::make_shared<FileStore>(method.path, timeout), false, "file://" + method.path};
   }
-  if (method.kind == InitMethod::Kind::Multicast) return discover_store(options, method, placement, group_name, timeout);
+  if (method.kind == InitMethod::Kind::Multicast)
+    return discover_store(options, method, placement, group_name, timeout);
   std::string host = method.host;
   std::uint16_t port = method.port;
   if (method.kind == InitMethod::Kind::Environment) {
     auto address = environment::get("MASTER_ADDR");
     auto port_text = environment::get("MASTER_PORT");
     if (!address && !port_text) {
-      if (auto launcher = store_from_launcher(launch)) return open_launcher_store(options, *launcher, placement, timeout);
+      if (auto launcher = store_from_launcher(launch))
+        return open_launcher_store(options, *launcher, placement, timeout);
     }
-    COMM_CHECK(address && port_text, InvalidArgumentError, ErrorContext{.op = kOp},
-               std::string("env:// needs MASTER_ADDR and MASTER_PORT (missing: ") + (address ? "" : "MASTER_ADDR ") +
-                   (port_text ? "" : "MASTER_PORT") +
-                   "); start the program with commrun, or set them to rank 0's address and a free port");
+    COMM_CHECK(
+        address && port_text, InvalidArgumentError, ErrorContext{.op = kOp},
+        std::string("env:// needs MASTER_ADDR and MASTER_PORT (missing: ") + (address ? "" : "MASTER_ADDR ") +
+            (port_text ? "" : "MASTER_PORT") +
+            "); start the program with commrun (or srun, or mpirun on one host, which say where the store is), or set "
+            "them to rank 0's address and a free port");
     host = *address;
     port = parse_port(*port_text, "MASTER_PORT");
   }
   // Rank 0 hosts the server unless a launcher (commrun) or comm-store already runs one.
-  bool external = environment::get(kStoreIsExternalVariable).value_or("0") != "0";
+  bool external = store_is_external();
   TcpStoreOptions store_options{.timeout = timeout, .job_secret = options.job_secret};
   if (placement.rank == -1 && !external) {
     // No rank yet: whoever binds the port first hosts the server, the others (and every process
@@ -200,8 +207,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     auto group_store = std::make_shared<PrefixStore>(name, job.store);
     bool automatic_rank = placement.rank == -1;
     if (automatic_rank) {
-      placement.rank = claim_automatic_rank(*group_store, placement.world_size,
-                                            "group '" + name + "' through " + job.description);
+      placement.rank =
+          claim_automatic_rank(*group_store, placement.world_size, "group '" + name + "' through " + job.description);
       log::set_rank(placement.rank, placement.world_size);
       log::get(log::Subsystem::Rendezvous)
           .info("rank {} of {} in group '{}', handed out in arrival order through {}", placement.rank,

@@ -32,7 +32,7 @@ struct InitOptions {
   // order through file://, tcp:// and a store (every process of the job must leave it out).
   int rank = -1, world_size = -1;
   std::chrono::milliseconds timeout = std::chrono::minutes(30);  // COMM_TIMEOUT (s) overrides
-  std::string group_name{};  // lets several jobs share one file://, store or multicast group
+  std::string group_name{};        // lets several jobs share one file://, store or multicast group
   std::shared_ptr<Store> store{};  // or bring your own store (init_method is then ignored)
   std::string transport = "auto";  // auto | tcp | shm
   // The secret the job's store and connections prove (TcpStoreOptions::job_secret); unset:
