@@ -4,8 +4,6 @@
 
 #include <asio.hpp>
 #include <condition_variable>
-#include <cstdio>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -33,21 +31,11 @@ constexpr const char* kProofPurpose = "libcomm multicast announcement";
 constexpr auto kAnnouncePeriod = std::chrono::milliseconds(250);
 constexpr std::size_t kMaximumGroupName = 256;
 
-std::string hex(std::string_view bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string text;
-  for (unsigned char byte : bytes) {
-    text += digits[byte >> 4];
-    text += digits[byte & 15];
-  }
-  return text;
-}
+// As text the bytes travel (16 lower-case hex digits): equal-length hex orders as the numbers do.
+constexpr std::size_t kIdDigits = 16;
 
-// Ids as 16 lower-case hex digits, most significant first.
-std::string id_text(std::uint64_t id) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
-  return text;
+std::string hex_of(std::string_view text) {
+  return hex_text(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
 struct Member {
@@ -103,8 +91,7 @@ class MulticastDiscovery::Impl {
                                      std::to_string(kMaximumGroupName),
                                  ErrorContext{.op = kOp});
     }
-    Nonce random = random_nonce();
-    std::memcpy(&id_, random.data(), sizeof id_);
+    id_ = nonce_text(random_nonce()).substr(0, kIdDigits);
     group_ = asio::ip::make_address(options_.group);
     bool v4 = group_.is_v4();
     interface_ = choose_interface(v4);
@@ -115,7 +102,7 @@ class MulticastDiscovery::Impl {
     where_ = "multicast group " + (v4 ? options_.group : "[" + options_.group + "]") + ":" +
              std::to_string(options_.port) + " on " +
              (interface_.name.empty() ? std::string("the interface the routing table picks") : interface_.name);
-    group_hex_ = hex(options_.group_name);
+    group_hex_ = hex_of(options_.group_name);
     open();
     thread_ = std::thread([this] { run(); });
   }
@@ -132,18 +119,17 @@ class MulticastDiscovery::Impl {
     auto deadline = Clock::now() + options_.timeout;
     std::unique_lock lock(mutex_);
     auto complete = [&] { return error_ || (heard_self_ && int(members_.size()) + 1 == options_.world_size); };
-    if (!changed_.wait_until(lock, deadline, complete)) throw_timeout(lock, "");
+    if (!changed_.wait_until(lock, deadline, complete)) throw_timeout("");
     if (error_) throw_after_last_word(lock);
-    std::uint64_t leader = id_;
-    for (const auto& [id, member] : members_) leader = std::min(leader, id);
+    std::string leader = std::min(id_, members_.empty() ? id_ : members_.begin()->first);
     log::get(log::Subsystem::Rendezvous)
         .info("{}: heard all {} processes of group '{}'; {} serves the store", where_, options_.world_size,
               options_.group_name, leader == id_ ? "this process" : members_.at(leader).address);
     if (leader == id_) return {true, own_address_, 0};
     auto served = [&] { return error_ || members_.at(leader).store_port != 0; };
     if (!changed_.wait_until(lock, deadline, served)) {
-      throw_timeout(lock, "every process was heard, but the one chosen to serve the store (" +
-                              members_.at(leader).address + ") never said on which port; it may have died: ");
+      throw_timeout("every process was heard, but the one chosen to serve the store (" + members_.at(leader).address +
+                    ") never said on which port; it may have died: ");
     }
     if (error_) throw_after_last_word(lock);
     return {false, members_.at(leader).address, members_.at(leader).store_port};
@@ -211,7 +197,7 @@ class MulticastDiscovery::Impl {
   }
 
   std::string announcement() const {
-    std::string text = std::string(kMagic) + " " + std::to_string(kVersion) + " " + id_text(id_) + " " +
+    std::string text = std::string(kMagic) + " " + std::to_string(kVersion) + " " + id_ + " " +
                        std::to_string(options_.world_size) + " " + std::to_string(store_port_) + " " + group_hex_;
     if (!options_.secret) return text + " -";
     auto proof = options_.secret->prove(kProofPurpose,
@@ -255,8 +241,8 @@ class MulticastDiscovery::Impl {
     fields >> magic >> version >> id_field >> world_size >> store_port >> group_hex >> proof_text;
     std::string rest;
     std::lock_guard lock(mutex_);
-    if (magic != kMagic || version != kVersion || !fields || (fields >> rest) || id_field.size() != 16 ||
-        store_port < 0 || store_port > 65535) {
+    if (magic != kMagic || version != kVersion || !fields || (fields >> rest) || id_field.size() != kIdDigits ||
+        id_field.find_first_not_of("0123456789abcdef") != std::string::npos || store_port < 0 || store_port > 65535) {
       ++ignored_malformed_;
       return;
     }
@@ -277,16 +263,8 @@ class MulticastDiscovery::Impl {
       ++ignored_with_secret_;
       return;
     }
-    std::uint64_t id = 0;
-    for (char digit : id_field) {
-      if (!std::isxdigit(static_cast<unsigned char>(digit)) || std::isupper(static_cast<unsigned char>(digit))) {
-        ++ignored_malformed_;
-        return;
-      }
-      id = id << 4 | std::uint64_t(std::isdigit(static_cast<unsigned char>(digit)) ? digit - '0' : digit - 'a' + 10);
-    }
     std::string address = sender.address().to_string();
-    if (id == id_) {
+    if (id_field == id_) {
       if (!heard_self_) own_address_ = address;
       heard_self_ = true;
       changed_.notify_all();
@@ -299,7 +277,7 @@ class MulticastDiscovery::Impl {
                             std::to_string(options_.world_size) + "; start every process with the same world size",
                         ErrorContext{.op = kOp}));
     }
-    auto [entry, fresh] = members_.try_emplace(id, Member{address});
+    auto [entry, fresh] = members_.try_emplace(id_field, Member{address});
     entry->second.store_port = static_cast<std::uint16_t>(store_port);
     if (fresh) {
       announce_now_ = true;
@@ -356,8 +334,8 @@ class MulticastDiscovery::Impl {
     return list;
   }
 
-  [[noreturn]] void throw_timeout(std::unique_lock<std::mutex>& lock, const std::string& what) {
-    (void)lock;
+  // Called with mutex_ held.
+  [[noreturn]] void throw_timeout(const std::string& what) {
     int heard = int(members_.size()) + (heard_self_ ? 1 : 0);
     std::string text = "timed out after " + seconds_text(options_.timeout) + " on " + where_ + ": " + what + "heard " +
                        std::to_string(heard) + " of " + std::to_string(options_.world_size) + " processes of group '" +
@@ -385,7 +363,7 @@ class MulticastDiscovery::Impl {
   ChosenInterface interface_;
   int ttl_ = 1;
   std::string where_, group_hex_;
-  std::uint64_t id_ = 0;
+  std::string id_;  // random, kIdDigits hex digits; the lowest of the job serves the store
   std::thread thread_;
 
   std::mutex mutex_;
@@ -393,8 +371,8 @@ class MulticastDiscovery::Impl {
   bool stopping_ = false, announce_now_ = false, heard_self_ = false;
   std::string own_address_;
   std::uint16_t store_port_ = 0;
-  std::uint64_t sent_ = 0;  // announcements sent (or tried)
-  std::map<std::uint64_t, Member> members_;
+  std::uint64_t sent_ = 0;                 // announcements sent (or tried)
+  std::map<std::string, Member> members_;  // by id, so the first is the lowest
   std::exception_ptr error_;
   int ignored_other_group_ = 0, ignored_unproven_ = 0, ignored_with_secret_ = 0, ignored_malformed_ = 0;
 };

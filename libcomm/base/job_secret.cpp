@@ -21,7 +21,15 @@ void random_bytes(std::span<std::uint8_t> out) {
   }
 }
 
-std::string hex(std::span<const std::uint8_t> bytes) {
+void append_part(std::vector<std::uint8_t>& message, std::span<const std::uint8_t> part) {
+  auto size = static_cast<std::uint32_t>(part.size());
+  for (int shift = 0; shift < 32; shift += 8) message.push_back(static_cast<std::uint8_t>(size >> shift));
+  message.insert(message.end(), part.begin(), part.end());
+}
+
+}  // namespace
+
+std::string hex_text(std::span<const std::uint8_t> bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string text;
   for (std::uint8_t byte : bytes) {
@@ -31,21 +39,13 @@ std::string hex(std::span<const std::uint8_t> bytes) {
   return text;
 }
 
-void append_part(std::vector<std::uint8_t>& message, std::span<const std::uint8_t> part) {
-  auto size = static_cast<std::uint32_t>(part.size());
-  for (int shift = 0; shift < 32; shift += 8) message.push_back(static_cast<std::uint8_t>(size >> shift));
-  message.insert(message.end(), part.begin(), part.end());
-}
-
-}  // namespace
-
 Nonce random_nonce() {
   Nonce nonce;
   random_bytes(nonce);
   return nonce;
 }
 
-std::string nonce_text(const Nonce& nonce) { return hex(nonce); }
+std::string nonce_text(const Nonce& nonce) { return hex_text(nonce); }
 
 std::optional<Nonce> parse_nonce(std::string_view text) {
   Nonce nonce{};
@@ -97,7 +97,7 @@ std::optional<JobSecret> JobSecret::from_environment() {
 JobSecret JobSecret::generate() {
   std::array<std::uint8_t, 32> bytes;
   random_bytes(bytes);
-  return JobSecret(hex(bytes));
+  return JobSecret(hex_text(bytes));
 }
 
 Proof JobSecret::prove(std::string_view purpose, std::initializer_list<std::span<const std::uint8_t>> parts) const {
@@ -128,7 +128,7 @@ std::optional<JobSecret> resolve_job_secret(const std::optional<std::string>& gi
 
 std::string JobSecret::job_id() const {
   Proof digest = prove("libcomm job id", {});
-  return hex(std::span(digest).first(8));
+  return hex_text(std::span(digest).first(8));
 }
 
 }  // namespace comm

@@ -22,6 +22,9 @@ inline constexpr std::size_t kProofBytes = 32;
 using Nonce = std::array<std::uint8_t, kNonceBytes>;
 using Proof = std::array<std::uint8_t, kProofBytes>;
 
+// Bytes as lower-case hex: nonces, proofs and ids in stores and announcements.
+std::string hex_text(std::span<const std::uint8_t> bytes);
+
 // Nonces from the operating system's generator, through libcrypto.
 Nonce random_nonce();
 // A nonce as 64 hex characters (to publish in a store), and back; nothing when it is not one.

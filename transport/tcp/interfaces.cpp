@@ -1,13 +1,8 @@
 #include "transport/tcp/interfaces.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "comm/error.hpp"
