@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "comm/store.hpp"
+#include "libcomm/base/guarded_file.hpp"
 #include "rendezvous/store_format.hpp"
 
 namespace comm {
@@ -47,11 +48,15 @@ std::uint32_t get_u32(const std::uint8_t* in) {
 class FileStore::Log {
  public:
   explicit Log(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw_io("cannot open store file", path_);
-  }
-  ~Log() {
-    if (fd_ >= 0) ::close(fd_);
+    // Only this user may read or write the job's store (it may hold the job's token), and a
+    // path in a shared directory must not be redirectable by a symlink another user planted.
+    auto opened = open_guarded(path_, 0600, "the store file");
+    if (!opened.file.valid()) {
+      throw IoError(opened.problem + "; check that the directory exists and is writable by every rank",
+                    ErrorContext{.op = "FileStore"});
+    }
+    file_ = std::move(opened.file);
+    fd_ = file_.get();
   }
   Log(const Log&) = delete;
   Log& operator=(const Log&) = delete;
@@ -159,7 +164,8 @@ class FileStore::Log {
   }
 
   std::string path_;
-  int fd_ = -1;
+  OwnedDescriptor file_;
+  int fd_ = -1;       // file_'s
   std::mutex mutex_;  // one thread at a time uses this FileStore's descriptor and map
   std::uint64_t read_offset_ = 0;
   std::map<std::string, Bytes> values_;

@@ -1,5 +1,7 @@
 // commrun: environment, output prefixes, failure propagation, signals, several nodes.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
@@ -101,6 +103,49 @@ TEST_CASE("commrun jobs claim cores of their own, all or none, until they end", 
   CHECK(none.cores().empty());
   CHECK_THAT(none.why(), ContainsSubstring("2 ranks but 1 usable cores"));
   std::filesystem::remove(path);
+}
+
+// Issue 27: the lock file lives in /dev/shm, where every user may plant a symlink or a file.
+TEST_CASE("the core lock file cannot be redirected or planted by another user", "[launcher][security]") {
+  comm::testing::TemporaryDirectory directory;
+  auto path = directory.path() / "cores.lock";
+  auto target = directory.path() / "ld.so.preload";
+  SECTION("a symbolic link is not followed, and nothing is created where it points") {
+    std::filesystem::create_symlink(target, path);
+    comm::launcher::CoreReservation reservation({0, 1}, 1, path.string());
+    CHECK(reservation.cores().empty());
+    CHECK(reservation.lock_file_refused());
+    CHECK_THAT(reservation.why(), ContainsSubstring("symbolic link"));
+    CHECK_FALSE(std::filesystem::exists(target));
+  }
+  SECTION("a hard link to another file is refused") {
+    { std::ofstream(target.string()); }
+    std::filesystem::permissions(target, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    std::filesystem::create_hard_link(target, path);
+    comm::launcher::CoreReservation reservation({0, 1}, 1, path.string());
+    CHECK(reservation.lock_file_refused());
+    CHECK_THAT(reservation.why(), ContainsSubstring("hard links"));
+  }
+  SECTION("a file of another user is refused") {
+    if (::geteuid() != 0) SKIP("needs root to give a file away");
+    { std::ofstream(path.string()); }
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                           std::filesystem::perms::group_read | std::filesystem::perms::group_write |
+                                           std::filesystem::perms::others_read | std::filesystem::perms::others_write);
+    REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+    comm::launcher::CoreReservation reservation({0, 1}, 1, path.string());
+    CHECK(reservation.lock_file_refused());
+    CHECK_THAT(reservation.why(), ContainsSubstring("belongs to uid 65534"));
+  }
+  SECTION("a file this call makes is the lock file every user may lock, whatever the umask") {
+    mode_t previous = ::umask(077);
+    comm::launcher::CoreReservation reservation({0, 1}, 1, path.string());
+    ::umask(previous);
+    CHECK(reservation.cores() == std::vector<int>{0});
+    struct stat status {};
+    REQUIRE(::stat(path.c_str(), &status) == 0);
+    CHECK((status.st_mode & 07777) == 0666);
+  }
 }
 
 TEST_CASE("two commrun jobs at once never pin ranks to one core", "[launcher]") {

@@ -3,7 +3,12 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -203,4 +208,54 @@ TEST_CASE("PrefixStores over one store do not see each other's keys", "[store]")
   CHECK_FALSE(job_b.check({"only-a"}));
   CHECK_THROWS_WITH(job_b.get("only-a", 50ms), ContainsSubstring("b/only-a"));
   CHECK_THROWS_AS(comm::PrefixStore("x", nullptr), comm::InvalidArgumentError);
+}
+
+// Issue 27: a store file in a shared directory must not be redirectable or readable by others.
+static unsigned mode_of(const std::filesystem::path& path) {
+  struct stat status {};
+  REQUIRE(::stat(path.c_str(), &status) == 0);
+  return status.st_mode & 07777;
+}
+
+TEST_CASE("FileStore refuses a path another user could have redirected or can read", "[store][security]") {
+  comm::testing::TemporaryDirectory directory;
+  auto path = directory.path() / "store";
+  auto target = directory.path() / "target";
+  {
+    comm::FileStore store(path.string(), 1s);
+    store.set("k", "v");
+    CHECK(mode_of(path) == 0600);
+  }
+  SECTION("a symbolic link at the path is never followed") {
+    std::filesystem::create_symlink(target, path);
+    CHECK_THROWS_WITH(comm::FileStore(path.string(), 1s), ContainsSubstring("symbolic link"));
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(target)));
+  }
+  SECTION("a second hard link is refused") {
+    { std::ofstream(target.string()); }
+    std::filesystem::permissions(target, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    std::filesystem::create_hard_link(target, path);
+    CHECK_THROWS_WITH(comm::FileStore(path.string(), 1s), ContainsSubstring("2 hard links"));
+  }
+  SECTION("a file others may write is refused") {
+    { std::ofstream(path.string()); }
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                           std::filesystem::perms::others_write);
+    CHECK_THROWS_WITH(comm::FileStore(path.string(), 1s), ContainsSubstring("grants more than 0600"));
+  }
+  SECTION("a file of another user is refused") {
+    if (::geteuid() != 0) SKIP("needs root to give a file away");
+    { std::ofstream(path.string()); }
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+    CHECK_THROWS_WITH(comm::FileStore(path.string(), 1s), ContainsSubstring("belongs to uid 65534"));
+  }
+  SECTION("a file of this user made readable by umask is used, and then readable only by its owner") {
+    { std::ofstream(path.string()); }
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                           std::filesystem::perms::group_read | std::filesystem::perms::others_read);
+    comm::FileStore store(path.string(), 1s);
+    store.set("k", "v");
+    CHECK(mode_of(path) == 0600);
+  }
 }

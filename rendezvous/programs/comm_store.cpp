@@ -3,6 +3,9 @@
 // instead of hosting its own.
 //
 //   comm-store --port 29500 [--host ADDRESS]
+//
+// Without a job secret anyone who can reach the store can read and write it, so it then listens
+// on loopback only unless --host says otherwise, and says so.
 #include <signal.h>
 
 #include <cstdio>
@@ -11,17 +14,20 @@
 #include <string>
 
 #include "comm/store.hpp"
+#include "libcomm/base/job_secret.hpp"
 #include "rendezvous/init_method.hpp"
 
 int main(int argc, char** argv) {
   std::uint16_t port = 0;
   std::string host;
+  bool host_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if ((arg == "--port" || arg == "--host") && i + 1 < argc) {
       std::string value = argv[++i];
       if (arg == "--host") {
         host = value;
+        host_given = true;
         continue;
       }
       try {
@@ -35,7 +41,9 @@ int main(int argc, char** argv) {
                    "usage: comm-store [--port PORT] [--host ADDRESS]\n"
                    "Serves a libcomm TcpStore until SIGINT or SIGTERM; port 0 or none: any free port.\n"
                    "With COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE) set, only clients that prove they hold\n"
-                   "that secret may use it.\n");
+                   "that secret may use it, on every interface unless --host names one. Without it, anyone\n"
+                   "who can reach the store may use it: it listens on 127.0.0.1 unless --host names another\n"
+                   "address (--host 0.0.0.0: every interface).\n");
       return arg == "-h" || arg == "--help" ? 0 : 2;
     }
   }
@@ -45,7 +53,16 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before the server thread starts
   try {
+    bool has_secret = comm::resolve_job_secret(std::nullopt).has_value();
+    if (!has_secret && !host_given) host = "127.0.0.1";
     comm::TcpStoreServer server(port, host);  // the job secret, if any, from COMM_JOB_TOKEN(_FILE)
+    if (!has_secret) {
+      std::fprintf(stderr,
+                   "comm-store: warning: no job secret (COMM_JOB_TOKEN): any program that can reach %s may read "
+                   "and write this store and join its jobs%s\n",
+                   host_given ? host.c_str() : "127.0.0.1",
+                   host_given ? "" : "; listening on loopback only (--host 0.0.0.0 to serve other hosts)");
+    }
     std::printf("comm-store: listening on port %u\n", static_cast<unsigned>(server.port()));
     std::fflush(stdout);
     int received = 0;

@@ -234,6 +234,8 @@ int main(int argc, char** argv) {
   }
   comm::launcher::CoreReservation reservation(usable, options.bind == "none" ? 0 : options.nproc_per_node);
   std::vector<int> cores = reservation.cores();
+  if (reservation.lock_file_refused() && options.bind != "core")
+    std::fprintf(stderr, "commrun: not pinning ranks: %s\n", reservation.why().c_str());
   if (cores.empty() && options.bind == "core" && !usable.empty()) {
     std::fprintf(stderr, "commrun: --bind core: %s; pinning to shared cores\n", reservation.why().c_str());
     cores = usable;

@@ -1,10 +1,8 @@
 #include "rendezvous/programs/core_reservation.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 
-#include <cerrno>
-#include <cstring>
+#include <string>
 
 namespace comm::launcher {
 namespace {
@@ -29,13 +27,14 @@ CoreReservation::CoreReservation(const std::vector<int>& allowed, int wanted, co
     return;
   }
   // Everyone may lock (and nobody needs to write): the file stays empty; the locks are the state.
-  mode_t previous = ::umask(0);
-  file_ = FileDescriptor(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666));
-  ::umask(previous);
-  if (file_.get() < 0) {
-    why_ = "cannot open " + lock_path + " to share cores with other jobs (" + std::strerror(errno) + ")";
+  // It lives in a directory every user may write, so it is opened so that nobody can redirect it.
+  auto opened = open_guarded(lock_path, 0666, "commrun's core lock file");
+  if (!opened.file.valid()) {
+    why_ = opened.problem;
+    refused_ = true;
     return;
   }
+  file_ = std::move(opened.file);
   for (int core : allowed) {
     if (static_cast<int>(cores_.size()) == wanted) break;
     if (set_lock(file_.get(), core, F_WRLCK)) cores_.push_back(core);

@@ -22,6 +22,9 @@ class CoreReservation {
 
   const std::vector<int>& cores() const { return cores_; }
   const std::string& why() const { return why_; }
+  // The lock file was refused (a symlink, another user's file, ...): worth a word even when
+  // pinning was only asked for where it is free.
+  bool lock_file_refused() const { return refused_; }
 
   static constexpr const char* kDefaultLockPath = "/dev/shm/commrun-cores.lock";
 
@@ -29,6 +32,7 @@ class CoreReservation {
   FileDescriptor file_;  // closing it releases every claim
   std::vector<int> cores_;
   std::string why_;
+  bool refused_ = false;
 };
 
 }  // namespace comm::launcher
