@@ -93,7 +93,9 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int*) {
 // Nothing is left to flush: host operations have completed when their call returns, and device
 // ones stay ordered on their streams.
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  return comm ? ncclSuccess : refuse("ncclCommFinalize", "comm is NULL");
+  if (!comm) return refuse("ncclCommFinalize", "comm is NULL");
+  int size = 0;
+  return forwarded(comm_count(to_comm(comm), &size));  // refused for a destroyed or aborted comm
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { return forwarded(comm_destroy(to_comm(comm))); }
@@ -130,6 +132,8 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 // buffer itself and deregistering it does nothing.
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t, void** handle) {
   if (!comm || !handle) return refuse("ncclCommRegister", "comm or handle is NULL");
+  int size = 0;
+  if (ncclResult_t ended = forwarded(comm_count(to_comm(comm), &size))) return ended;
   *handle = buff;
   return ncclSuccess;
 }

@@ -22,7 +22,8 @@ struct comm_communicator {
   const int size;
   const int device;  // the CUDA device current at init; -1: none
   const std::chrono::milliseconds timeout;
-  // What keeps the store of the communicator's id alive where this process hosts it.
+  // What keeps the store of the communicator's id alive where this process hosts it (dropped
+  // when the communicator ends).
   std::shared_ptr<void> hosted_store;
   int splits_made = 0;  // comm_split calls so far: names the next split's groups alike everywhere
 
@@ -38,7 +39,13 @@ struct comm_communicator {
   }
   // The group without waiting, or null (init still running, failed, or aborted).
   std::shared_ptr<comm::ProcessGroup> group_if_ready();
-  std::shared_ptr<comm::ProcessGroup> take_group();  // for destroy and abort
+  // comm_destroy or comm_abort: the group ends (aborted for kAborted), what the communicator
+  // held goes, and the object stays as a tombstone: every later call on the handle is refused
+  // at once with what happened (the handle never points at freed memory). Returns the group
+  // for the caller to end outside the lock, or null.
+  enum class End { kLive, kDestroyed, kAborted };
+  std::shared_ptr<comm::ProcessGroup> end(End how);
+  End ended() const { return ended_.load(std::memory_order_acquire); }
 
   comm_result_t async_error() const { return async_error_.load(); }
   // A failure that ends the communicator (a dead peer, a mismatch): later calls see it.
@@ -55,6 +62,7 @@ struct comm_communicator {
   comm::ProcessGroup& wait_for_group();
 
   std::atomic<comm::ProcessGroup*> ready_group_{nullptr};  // the operations' path: no lock
+  std::atomic<End> ended_{End::kLive};
   std::mutex mutex_;
   std::condition_variable initialized_;
   bool init_finished_ = false;

@@ -18,12 +18,13 @@ using comm::c_api::require;
 
 namespace {
 
-// Owns every live communicator; a comm_t is the raw pointer. Only making and ending one looks
-// here (the operations take the pointer as it is, as NCCL's do), so a communicator destroyed
-// twice is an error rather than a double free.
+// Owns every communicator ever made; a comm_t is the raw pointer. A destroyed or aborted one
+// stays as a tombstone (a few hundred bytes, what it held released), so that a call on a stale
+// handle is refused with what happened instead of touching freed memory, as NCCL's would. Only
+// making and ending one looks here (the operations take the pointer as it is).
 struct Communicators {
   std::mutex mutex;
-  std::map<comm_communicator*, std::shared_ptr<comm_communicator>> live;
+  std::map<comm_communicator*, std::shared_ptr<comm_communicator>> made;
 };
 
 Communicators& communicators() {
@@ -34,19 +35,22 @@ Communicators& communicators() {
 comm_t adopt(std::shared_ptr<comm_communicator> communicator) {
   std::lock_guard lock(communicators().mutex);
   comm_t handle = communicator.get();
-  communicators().live.emplace(handle, std::move(communicator));
+  communicators().made.emplace(handle, std::move(communicator));
   return handle;
 }
 
-std::shared_ptr<comm_communicator> release(comm_t comm) {
+// Ends the communicator behind `comm` (see comm_communicator::end): the group it held, for the
+// caller to let go or abort.
+std::shared_ptr<comm::ProcessGroup> end(comm_t comm, comm_communicator::End how) {
   require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm is NULL");
-  std::lock_guard lock(communicators().mutex);
-  auto found = communicators().live.find(comm);
-  require(found != communicators().live.end(), COMM_INVALID_ARGUMENT,
-          "comm is not a live communicator (destroyed or aborted already?)");
-  auto communicator = std::move(found->second);
-  communicators().live.erase(found);
-  return communicator;
+  std::shared_ptr<comm_communicator> communicator;
+  {
+    std::lock_guard lock(communicators().mutex);
+    auto found = communicators().made.find(comm);
+    require(found != communicators().made.end(), COMM_INVALID_ARGUMENT, "comm is not a communicator that libcomm made");
+    communicator = found->second;
+  }
+  return communicator->end(how);
 }
 
 struct Config {
@@ -199,17 +203,15 @@ comm_result_t comm_split(comm_t comm, int color, int key, comm_t* newcomm, comm_
 
 comm_result_t comm_destroy(comm_t comm) {
   return guarded(nullptr, "comm_destroy", [&] {
-    auto communicator = release(comm);
     // The group ends here unless a non-blocking init still runs; then it ends with the init.
-    communicator->take_group();
+    end(comm, comm_communicator::End::kDestroyed);
     return COMM_SUCCESS;
   });
 }
 
 comm_result_t comm_abort(comm_t comm) {
   return guarded(nullptr, "comm_abort", [&] {
-    auto communicator = release(comm);
-    if (auto group = communicator->take_group()) group->abort();
+    if (auto group = end(comm, comm_communicator::End::kAborted)) group->abort();
     return COMM_SUCCESS;
   });
 }

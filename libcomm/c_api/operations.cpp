@@ -82,8 +82,10 @@ struct Call {
   // `count` elements at `data`, which may be NULL only when count is 0.
   Buffer buffer(const void* data, std::size_t count, const char* name) {
     // No element is wider than 8 bytes: one shift instead of a division on every call.
-    require(count <= std::numeric_limits<std::size_t>::max() >> 3, COMM_INVALID_ARGUMENT,
-            "count is too large for the datatype");
+    if (count > kMaxElements) [[unlikely]] {
+      throw CallError(COMM_INVALID_ARGUMENT, "the count of " + std::string(name) + " (" + std::to_string(count) +
+                                                 ") is too large: more elements than memory can hold");
+    }
     if (count > 0 && data == nullptr) throw CallError(COMM_INVALID_ARGUMENT, std::string(name) + " is NULL");
     Device where = count > 0 ? device_of(data) : Device{};
     if (count > 0) {
@@ -96,6 +98,20 @@ struct Call {
   }
 
   std::size_t bytes(std::size_t count) const { return count * comm::element_size(dtype); }
+
+  // `count` elements for each rank of the communicator, checked so that the total cannot wrap
+  // around (a wrapped total would pass every later check and move nothing).
+  std::size_t times_ranks(std::size_t count, const char* argument) const {
+    auto ranks = static_cast<std::size_t>(size());
+    if (count > kMaxElements / ranks) [[unlikely]] {
+      throw CallError(COMM_INVALID_ARGUMENT, std::string(argument) + " (" + std::to_string(count) + ") times the " +
+                                                 std::to_string(ranks) +
+                                                 " ranks is more elements than memory can hold");
+    }
+    return count * ranks;
+  }
+
+  static constexpr std::size_t kMaxElements = std::numeric_limits<std::size_t>::max() >> 3;
 
   int size() const { return comm->size; }
   int rank() const { return comm->rank; }
@@ -138,7 +154,9 @@ comm_result_t run(const Call& call, Blocking&& blocking, Start&& start) {
   return COMM_SUCCESS;
 }
 
-std::vector<Buffer> blocks(Call& call, const void* data, std::size_t count_each, const char* name) {
+std::vector<Buffer> blocks(Call& call, const void* data, std::size_t count_each, const char* name,
+                           const char* count_name) {
+  call.times_ranks(count_each, count_name);
   std::vector<Buffer> result;
   auto* bytes = static_cast<const char*>(data);
   for (int r = 0; r < call.size(); ++r) {
@@ -225,7 +243,7 @@ comm_result_t comm_all_gather(const void* sendbuff, void* recvbuff, size_t sendc
   return guarded(comm, "comm_all_gather", [&] {
     Call call(comm, datatype, stream);
     Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
-    Buffer output = call.buffer(recvbuff, sendcount * static_cast<std::size_t>(call.size()), "recvbuff");
+    Buffer output = call.buffer(recvbuff, call.times_ranks(sendcount, "sendcount"), "recvbuff");
     return run(
         call, [&](ProcessGroup& group) { group.all_gather(output, input); },
         [=](ProcessGroup& group) { return group.iall_gather(output, input); });
@@ -237,7 +255,7 @@ comm_result_t comm_reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
   return guarded(comm, "comm_reduce_scatter", [&] {
     Call call(comm, datatype, stream);
     ReduceOp reduce = op_of(op);
-    Buffer input = call.buffer(sendbuff, recvcount * static_cast<std::size_t>(call.size()), "sendbuff");
+    Buffer input = call.buffer(sendbuff, call.times_ranks(recvcount, "recvcount"), "sendbuff");
     Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
     return run(
         call, [&](ProcessGroup& group) { group.reduce_scatter(output, input, reduce); },
@@ -249,7 +267,7 @@ comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count
                               void* stream) {
   return guarded(comm, "comm_all_to_all", [&] {
     Call call(comm, datatype, stream);
-    std::size_t total = count * static_cast<std::size_t>(call.size());
+    std::size_t total = call.times_ranks(count, "count");
     Buffer input = call.buffer(sendbuff, total, "sendbuff");
     Buffer output = call.buffer(recvbuff, total, "recvbuff");
     return run(
@@ -265,7 +283,7 @@ comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount
     require_root(call, root);
     Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
     std::vector<Buffer> outputs;
-    if (call.rank() == root) outputs = blocks(call, recvbuff, sendcount, "recvbuff");
+    if (call.rank() == root) outputs = blocks(call, recvbuff, sendcount, "recvbuff", "sendcount");
     return run(
         call, [&](ProcessGroup& group) { group.gather(input, outputs, root); },
         [=](ProcessGroup& group) mutable { return group.igather(input, outputs, root); });
@@ -279,7 +297,7 @@ comm_result_t comm_scatter(const void* sendbuff, void* recvbuff, size_t recvcoun
     require_root(call, root);
     Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
     std::vector<Buffer> inputs;
-    if (call.rank() == root) inputs = blocks(call, sendbuff, recvcount, "sendbuff");
+    if (call.rank() == root) inputs = blocks(call, sendbuff, recvcount, "sendbuff", "recvcount");
     return run(
         call, [&](ProcessGroup& group) { group.scatter(output, inputs, root); },
         [=](ProcessGroup& group) { return group.iscatter(output, inputs, root); });

@@ -26,10 +26,15 @@ class CallError : public std::runtime_error {
 comm_result_t fail(comm_communicator* comm, const char* operation) noexcept;
 const char* last_error_of_thread() noexcept;
 
-// Runs `body` (which returns a comm_result_t); an exception becomes its code.
+// Throws CallError(COMM_INVALID_ARGUMENT) naming how `comm` ended when it was destroyed or aborted.
+void require_live(const comm_communicator* comm);
+
+// Runs `body` (which returns a comm_result_t) unless `comm` (when given) has ended; an exception
+// becomes its code.
 template <class Body>
 comm_result_t guarded(comm_communicator* comm, const char* operation, Body&& body) noexcept {
   try {
+    if (comm) require_live(comm);
     return body();
   } catch (...) {
     return fail(comm, operation);

@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <map>
 #include <mutex>
 
+#include "comm/process_group.hpp"
 #include "comm/store.hpp"
+#include "libcomm/base/environment.hpp"
 #include "libcomm/base/job_secret.hpp"
 #include "libcomm/c_api/results.hpp"
 
@@ -30,8 +33,22 @@ struct HostedStores {
   struct Entry {
     std::shared_ptr<TcpStoreServer> until_taken;
     std::weak_ptr<TcpStoreServer> taken;
+    std::chrono::steady_clock::time_point made;
   };
   std::map<std::string, Entry> by_secret;
+
+  // Lets go of servers no communicator here took, made longer than an init's timeout ago, that
+  // no process is connected to (no init can still be using them), and of entries whose
+  // communicators are all gone. The caller holds the mutex.
+  void sweep() {
+    auto now = std::chrono::steady_clock::now();
+    auto timeout = environment::timeout_or(InitOptions{}.timeout);
+    std::erase_if(by_secret, [&](const auto& item) {
+      const Entry& entry = item.second;
+      if (!entry.until_taken) return entry.taken.expired();
+      return now - entry.made >= timeout && entry.until_taken->client_count() == 0;
+    });
+  }
 };
 
 HostedStores& hosted_stores() {
@@ -60,7 +77,10 @@ comm_unique_id make_unique_id() {
   std::memcpy(id.internal + kHostAt, host.data(), host.size());
   std::memcpy(id.internal + kSecretAt, secret.data(), kSecretBytes);
   std::lock_guard lock(hosted_stores().mutex);
-  hosted_stores().by_secret[secret].until_taken = std::move(server);
+  hosted_stores().sweep();
+  auto& entry = hosted_stores().by_secret[secret];
+  entry.until_taken = std::move(server);
+  entry.made = std::chrono::steady_clock::now();
   return id;
 }
 

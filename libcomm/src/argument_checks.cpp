@@ -1,6 +1,8 @@
 // Every check of a caller's arguments, made on the calling rank before a call starts: a wrong
 // argument is an InvalidArgumentError that says what is wrong and what to pass instead, and
 // nothing has been sent or posted.
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "comm/error.hpp"
@@ -21,6 +23,13 @@ void ProcessGroup::Impl::check_buffer(const Buffer& buffer, const char* op) cons
   COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError,
              (ErrorContext{.rank = rank(), .op = op}),
              "the buffer is a null pointer with a count of " + std::to_string(buffer.count));
+  // Sizes computed from the count must not wrap around (nor run past the end of the address
+  // space): a wrapped size would pass every later check and move the wrong number of bytes.
+  auto room = std::numeric_limits<std::uintptr_t>::max() - reinterpret_cast<std::uintptr_t>(buffer.data);
+  COMM_CHECK(buffer.count <= room / element_size(buffer.dtype), InvalidArgumentError,
+             (ErrorContext{.rank = rank(), .op = op}),
+             "the buffer's count " + std::to_string(buffer.count) + " of " + to_string(buffer.dtype) +
+                 " is more bytes than memory can hold");
   if (buffer.device.kind == Device::Kind::Cuda) {
     ErrorContext context{.rank = rank(), .op = op};
     COMM_CHECK(cuda::built_with_cuda(), InvalidArgumentError, context,

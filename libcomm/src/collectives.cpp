@@ -41,9 +41,10 @@ std::shared_ptr<Work> ProcessGroup::Impl::all_gather(Buffer output, Buffer input
   const char* op = "all_gather";
   check_pair_buffers(output, input, op);
   auto n = static_cast<std::size_t>(size());
-  check_count(output.count >= input.count * n, op,
-              "the output holds " + std::to_string(output.count) +
-                  " elements; it needs size() x input count = " + std::to_string(input.count * n));
+  // Compared by division: size() x input count may not fit in a size_t.
+  check_count(input.count <= output.count / n, op,
+              "the output holds " + std::to_string(output.count) + " elements; it needs size() x input count = " +
+                  std::to_string(n) + " x " + std::to_string(input.count));
   if (on_gpu(output)) return device_all_gather(output, input, async);
   return host_all_gather(output, input, requested, async);
 }
@@ -92,9 +93,9 @@ std::shared_ptr<Work> ProcessGroup::Impl::reduce_scatter(Buffer output, Buffer i
   check_pair_buffers(output, input, op);
   algorithms::check_supported(input.dtype, op_, rank());
   auto n = static_cast<std::size_t>(size());
-  check_count(input.count >= output.count * n, op,
-              "the input holds " + std::to_string(input.count) +
-                  " elements; it needs size() x output count = " + std::to_string(output.count * n));
+  check_count(output.count <= input.count / n, op,
+              "the input holds " + std::to_string(input.count) + " elements; it needs size() x output count = " +
+                  std::to_string(n) + " x " + std::to_string(output.count));
   if (on_gpu(output)) return device_reduce_scatter(output, input, op_, async);
   return host_reduce_scatter(output, input, op_, requested, async);
 }
