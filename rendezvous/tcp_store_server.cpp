@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "libcomm/base/close_on_exec.hpp"
+#include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
 #include "rendezvous/store_format.hpp"
 
@@ -23,10 +24,17 @@ using tcp_store_server::Session;
 using Clock = std::chrono::steady_clock;
 
 // More simultaneous connections than any job needs (a rank holds one or two); beyond it new ones
-// are closed at once, so a flood cannot take every descriptor of the process hosting the store.
+// are told why at their hello and closed, so a flood cannot take every descriptor of the process
+// hosting the store, and a rank that comes too late learns the real cause.
 constexpr std::size_t kMaxClients = 4096;
-constexpr std::size_t kDropWarnings = 10;
-constexpr auto kDropWindow = std::chrono::seconds(10);
+// Connections that have not yet said hello (or proved the secret) at once; past it the oldest is
+// closed. A rank proves itself within milliseconds; a stranger holding connections open gets no
+// further than this, so it cannot keep the job's ranks out (with a job secret: at all).
+constexpr std::size_t kMaxPendingClients = 256;
+// What the values of a store may hold in all (COMM_STORE_MEMORY_MIB sets it): a rank's writes are
+// small; a client sending 64 MiB values without end must not take the host's memory.
+constexpr long long kDefaultMemoryCapMib = 256;
+constexpr std::size_t kMaxLastWordBytes = 64 * 1024;
 
 spdlog::logger& logger() { return log::get(log::Subsystem::Rendezvous); }
 
@@ -65,7 +73,14 @@ std::span<const std::uint8_t> read_value(FrameReader& request) {
 }  // namespace
 
 TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host, std::optional<JobSecret> secret)
-    : secret_(std::move(secret)), acceptor_(io_), accept_retry_(io_) {
+    : secret_(std::move(secret)),
+      acceptor_(io_),
+      accept_retry_(io_),
+      memory_cap_bytes_(static_cast<std::size_t>(
+                            environment::get_integer_in("COMM_STORE_MEMORY_MIB", 1, 1 << 20,
+                                                        "the memory (MiB) the store's keys and values may take in all")
+                                .value_or(kDefaultMemoryCapMib))
+                        << 20) {
   try {
     tcp::endpoint endpoint;
     if (host.empty() || host == "::" || host == "0.0.0.0") {
@@ -139,30 +154,54 @@ void TcpStoreServer::Impl::accept() {
       });
       return;
     }
-    if (clients_.load() >= kMaxClients) {
-      std::error_code ignored;
-      auto endpoint = socket.remote_endpoint(ignored);
-      warn_dropped(ignored ? "unknown peer" : endpoint.address().to_string(),
-                   "already " + std::to_string(kMaxClients) + " connections open");
-      socket.close(ignored);
-    } else {
-      std::make_shared<Session>(std::move(socket), *this)->start();
+    make_room_for_pending();
+    auto session = std::make_shared<Session>(std::move(socket), *this);
+    if (clients_.load() > kMaxClients) {
+      session->refuse_at_hello(
+          "the store on port " + std::to_string(port_) + " already holds " + std::to_string(kMaxClients) +
+          " connections, more than any job's ranks need: something else is holding connections to it (a flood?)" +
+          (secret_ ? std::string("")
+                   : "; the store runs without a job secret, so anyone who can reach it may: give the job a secret "
+                     "(COMM_JOB_TOKEN) so that strangers are refused"));
     }
+    pending_.push_back(session);
+    session->start();
     accept();
   });
 }
 
-void TcpStoreServer::Impl::warn_dropped(const std::string& peer, const std::string& reason) {
-  auto now = Clock::now();
-  if (now - drop_window_start_ >= kDropWindow) {
-    if (drops_in_window_ > kDropWarnings) {
-      logger().warn("store server: {} more clients dropped in the last {} s without a word here",
-                    drops_in_window_ - kDropWarnings, kDropWindow.count());
+void TcpStoreServer::Impl::make_room_for_pending() {
+  std::erase_if(pending_, [](const std::weak_ptr<Session>& weak) {
+    auto session = weak.lock();
+    return !session || !session->is_open() || session->proved();
+  });
+  while (pending_.size() >= kMaxPendingClients) {
+    if (auto oldest = pending_.front().lock()) {
+      oldest->close("closed to make room: " + std::to_string(kMaxPendingClients) +
+                    " connections were waiting to say hello or prove the job secret, this one the longest");
     }
-    drop_window_start_ = now;
-    drops_in_window_ = 0;
+    pending_.pop_front();
   }
-  if (++drops_in_window_ <= kDropWarnings) logger().warn("store server: dropping client {}: {}", peer, reason);
+}
+
+std::string TcpStoreServer::Impl::over_memory_cap(const std::string& key, std::size_t value_bytes) const {
+  const Bytes* held = find(key);
+  std::size_t after = held_bytes_ - (held ? key.size() + held->size() : 0) + key.size() + value_bytes;
+  if (after <= memory_cap_bytes_) return {};
+  return "the store would hold " + std::to_string(after >> 20) + " MiB with this value of " +
+         std::to_string(value_bytes) + " bytes under '" + key + "', past its cap of " +
+         std::to_string(memory_cap_bytes_ >> 20) +
+         " MiB (COMM_STORE_MEMORY_MIB on the process hosting the store raises it); is something writing more "
+         "than the job needs?";
+}
+
+void TcpStoreServer::Impl::warn_dropped(const std::string& peer, const std::string& reason) {
+  auto verdict = drop_warnings_.take();
+  if (verdict.unsaid > 0) {
+    logger().warn("store server: {} more clients dropped in the last {} s without a word here", verdict.unsaid,
+                  drop_warnings_.window().count());
+  }
+  if (verdict.write) logger().warn("store server: dropping client {}: {}", peer, reason);
 }
 
 std::vector<std::string> TcpStoreServer::Impl::missing(const std::vector<std::string>& keys) const {
@@ -172,6 +211,8 @@ std::vector<std::string> TcpStoreServer::Impl::missing(const std::vector<std::st
 const Bytes* TcpStoreServer::Impl::find(const std::string& key) const { return store_format::find_value(values_, key); }
 
 void TcpStoreServer::Impl::put(const std::string& key, Bytes value) {
+  if (const Bytes* held = find(key)) held_bytes_ -= key.size() + held->size();
+  held_bytes_ += key.size() + value.size();
   auto [slot, created] = values_.insert_or_assign(key, std::move(value));
   if (created) notify_created(key);
 }
@@ -225,6 +266,9 @@ Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request, cons
       std::string key = read_key(request);
       auto value = read_value(request);
       request.expect_end();
+      if (std::string refused = over_memory_cap(key, value.size()); !refused.empty()) {
+        return FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Failure)).bytes(refused).finish();
+      }
       put(key, Bytes(value.begin(), value.end()));
       return status_frame(ResponseStatus::Ok);
     }
@@ -274,6 +318,9 @@ Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request, cons
       auto expected = read_value(request);
       auto desired = read_value(request);
       request.expect_end();
+      if (std::string refused = over_memory_cap(key, desired.size()); !refused.empty()) {
+        return FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Failure)).bytes(refused).finish();
+      }
       Bytes result =
           store_format::compare_and_set(find(key), expected, desired, [&](const Bytes& value) { put(key, value); });
       return value_frame(result);
@@ -286,12 +333,21 @@ Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request, cons
     case RequestType::Delete: {
       std::string key = read_key(request);
       request.expect_end();
+      const Bytes* held = find(key);
+      if (held) held_bytes_ -= key.size() + held->size();
       return integer_frame(values_.erase(key) > 0 ? 1 : 0);
     }
     case RequestType::LastWord: {
       std::string key = read_key(request);
       auto value = read_value(request);
       request.expect_end();
+      // A last word says why a rank went: a few hundred bytes. Many connections each holding
+      // large ones would be memory outside the store's cap.
+      if (value.size() > kMaxLastWordBytes) {
+        return FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Failure))
+            .bytes("a last word may hold at most " + std::to_string(kMaxLastWordBytes) + " bytes")
+            .finish();
+      }
       if (!session->set_last_word(key, Bytes(value.begin(), value.end()))) {
         return FrameWriter(static_cast<std::uint8_t>(ResponseStatus::Failure))
             .bytes("a client may leave at most " + std::to_string(kMaxLastWords) + " last words")

@@ -15,6 +15,7 @@
 
 #include "comm/store.hpp"
 #include "libcomm/base/job_secret.hpp"
+#include "libcomm/base/warning_budget.hpp"
 #include "rendezvous/tcp_store_protocol.hpp"
 
 namespace comm {
@@ -48,18 +49,25 @@ class TcpStoreServer::Impl {
   // Called from sessions, on the I/O thread.
   asio::io_context& io() { return io_; }
   const std::optional<JobSecret>& secret() const { return secret_; }
-  // Logs why a client was dropped, at most kDropWarnings times per kDropWindow (a flood of bad
-  // connections must not become a flood of log lines); then one line with how many were not said.
+  // Logs why a client was dropped, at most 10 times in 10 s (a flood of bad connections must not
+  // become a flood of log lines); then one line with how many were not said.
   void warn_dropped(const std::string& peer, const std::string& reason);
   Bytes execute(tcp_store_protocol::RequestType type, tcp_store_protocol::FrameReader& request,
                 const std::shared_ptr<Session>& session, bool& parked);
   void session_opened() { ++clients_; }
   void session_closed() { --clients_; }
+  // Why a new connection must be refused at its hello (the store is full), or empty.
+  const std::string& refusal() const { return refusal_; }
+  // The store's memory cap: empty when `key` may hold `value_bytes`, else the refusal.
+  std::string over_memory_cap(const std::string& key, std::size_t value_bytes) const;
   // A session's client has gone: its last word goes under `key` unless the key exists.
   void say_last_word(const std::string& peer, const std::string& key, Bytes value);
 
  private:
   void accept();
+  // Makes room for one more connection that has not proved itself: closes the oldest such one
+  // when kMaxPendingClients wait already, so a flood of strangers cannot keep the job's ranks out.
+  void make_room_for_pending();
   void notify_created(const std::string& key);
   void put(const std::string& key, Bytes value);
   // Registers the request under its next missing key; false when no key is missing.
@@ -77,9 +85,12 @@ class TcpStoreServer::Impl {
   asio::steady_timer accept_retry_;
   std::uint16_t port_ = 0;
   std::unordered_map<std::string, Bytes> values_;
+  std::size_t held_bytes_ = 0;  // keys and values in values_
+  std::size_t memory_cap_bytes_;
+  std::deque<std::weak_ptr<Session>> pending_;  // sessions in the order they came, not yet open
+  std::string refusal_;
   std::unordered_map<std::string, std::vector<std::shared_ptr<ParkedRequest>>> parked_;
-  Clock::time_point drop_window_start_{};
-  std::size_t drops_in_window_ = 0;
+  WarningBudget drop_warnings_{10, std::chrono::seconds(10)};
   std::thread thread_;
 };
 
@@ -98,6 +109,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void respond(Bytes frame);
   void close(const std::string& reason);
   bool is_open() const { return socket_.is_open(); }
+  bool proved() const { return stage_ == Stage::Open; }
+  // Answered at its hello with `reason` (the store is full), then closed.
+  void refuse_at_hello(std::string reason) { refuse_reason_ = std::move(reason); }
   // Registers (non-empty value) or withdraws what the server writes when this client goes;
   // false when the client already holds kMaxLastWords.
   bool set_last_word(const std::string& key, Bytes value);
@@ -127,6 +141,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::pair<std::string, Bytes>> last_words_;
   bool busy_ = false;             // a request is being answered (possibly parked)
   bool close_when_sent_ = false;  // the last reply refused the client
+  std::string refuse_reason_;
 };
 
 }  // namespace tcp_store_server

@@ -154,6 +154,11 @@ void Session::handshake(RequestType type, FrameReader& request) {
       close_when_sent_ = true;
       return respond(reply(ResponseStatus::Failure).bytes(reason).finish());
     }
+    if (!refuse_reason_.empty()) {
+      server_.warn_dropped(peer_, refuse_reason_);
+      close_when_sent_ = true;
+      return respond(reply(ResponseStatus::Failure).bytes(refuse_reason_).finish());
+    }
     client_nonce_ = read_nonce(request, "client nonce");
     request.expect_end();
     server_nonce_ = random_nonce();

@@ -54,5 +54,29 @@ if [ "$ranks" != "0123" ]; then
   failed=1
 fi
 rm -rf "$shared"
+# The C example's id file holds the job's secret (issue 27): a symlink another user planted at
+# its temporary name is not followed (the run refuses, creating nothing where the link points),
+# and under umask 0 the id is still readable by its owner only (the other ranks check).
+if [ -x "$examples/c/all_reduce" ]; then
+  work=$(mktemp -d /tmp/comm-c-example.XXXXXX)
+  ln -s "$work/target" "$work/id.partial"
+  if timeout 60 "$commrun" -n 2 "$examples/c/all_reduce" "$work/id" >"$work/out" 2>&1; then
+    echo "FAIL: the C example wrote its id through a planted symlink:"
+    cat "$work/out"
+    failed=1
+  fi
+  if [ -e "$work/target" ]; then
+    echo "FAIL: the C example created $work/target through a planted symlink"
+    failed=1
+  fi
+  rm -f "$work/id.partial"
+  if ! (umask 0 && timeout 60 "$commrun" -n 2 "$examples/c/all_reduce" "$work/id" >"$work/out" 2>&1) ||
+    ! grep -q "rank 1 of 2: all_reduce of 1048576 floats: right" "$work/out"; then
+    echo "FAIL: the C example under umask 0:"
+    cat "$work/out"
+    failed=1
+  fi
+  rm -rf "$work"
+fi
 [ "$failed" = 0 ] && echo "all examples behaved as the tutorials say"
 exit $failed

@@ -169,6 +169,21 @@ TEST_CASE("init_process_group with ranks as processes", "[init][process]") {
     start_ranks(ranks, [](int) { return std::map<std::string, std::string>{}; },
                 {"tcp://127.0.0.1:" + port, "RANK", std::to_string(ranks)});
   }
+  SECTION("a one-host job over TCP is not told it spans hosts (issue 27)") {
+    std::vector<std::unique_ptr<ChildProcess>> children;
+    for (int rank = 0; rank < 2; ++rank) {
+      children.push_back(std::make_unique<ChildProcess>(
+          std::vector<std::string>{helper(), "init", "tcp://127.0.0.1:" + port, std::to_string(rank), "2"},
+          std::map<std::string, std::string>{{"COMM_TRANSPORT", "tcp"}}));
+    }
+    for (auto& child : children) {
+      auto status = child->wait_for(60s);
+      INFO(child->output());
+      REQUIRE(status.has_value());
+      CHECK(*status == 0);
+      CHECK_THAT(child->output(), !ContainsSubstring("spans hosts"));
+    }
+  }
   SECTION("file://, 1..8 ranks") {
     int ranks = GENERATE(1, 3, 8);
     comm::testing::TemporaryDirectory directory;
@@ -342,4 +357,9 @@ TEST_CASE("bad environments are reported by variable name", "[init][bad-input][p
   CHECK_THAT(run({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "99999"}}),
              ContainsSubstring("MASTER_PORT '99999'"));
   CHECK_THAT(run({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"COMM_TIMEOUT", "soon"}}), ContainsSubstring("COMM_TIMEOUT"));
+  // Issue 27: values past what a deadline can hold were taken, then failed every rank in 1 ms.
+  for (const char* huge : {"9999999999", "9223372036854775807", "604801", "0.0001"}) {
+    CHECK_THAT(run({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"COMM_TIMEOUT", huge}}),
+               ContainsSubstring("out of range: give seconds from 0.001 to 604800"));
+  }
 }

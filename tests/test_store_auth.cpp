@@ -2,6 +2,9 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <sys/resource.h>
+
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -163,4 +166,64 @@ TEST_CASE("job secrets from the environment are checked", "[tcp_store][auth]") {
   CHECK(one.prove("p", {ab}) != one.prove("q", {ab}));
   CHECK(one.verify(one.prove("p", {ab}), "p", {ab}));
   CHECK_FALSE(two.verify(one.prove("p", {ab}), "p", {ab}));
+}
+
+// Issue 27, item 3: what a local user could do to a store. Each needs thousands of connections
+// at once (the test process may hold 20,000 descriptors here; it skips where it may not).
+namespace {
+
+bool may_hold_descriptors(rlim_t wanted) {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+  if (limit.rlim_cur >= wanted) return true;
+  if (limit.rlim_max < wanted) return false;
+  limit.rlim_cur = wanted;
+  return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("strangers that never prove themselves cannot keep the job's ranks out", "[tcp_store][auth][security]") {
+  if (!may_hold_descriptors(10000)) SKIP("needs 10,000 descriptors");
+  comm::TcpStoreServer server(0, "127.0.0.1", kSecret);
+  // More connections than the store ever holds, none of which says a word.
+  std::vector<std::unique_ptr<RawConnection>> strangers;
+  for (int i = 0; i < 4200; ++i) strangers.push_back(std::make_unique<RawConnection>(server.port()));
+  auto started = Clock::now();
+  auto rank = comm::TcpStore("127.0.0.1", server.port(), comm::TcpStoreOptions{.timeout = 3s, .job_secret = kSecret});
+  rank.set("in", "yes");
+  CHECK(rank.get_string("in") == "yes");
+  CHECK(Clock::now() - started < 3s);
+}
+
+TEST_CASE("a store full of strangers' connections tells a newcomer why it is refused", "[tcp_store][security]") {
+  if (!may_hold_descriptors(10000)) SKIP("needs 10,000 descriptors");
+  comm::TcpStoreServer server(0, "127.0.0.1");  // no secret: anyone may say hello
+  std::vector<std::unique_ptr<RawConnection>> strangers;
+  for (int i = 0; i < 4100; ++i) {
+    strangers.push_back(std::make_unique<RawConnection>(server.port()));
+    strangers.back()->say_hello();
+  }
+  CHECK_THROWS_WITH(comm::TcpStore("127.0.0.1", server.port(), comm::TcpStoreOptions{.timeout = 3s}),
+                    ContainsSubstring("already holds 4096 connections") && ContainsSubstring("COMM_JOB_TOKEN"));
+  strangers.clear();  // once they go, the store serves again
+  auto late = comm::TcpStore("127.0.0.1", server.port(), comm::TcpStoreOptions{.timeout = 10s});
+  late.set("k", "v");
+  CHECK(late.get_string("k") == "v");
+}
+
+TEST_CASE("the store's keys and values have a cap on the memory they take", "[tcp_store][security]") {
+  ::setenv("COMM_STORE_MEMORY_MIB", "16", 1);
+  comm::TcpStoreServer server(0, "127.0.0.1");
+  ::unsetenv("COMM_STORE_MEMORY_MIB");
+  auto store = comm::TcpStore("127.0.0.1", server.port(), comm::TcpStoreOptions{.timeout = 10s});
+  std::vector<std::uint8_t> six_mib(6 << 20, 7);
+  store.set("a", six_mib);
+  store.set("b", six_mib);
+  CHECK_THROWS_WITH(store.set("c", six_mib), ContainsSubstring("past its cap of 16 MiB"));
+  CHECK_FALSE(store.check({"c"}));
+  store.set("a", six_mib);  // replacing a value takes no more room
+  CHECK(store.delete_key("b"));
+  store.set("c", six_mib);  // what a deleted key held is free again
+  CHECK(store.get("c") == six_mib);
 }

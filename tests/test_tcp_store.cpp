@@ -170,6 +170,15 @@ TEST_CASE("a flood of bad connections is logged in a few lines", "[tcp_store]") 
 }
 
 // Issue 15, finding 6: a program hosting the store handed its sockets to every program it started.
+// Issue 27: without a job secret comm-store is open to whoever reaches it, so it says so and
+// listens on loopback unless told otherwise.
+TEST_CASE("comm-store without a secret warns and listens on loopback only", "[tcp_store][security]") {
+  StoreProcess store;
+  CHECK_THAT(store.process.output(),
+             ContainsSubstring("no job secret (COMM_JOB_TOKEN)") && ContainsSubstring("listening on loopback only"));
+  check_still_serving(store.port);
+}
+
 TEST_CASE("the store's sockets are not inherited by programs the host starts", "[tcp_store]") {
   comm::TcpStoreServer server(0, "127.0.0.1");
   auto store = client(server.port());

@@ -96,7 +96,9 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   }
   std::vector<std::unique_ptr<ByteStream>> streams(options.size);
   std::vector<int> over_shm, over_tcp;
-  bool spans_hosts = std::find(same_host.begin() + 1, same_host.end(), false) != same_host.end();
+  // From the hosts themselves: with COMM_TRANSPORT=tcp no peer counts as sharing memory, but
+  // a one-host job still spans no hosts.
+  bool spans_hosts = std::any_of(hosts.begin(), hosts.end(), [](int host) { return host != 0; });
   if (rank == 0 && options.size > 1 && !options.secret_from_user &&
       (spans_hosts || !is_loopback(options.route_to_host))) {
     log::get(log::Subsystem::Transport)
@@ -112,7 +114,7 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   for (int peer = 0; peer < options.size; ++peer) {
     if (peer == rank) continue;
     set_nonblocking(mesh.sockets[peer].fd());
-    if (same_host[peer]) {
+    if (same_host[peer] && pairs.has(peer)) {
       streams[peer] =
           std::make_unique<ShmStream>(pairs.take(peer), std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
       over_shm.push_back(peer);
@@ -132,6 +134,15 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
     }
     striped += fmt::format("{}{} x{}", striped.empty() ? "" : ", ", peer, connections.size());
     streams[peer] = std::make_unique<StripedSocketStream>(std::move(connections));
+  }
+  if (!pairs.shortage().empty()) {
+    // Said once per host, by its lowest rank; the others say it where debugging is asked for.
+    bool lowest_on_host = std::find(same_host.begin(), same_host.begin() + rank, true) == same_host.begin() + rank;
+    log::get(log::Subsystem::Transport)
+        .log(lowest_on_host ? spdlog::level::warn : spdlog::level::debug,
+             "shared memory between the ranks of this host could not be set up, so they talk over TCP instead "
+             "(slower): {}",
+             pairs.shortage());
   }
   log::get(log::Subsystem::Transport)
       .info("transport ({}): peers over shared memory: {}; over tcp ({}): {}{}",

@@ -8,9 +8,11 @@
  *   cc -std=c99 all_reduce.c $(pkg-config --cflags --libs comm) -o all_reduce
  */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,16 +36,22 @@ static int environment_int(const char* name) {
   return atoi(text);
 }
 
-/* Rank 0 writes the id to `path` (all at once: a temporary file renamed); the others wait for it. */
+/* The id carries the job's secret: only this user may read it, and a name in a shared directory
+ * such as /tmp must not be redirectable. Rank 0 creates a fresh file (never following a symlink,
+ * failing if anything is there), readable by its owner only, and renames it into place; the
+ * others read only a regular file of their own user that no one else may read. */
 static void share_id(comm_unique_id* id, int rank, const char* path) {
   if (rank == 0) {
     char* temporary = malloc(strlen(path) + sizeof ".partial");
-    FILE* file;
+    int fd;
+    FILE* file = NULL;
     strcpy(temporary, path);
     strcat(temporary, ".partial");
-    file = fopen(temporary, "wb");
+    fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) file = fdopen(fd, "wb");
     if (!file || fwrite(id, sizeof *id, 1, file) != 1 || fclose(file) != 0 || rename(temporary, path) != 0) {
-      perror(path);
+      perror(temporary);
+      fprintf(stderr, "rank 0: could not write the id to %s (something there already? remove it)\n", temporary);
       exit(1);
     }
     free(temporary);
@@ -51,11 +59,19 @@ static void share_id(comm_unique_id* id, int rank, const char* path) {
     struct timespec pause = {0, 10 * 1000 * 1000};
     int waited;
     for (waited = 0; waited < 3000; ++waited) { /* 30 s */
-      FILE* file = fopen(path, "rb");
-      if (file) {
-        size_t read = fread(id, sizeof *id, 1, file);
-        fclose(file);
-        if (read == 1) return;
+      int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0) {
+        struct stat status;
+        ssize_t read_bytes = -1;
+        if (fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && status.st_uid == geteuid() &&
+            (status.st_mode & 077) == 0) {
+          read_bytes = read(fd, id, sizeof *id);
+        } else {
+          fprintf(stderr, "rank %d: refusing %s: not a file of this user that only this user can read\n", rank, path);
+          exit(1);
+        }
+        close(fd);
+        if (read_bytes == (ssize_t)sizeof *id) return;
       }
       nanosleep(&pause, NULL);
     }

@@ -72,6 +72,11 @@ std::chrono::milliseconds timeout_or(std::chrono::milliseconds fallback) {
     throw InvalidArgumentError("COMM_TIMEOUT='" + *text +
                                "' is not a positive number of seconds; unset it or give e.g. 60");
   }
+  // Deadlines are steady-clock times: a huge timeout would overflow them and expire at once.
+  if (seconds < kShortestTimeoutSeconds || seconds > kLongestTimeoutSeconds) {
+    throw InvalidArgumentError("COMM_TIMEOUT='" + *text + "' is out of range: give seconds from 0.001 to 604800 " +
+                               "(a week); unset it for the default");
+  }
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
 }
 

@@ -34,7 +34,10 @@ std::optional<Found> first_integer(std::initializer_list<const char*> names);
 // the tuner's cost model and by the TCP transport's choice of connections per peer, alike).
 std::optional<double> link_gigabits();
 
-// COMM_TIMEOUT in seconds when set, else the fallback.
+// COMM_TIMEOUT in seconds when set, else the fallback; a value outside [0.001, 604800] (a week)
+// is refused at once.
+inline constexpr double kShortestTimeoutSeconds = 0.001;
+inline constexpr double kLongestTimeoutSeconds = 604800;
 std::chrono::milliseconds timeout_or(std::chrono::milliseconds fallback);
 
 }  // namespace comm::environment

@@ -13,6 +13,7 @@
 
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
+#include "libcomm/base/warning_budget.hpp"
 #include "transport/tcp/interfaces.hpp"
 #include "transport/tcp/socket_tuning.hpp"
 
@@ -249,6 +250,14 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
     }
     return ranks;
   };
+  // A flood of strangers on the port is told in a few lines, not one per connection.
+  WarningBudget refusals(10, std::chrono::seconds(10));
+  auto say_unsaid = [&](std::size_t unsaid) {
+    if (unsaid > 0) {
+      logger().warn("refused {} more connections to {} in the last {} s without a word here", unsaid,
+                    mesh.local_address, refusals.window().count());
+    }
+  };
   auto next_look = Clock::now() + kLookInterval;
   while (!missing().empty()) {
     auto now = Clock::now();
@@ -335,14 +344,19 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
         reason = "sent no complete handshake within 5 s";
       }
       if (drop) {
-        if (!reason.empty())
-          logger().warn("refused a connection from {} to {}: {}", connection.from, mesh.local_address, reason);
+        if (!reason.empty()) {
+          auto verdict = refusals.take();
+          say_unsaid(verdict.unsaid);
+          if (verdict.write)
+            logger().warn("refused a connection from {} to {}: {}", connection.from, mesh.local_address, reason);
+        }
         pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
       } else {
         ++i;
       }
     }
   }
+  say_unsaid(refusals.unsaid());
 }
 
 }  // namespace
