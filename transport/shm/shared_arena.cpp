@@ -12,6 +12,7 @@
 
 #include "comm/error.hpp"
 #include "libcomm/base/log.hpp"
+#include "transport/shm/shm_reserve.hpp"
 
 namespace comm::transport {
 namespace {
@@ -65,9 +66,10 @@ std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string
     try {
       int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
       if (fd < 0) fail("cannot create", name, rank);
-      if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      if (std::string shortage = reserve_segment(fd, bytes, name); !shortage.empty()) {
         ::close(fd);
-        fail("cannot size", name, rank);
+        throw IoError(shortage + "; COMM_ALGO=ring avoids this segment",
+                      ErrorContext{.rank = rank, .op = "shared_arena"});
       }
       void* base = map(fd, bytes, name, rank);
       // A fresh segment is zero-filled: every flag starts at epoch 0. The Control objects are

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "comm/error.hpp"
+#include "transport/shm/shm_reserve.hpp"
 #include "transport/stream_connection.hpp"
 
 namespace comm::transport {
@@ -44,6 +45,8 @@ std::shared_ptr<SharedSegment> map_segment(int fd, const std::string& name) {
 }
 
 std::string pair_key(int low, int high) { return "shm/" + std::to_string(low) + "-" + std::to_string(high); }
+std::string reserved_key(int rank) { return "shm/reserved/" + std::to_string(rank); }
+constexpr const char* kReserved = "reserved";
 
 }  // namespace
 
@@ -75,21 +78,45 @@ void SharedMemoryPairs::set_up(Store& store, int rank, int size, const std::stri
                                const std::vector<bool>& same_host, std::chrono::milliseconds timeout) {
   // Ring 0 carries low -> high, ring 1 high -> low.
   std::vector<std::string> created(size);
-  for (int peer = rank + 1; peer < size; ++peer) {
+  std::string shortage;  // why this rank could not reserve a segment
+  for (int peer = rank + 1; peer < size && shortage.empty(); ++peer) {
     if (!same_host[peer]) continue;
     std::string name = "/comm-" + job_id.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" + std::to_string(rank) +
                        "-" + std::to_string(peer);
     int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) fail("cannot create", name);
     linked_.names.push_back(name);
-    if (::ftruncate(fd, static_cast<off_t>(kSegmentBytes)) != 0) {
+    shortage = reserve_segment(fd, kSegmentBytes, name);
+    if (!shortage.empty()) {
       ::close(fd);
-      fail("cannot size", name);
+      break;
     }
     auto segment = map_segment(fd, name);
     ends_[peer] = {segment, ring_at(segment->base(), 1), ring_at(segment->base(), 0)};
     created[peer] = name;
     store.set(pair_key(rank, peer), name);
+  }
+  // The host's pairs go over shared memory only if every rank on it could reserve its segments:
+  // ranks that disagreed on the medium would disagree on the group's algorithms. Otherwise all
+  // of them carry on over their TCP connections, and the lowest rank says why.
+  std::vector<int> host_ranks;
+  for (int peer = 0; peer < size; ++peer) {
+    if (same_host[peer] || peer == rank) host_ranks.push_back(peer);
+  }
+  if (host_ranks.size() < 2) return;
+  store.set(reserved_key(rank), shortage.empty() ? kReserved : shortage);
+  for (int peer : host_ranks) {
+    if (!shortage.empty()) break;
+    if (peer != rank) {
+      if (std::string said = store.get_string(reserved_key(peer)); said != kReserved) shortage = said;
+    }
+  }
+  if (!shortage.empty()) {
+    shortage_ = shortage;
+    ends_.assign(ends_.size(), ShmPairEnd{});
+    for (const auto& name : linked_.names) ::shm_unlink(name.c_str());
+    linked_.names.clear();
+    return;
   }
   for (int peer = 0; peer < rank; ++peer) {
     if (!same_host[peer]) continue;

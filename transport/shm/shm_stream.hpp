@@ -65,6 +65,11 @@ class SharedMemoryPairs {
   SharedMemoryPairs(const SharedMemoryPairs&) = delete;
   SharedMemoryPairs& operator=(const SharedMemoryPairs&) = delete;
   ShmPairEnd take(int peer);
+  // Whether the pair with `peer` runs over shared memory; it does not when some rank on this
+  // host could not reserve its segments (a full /dev/shm): then shortage() says why, and every
+  // pair on the host falls back to its TCP connection.
+  bool has(int peer) const { return ends_[peer].segment != nullptr; }
+  const std::string& shortage() const { return shortage_; }
 
  private:
   void set_up(Store& store, int rank, int size, const std::string& job_id, const std::vector<bool>& same_host,
@@ -80,6 +85,7 @@ class SharedMemoryPairs {
   };
   std::vector<ShmPairEnd> ends_;
   LinkedNames linked_;
+  std::string shortage_;
 };
 
 class ShmStream final : public ByteStream {
