@@ -2,8 +2,10 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <asio.hpp>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -24,12 +26,19 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kOp = "init_process_group";
 constexpr const char* kMagic = "libcomm-discovery";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
 constexpr const char* kProofPurpose = "libcomm multicast announcement";
 // Announce often while looking (a late process is heard within this), and at once on hearing a
 // process for the first time, so that it hears this one without waiting for the next round.
 constexpr auto kAnnouncePeriod = std::chrono::milliseconds(250);
 constexpr std::size_t kMaximumGroupName = 256;
+// A process that finds the group broken (more processes than the world size: a second job with
+// the same group name) says so in this many announcements before it leaves, so that every other
+// process fails with the cause too, even one already joining the store.
+constexpr int kLastWords = 4;
+// An announcement's time (the sender's clock) must lie this close to the receiver's: recorded
+// announcements of an earlier job are stale by then. COMM_DISCOVERY_WINDOW sets it.
+constexpr long long kDefaultWindowSeconds = 15;
 
 // As text the bytes travel (16 lower-case hex digits): equal-length hex orders as the numbers do.
 constexpr std::size_t kIdDigits = 16;
@@ -41,7 +50,27 @@ std::string hex_of(std::string_view text) {
 struct Member {
   std::string address;  // as this process heard it (the source of its announcements)
   std::uint16_t store_port = 0;
+  std::uint64_t sequence = 0;  // of its latest announcement: replays and duplicates are not newer
+  std::string view;            // the processes it has heard, as view_of gives them
 };
+
+// What a process has heard, in 16 hex digits (FNV-1a over the sorted ids, its own among them):
+// a process completes only when every member announces the same view as its own, so processes
+// that heard different sets (two jobs under one name) never complete on a partial view.
+std::string view_of(const std::vector<std::string>& sorted_ids) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const auto& id : sorted_ids) {
+    for (char c : id + " ") hash = (hash ^ static_cast<std::uint8_t>(c)) * 1099511628211ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+std::int64_t wall_clock_milliseconds() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // The interface to announce on: COMM_SOCKET_IFNAME's first match that is up, can multicast and
 // (for IPv4, whose membership names an address) has an address of the group's family.
@@ -103,6 +132,17 @@ class MulticastDiscovery::Impl {
              std::to_string(options_.port) + " on " +
              (interface_.name.empty() ? std::string("the interface the routing table picks") : interface_.name);
     group_hex_ = hex_of(options_.group_name);
+    window_ = std::chrono::seconds(
+        environment::get_integer_in("COMM_DISCOVERY_WINDOW", 1, 3600,
+                                    "how far (seconds) an announcement's time may be from this host's clock")
+            .value_or(kDefaultWindowSeconds));
+    if (!options_.secret) {
+      log::get(log::Subsystem::Rendezvous)
+          .warn(
+              "multicast discovery on {} without a job secret: any host that can send to the group can pose as a "
+              "process of this job, or take it into its own; give every process the same COMM_JOB_TOKEN",
+              where_);
+    }
     open();
     thread_ = std::thread([this] { run(); });
   }
@@ -118,7 +158,13 @@ class MulticastDiscovery::Impl {
   DiscoveredStore find_store() {
     auto deadline = Clock::now() + options_.timeout;
     std::unique_lock lock(mutex_);
-    auto complete = [&] { return error_ || (heard_self_ && int(members_.size()) + 1 == options_.world_size); };
+    auto complete = [&] {
+      if (error_) return true;
+      if (!heard_self_ || int(members_.size()) + 1 != options_.world_size) return false;
+      std::string mine = own_view();
+      return std::all_of(members_.begin(), members_.end(),
+                         [&](const auto& member) { return member.second.view == mine; });
+    };
     if (!changed_.wait_until(lock, deadline, complete)) throw_timeout("");
     if (error_) throw_after_last_word(lock);
     std::string leader = std::min(id_, members_.empty() ? id_ : members_.begin()->first);
@@ -140,9 +186,20 @@ class MulticastDiscovery::Impl {
   // should fail with the same cause instead of waiting out the timeout.
   [[noreturn]] void throw_after_last_word(std::unique_lock<std::mutex>& lock) {
     auto sent = sent_;
-    announce_now_ = true;
-    changed_.wait_for(lock, std::chrono::milliseconds(300), [&] { return sent_ > sent; });
+    broken_ = true;
+    for (int word = 0; word < kLastWords; ++word) {
+      announce_now_ = true;
+      changed_.wait_for(lock, kAnnouncePeriod, [&] { return sent_ > sent; });
+      sent = sent_;
+    }
     std::rethrow_exception(error_);
+  }
+
+  // The error discovery found after find_store returned (another job's processes under the same
+  // group name, heard while this process joins the store), thrown; nothing when there is none.
+  void throw_if_failed() {
+    std::unique_lock lock(mutex_);
+    if (error_) throw_after_last_word(lock);
   }
 
   void announce_store(std::uint16_t port) {
@@ -196,9 +253,15 @@ class MulticastDiscovery::Impl {
            all + " dev IFACE)";
   }
 
-  std::string announcement() const {
+  // Under the proof with the rest: the time and a sequence number (a recorded announcement is
+  // stale or not newer), and the sender's own address once it has heard itself (a recorded one
+  // sent from another host is refused).
+  std::string announcement() {
     std::string text = std::string(kMagic) + " " + std::to_string(kVersion) + " " + id_ + " " +
-                       std::to_string(options_.world_size) + " " + std::to_string(store_port_) + " " + group_hex_;
+                       std::to_string(options_.world_size) + " " + std::to_string(store_port_) + " " + group_hex_ +
+                       " " + std::to_string(wall_clock_milliseconds()) + " " + std::to_string(++sequence_) + " " +
+                       (heard_self_ ? own_address_ : std::string("-")) + " " + own_view() + " " +
+                       (broken_ ? "broken" : "ok");
     if (!options_.secret) return text + " -";
     auto proof = options_.secret->prove(kProofPurpose,
                                         {std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size())});
@@ -235,14 +298,18 @@ class MulticastDiscovery::Impl {
 
   void receive(const std::string& text, const udp::endpoint& sender) {
     std::istringstream fields(text);
-    std::string magic, id_field, group_hex, proof_text;
+    std::string magic, id_field, group_hex, claimed_address, view, state, proof_text;
     int version = 0, world_size = 0;
     long store_port = -1;
-    fields >> magic >> version >> id_field >> world_size >> store_port >> group_hex >> proof_text;
+    std::int64_t sent_at = 0;
+    std::uint64_t sequence = 0;
+    fields >> magic >> version >> id_field >> world_size >> store_port >> group_hex >> sent_at >> sequence >>
+        claimed_address >> view >> state >> proof_text;
     std::string rest;
     std::lock_guard lock(mutex_);
     if (magic != kMagic || version != kVersion || !fields || (fields >> rest) || id_field.size() != kIdDigits ||
-        id_field.find_first_not_of("0123456789abcdef") != std::string::npos || store_port < 0 || store_port > 65535) {
+        id_field.find_first_not_of("0123456789abcdef") != std::string::npos || store_port < 0 || store_port > 65535 ||
+        view.size() != kIdDigits || (state != "ok" && state != "broken")) {
       ++ignored_malformed_;
       return;
     }
@@ -264,10 +331,24 @@ class MulticastDiscovery::Impl {
       return;
     }
     std::string address = sender.address().to_string();
+    if (std::chrono::abs(std::chrono::milliseconds(wall_clock_milliseconds() - sent_at)) > window_) {
+      ++ignored_stale_;
+      return;
+    }
+    // A link-local IPv6 source carries the receiver's scope (%eth0): compare the addresses alone.
+    auto unscoped = [](const std::string& text) { return text.substr(0, text.find('%')); };
+    if (claimed_address != "-" && unscoped(claimed_address) != unscoped(address)) {
+      ++ignored_misaddressed_;
+      return;
+    }
     if (id_field == id_) {
       if (!heard_self_) own_address_ = address;
       heard_self_ = true;
       changed_.notify_all();
+      return;
+    }
+    if (auto known = members_.find(id_field); known != members_.end() && sequence <= known->second.sequence) {
+      ++ignored_duplicate_;
       return;
     }
     if (world_size != options_.world_size && !error_) {
@@ -277,7 +358,18 @@ class MulticastDiscovery::Impl {
                             std::to_string(options_.world_size) + "; start every process with the same world size",
                         ErrorContext{.op = kOp}));
     }
-    auto [entry, fresh] = members_.try_emplace(id_field, Member{address});
+    if (state == "broken" && !error_) {
+      error_ = std::make_exception_ptr(
+          MismatchError("the process at " + address + " heard more processes announce group '" + options_.group_name +
+                            "' on " + where_ + " than its world size: another job uses the same address, port and " +
+                            "group name; give each job its own group_name (or a job secret, COMM_JOB_TOKEN)",
+                        ErrorContext{.op = kOp}));
+    }
+    Member heard;
+    heard.address = address;
+    auto [entry, fresh] = members_.try_emplace(id_field, std::move(heard));
+    entry->second.sequence = sequence;
+    entry->second.view = view;
     entry->second.store_port = static_cast<std::uint16_t>(store_port);
     if (fresh) {
       announce_now_ = true;
@@ -321,6 +413,14 @@ class MulticastDiscovery::Impl {
     }
   }
 
+  // Called with mutex_ held.
+  std::string own_view() const {
+    std::vector<std::string> ids{id_};
+    for (const auto& [id, member] : members_) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    return view_of(ids);
+  }
+
   std::string heard_list() const {
     std::string list = heard_self_ ? own_address_ + " (this process)" : std::string();
     int shown = 0;
@@ -348,6 +448,14 @@ class MulticastDiscovery::Impl {
               " without this job's secret, " + std::to_string(ignored_with_secret_) +
               " proving a secret this process was not given, " + std::to_string(ignored_malformed_) + " malformed)";
     }
+    int replayed = ignored_stale_ + ignored_duplicate_ + ignored_misaddressed_;
+    if (replayed > 0) {
+      text += "; ignored " + std::to_string(replayed) + " announcement(s) that were not fresh (" +
+              std::to_string(ignored_stale_) + " stale: sent more than " + std::to_string(window_.count()) +
+              " s from this host's time, replayed or from a host whose clock is off (COMM_DISCOVERY_WINDOW); " +
+              std::to_string(ignored_duplicate_) + " repeated; " + std::to_string(ignored_misaddressed_) +
+              " sent from another address than they name)";
+    }
     text +=
         ". Check that every process uses the same address, port, world size, group name and COMM_JOB_TOKEN; "
         "that " +
@@ -363,23 +471,28 @@ class MulticastDiscovery::Impl {
   ChosenInterface interface_;
   int ttl_ = 1;
   std::string where_, group_hex_;
+  std::chrono::seconds window_{kDefaultWindowSeconds};
   std::string id_;  // random, kIdDigits hex digits; the lowest of the job serves the store
   std::thread thread_;
 
   std::mutex mutex_;
   std::condition_variable changed_;
   bool stopping_ = false, announce_now_ = false, heard_self_ = false;
+  bool broken_ = false;  // this process found the group broken: its last announcements say so
   std::string own_address_;
   std::uint16_t store_port_ = 0;
   std::uint64_t sent_ = 0;                 // announcements sent (or tried)
+  std::uint64_t sequence_ = 0;             // of this process's announcements
   std::map<std::string, Member> members_;  // by id, so the first is the lowest
   std::exception_ptr error_;
   int ignored_other_group_ = 0, ignored_unproven_ = 0, ignored_with_secret_ = 0, ignored_malformed_ = 0;
+  int ignored_stale_ = 0, ignored_duplicate_ = 0, ignored_misaddressed_ = 0;
 };
 
 MulticastDiscovery::MulticastDiscovery(DiscoveryOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 MulticastDiscovery::~MulticastDiscovery() = default;
 DiscoveredStore MulticastDiscovery::find_store() { return impl_->find_store(); }
+void MulticastDiscovery::throw_if_failed() { impl_->throw_if_failed(); }
 void MulticastDiscovery::announce_store(std::uint16_t port) { impl_->announce_store(port); }
 std::string MulticastDiscovery::describe() const { return impl_->where(); }
 

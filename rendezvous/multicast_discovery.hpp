@@ -53,6 +53,10 @@ class MulticastDiscovery {
   // heard and what to check, MismatchError when the job's processes disagree (world size, more
   // processes than the world size), IoError when announcing fails.
   DiscoveredStore find_store();
+  // Throws what discovery found wrong after find_store returned (another job's processes under
+  // the same group name), having told the others; returns when nothing is. The caller looks
+  // while it joins the store, so that it fails with the cause instead of waiting out the timeout.
+  void throw_if_failed();
   // The serving process tells the others its store's port.
   void announce_store(std::uint16_t port);
 

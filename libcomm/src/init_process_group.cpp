@@ -215,8 +215,14 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
                 placement.world_size, name, job.description);
     }
     JoinRequest join{placement.rank, placement.world_size, timeout, job.hosts_server, automatic_rank};
-    if (placement.world_size > 1) {
+    if (placement.world_size > 1 && job.discovery) {
+      // Processes of another job under the same group name may still be heard while joining.
+      transport::WatchedStore watched(*group_store, [&] { job.discovery->throw_if_failed(); });
+      join_group(watched, join);
+    } else if (placement.world_size > 1) {
       join_group(*group_store, join);
+    }
+    if (placement.world_size > 1) {
       job.discovery.reset();  // every process has found the store: no one needs announcements now
       leave_word_of_death(*group_store, kJoinFailureKey, placement.rank);
     }

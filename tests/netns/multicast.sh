@@ -149,6 +149,76 @@ grep -q "heard 1 of 4 processes of group 'shared'" "$work/stranger.0" ||
   fail secret "the stranger without the secret should have heard only itself"
 grep -Eq "[1-9][0-9]* proving a secret this process was not given" "$work/stranger.0" ||
   fail secret "the stranger's timeout did not count the job's proven announcements"
+# Without a secret, discovery says loudly that anyone on the network can join (issue 27).
+grep -q "warning: multicast discovery on .* without a job secret: any host that can send to the group" \
+  "$work/ipv4-a.0" || fail ipv4 "no warning that discovery runs without a secret"
+
+# replay (issue 27): announcements recorded from a job that has ended, played again to a new
+# process of a job with the same secret and group name, never count as members: the new process
+# waits alone and times out counting them as not fresh. Before, it failed at once with "heard 3
+# processes". COMM_DISCOVERY_WINDOW=1 stands in for the minutes that would pass between jobs.
+ip netns exec "$b" timeout 20 python3 - record 224.1.79.1 23456 10.79.0.2 "$work/recorded" <<'PY' &
+import socket, sys, time
+mode, group, port, interface, path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("", port))
+listener.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(group) + socket.inet_aton(interface))
+listener.settimeout(0.2)
+recorded, until = [], time.time() + 6
+while time.time() < until:
+    try:
+        recorded.append(listener.recv(4096))
+    except socket.timeout:
+        pass
+with open(path, "wb") as out:
+    for packet in recorded:
+        if packet.startswith(b"libcomm-discovery"):
+            out.write(packet.hex().encode() + b"\n")
+PY
+recorder=$!
+sleep 1  # the recorder listens before the job starts
+start recorded "$a" 0 $v4 2 replayed 20000 COMM_JOB_TOKEN=$token COMM_SOCKET_IFNAME=$ifname
+start recorded "$b" 1 $v4 2 replayed 20000 COMM_JOB_TOKEN=$token COMM_SOCKET_IFNAME=$ifname
+wait "$recorder"
+sleep 2
+start replayed "$a" 0 $v4 2 replayed 4000 COMM_JOB_TOKEN=$token COMM_SOCKET_IFNAME=$ifname COMM_DISCOVERY_WINDOW=1
+ip netns exec "$b" timeout 20 python3 - 224.1.79.1 23456 10.79.0.2 "$work/recorded" <<'PY' &
+import socket, sys, time
+group, port, interface, path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
+packets = [bytes.fromhex(line) for line in open(path).read().split()]
+until = time.time() + 5
+while time.time() < until:
+    for packet in packets:
+        sender.sendto(packet, (group, port))
+    time.sleep(0.05)
+PY
+wait
+echo "replay: $(wc -l <"$work/recorded") announcements recorded"
+sed "s/^/[replayed] /" "$work/replayed.0"
+[ "$(wc -l <"$work/recorded")" -gt 2 ] || fail replay "too few announcements were recorded to replay"
+grep -q "heard 1 of 2 processes of group 'replayed'" "$work/replayed.0" ||
+  fail replay "the new process counted replayed announcements as processes"
+grep -Eq "ignored [1-9][0-9]* announcement\(s\) that were not fresh" "$work/replayed.0" ||
+  fail replay "the replayed announcements were not counted as not fresh"
+
+# same-name (issue 27): two jobs of 2 processes with one group name and world size, started
+# together: every one of the four processes gets the mismatch, none waits out its timeout.
+started=$(date +%s)
+for index in 0 1; do
+  start same-name "$a" $index $v4 2 twin 20000 COMM_SOCKET_IFNAME=$ifname
+  start same-name "$b" $((index + 2)) $v4 2 twin 20000 COMM_SOCKET_IFNAME=$ifname
+done
+wait
+for index in 0 1 2 3; do
+  sed "s/^/[same-name.$index] /" "$work/same-name.$index"
+  grep -q "ERROR mismatch.*another job uses the same address, port and group name" "$work/same-name.$index" ||
+    fail same-name "process $index did not get the mismatch"
+done
+[ $(($(date +%s) - started)) -le 10 ] || fail same-name "took longer than 10 s"
+
 ip -n "$a" route del 224.0.0.0/4 dev "${tag}va"
 ip -n "$b" route del 224.0.0.0/4 dev "${tag}vb"
 
