@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "comm/error.hpp"
@@ -17,6 +16,7 @@
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
 #include "libcomm/base/network_interfaces.hpp"
+#include "rendezvous/multicast_announcement.hpp"
 
 namespace comm {
 namespace {
@@ -25,8 +25,6 @@ using asio::ip::udp;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kOp = "init_process_group";
-constexpr const char* kMagic = "libcomm-discovery";
-constexpr int kVersion = 2;
 constexpr const char* kProofPurpose = "libcomm multicast announcement";
 // Announce often while looking (a late process is heard within this), and at once on hearing a
 // process for the first time, so that it hears this one without waiting for the next round.
@@ -36,12 +34,16 @@ constexpr std::size_t kMaximumGroupName = 256;
 // the same group name) says so in this many announcements before it leaves, so that every other
 // process fails with the cause too, even one already joining the store.
 constexpr int kLastWords = 4;
+// Once every member announces this process's view, how long it listens for more before it goes
+// on: within it, processes of a second job under the same name that started at about the same
+// time are heard, and every process of both fails alike.
+constexpr auto kSettle = 4 * kAnnouncePeriod;
 // An announcement's time (the sender's clock) must lie this close to the receiver's: recorded
 // announcements of an earlier job are stale by then. COMM_DISCOVERY_WINDOW sets it.
 constexpr long long kDefaultWindowSeconds = 15;
 
 // As text the bytes travel (16 lower-case hex digits): equal-length hex orders as the numbers do.
-constexpr std::size_t kIdDigits = 16;
+constexpr std::size_t kIdDigits = kAnnouncementIdDigits;
 
 std::string hex_of(std::string_view text) {
   return hex_text(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
@@ -166,6 +168,12 @@ class MulticastDiscovery::Impl {
                          [&](const auto& member) { return member.second.view == mine; });
     };
     if (!changed_.wait_until(lock, deadline, complete)) throw_timeout("");
+    // Agreed: listen a moment longer for processes of a second job under the same name started
+    // at about the same time (each process announces at once on hearing a new one).
+    if (!error_) changed_.wait_for(lock, kSettle, [&] { return error_ != nullptr || !complete(); });
+    if (!error_ && !complete()) {
+      if (!changed_.wait_until(lock, deadline, complete)) throw_timeout("");
+    }
     if (error_) throw_after_last_word(lock);
     std::string leader = std::min(id_, members_.empty() ? id_ : members_.begin()->first);
     log::get(log::Subsystem::Rendezvous)
@@ -257,11 +265,17 @@ class MulticastDiscovery::Impl {
   // stale or not newer), and the sender's own address once it has heard itself (a recorded one
   // sent from another host is refused).
   std::string announcement() {
-    std::string text = std::string(kMagic) + " " + std::to_string(kVersion) + " " + id_ + " " +
-                       std::to_string(options_.world_size) + " " + std::to_string(store_port_) + " " + group_hex_ +
-                       " " + std::to_string(wall_clock_milliseconds()) + " " + std::to_string(++sequence_) + " " +
-                       (heard_self_ ? own_address_ : std::string("-")) + " " + own_view() + " " +
-                       (broken_ ? "broken" : "ok");
+    Announcement mine;
+    mine.id = id_;
+    mine.world_size = options_.world_size;
+    mine.store_port = store_port_;
+    mine.group_hex = group_hex_;
+    mine.sent_at_ms = wall_clock_milliseconds();
+    mine.sequence = ++sequence_;
+    if (heard_self_) mine.address = own_address_;
+    mine.view = own_view();
+    mine.broken = broken_;
+    std::string text = announcement_text(mine);
     if (!options_.secret) return text + " -";
     auto proof = options_.secret->prove(kProofPurpose,
                                         {std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size())});
@@ -297,80 +311,72 @@ class MulticastDiscovery::Impl {
   }
 
   void receive(const std::string& text, const udp::endpoint& sender) {
-    std::istringstream fields(text);
-    std::string magic, id_field, group_hex, claimed_address, view, state, proof_text;
-    int version = 0, world_size = 0;
-    long store_port = -1;
-    std::int64_t sent_at = 0;
-    std::uint64_t sequence = 0;
-    fields >> magic >> version >> id_field >> world_size >> store_port >> group_hex >> sent_at >> sequence >>
-        claimed_address >> view >> state >> proof_text;
-    std::string rest;
+    auto parsed = parse_announcement(text);
     std::lock_guard lock(mutex_);
-    if (magic != kMagic || version != kVersion || !fields || (fields >> rest) || id_field.size() != kIdDigits ||
-        id_field.find_first_not_of("0123456789abcdef") != std::string::npos || store_port < 0 || store_port > 65535 ||
-        view.size() != kIdDigits || (state != "ok" && state != "broken")) {
+    if (!parsed) {
       ++ignored_malformed_;
       return;
     }
-    if (group_hex != group_hex_) {
+    const Announcement& heard = parsed->announcement;
+    if (heard.group_hex != group_hex_) {
       ++ignored_other_group_;
       return;
     }
-    std::string signed_part = text.substr(0, text.rfind(' '));
     if (options_.secret) {
-      auto proof = parse_nonce(proof_text);
+      auto proof = parse_nonce(parsed->proof);
+      const std::string& signed_part = parsed->signed_part;
       if (!proof || !options_.secret->verify(
                         *proof, kProofPurpose,
                         {std::span(reinterpret_cast<const std::uint8_t*>(signed_part.data()), signed_part.size())})) {
         ++ignored_unproven_;
         return;
       }
-    } else if (proof_text != "-") {
+    } else if (parsed->proof != "-") {
       ++ignored_with_secret_;
       return;
     }
     std::string address = sender.address().to_string();
-    if (std::chrono::abs(std::chrono::milliseconds(wall_clock_milliseconds() - sent_at)) > window_) {
+    if (std::chrono::abs(std::chrono::milliseconds(wall_clock_milliseconds() - heard.sent_at_ms)) > window_) {
       ++ignored_stale_;
       return;
     }
     // A link-local IPv6 source carries the receiver's scope (%eth0): compare the addresses alone.
     auto unscoped = [](const std::string& text) { return text.substr(0, text.find('%')); };
-    if (claimed_address != "-" && unscoped(claimed_address) != unscoped(address)) {
+    if (heard.address != "-" && unscoped(heard.address) != unscoped(address)) {
       ++ignored_misaddressed_;
       return;
     }
+    const std::string& id_field = heard.id;
     if (id_field == id_) {
       if (!heard_self_) own_address_ = address;
       heard_self_ = true;
       changed_.notify_all();
       return;
     }
-    if (auto known = members_.find(id_field); known != members_.end() && sequence <= known->second.sequence) {
+    if (auto known = members_.find(id_field); known != members_.end() && heard.sequence <= known->second.sequence) {
       ++ignored_duplicate_;
       return;
     }
-    if (world_size != options_.world_size && !error_) {
+    if (heard.world_size != options_.world_size && !error_) {
       error_ = std::make_exception_ptr(
           MismatchError("the process at " + address + " announces group '" + options_.group_name + "' on " + where_ +
-                            " with world size " + std::to_string(world_size) + ", this one with " +
+                            " with world size " + std::to_string(heard.world_size) + ", this one with " +
                             std::to_string(options_.world_size) + "; start every process with the same world size",
                         ErrorContext{.op = kOp}));
     }
-    if (state == "broken" && !error_) {
+    if (heard.broken && !error_) {
       error_ = std::make_exception_ptr(
           MismatchError("the process at " + address + " heard more processes announce group '" + options_.group_name +
                             "' on " + where_ + " than its world size: another job uses the same address, port and " +
                             "group name; give each job its own group_name (or a job secret, COMM_JOB_TOKEN)",
                         ErrorContext{.op = kOp}));
     }
-    Member heard;
-    heard.address = address;
-    auto [entry, fresh] = members_.try_emplace(id_field, std::move(heard));
-    entry->second.sequence = sequence;
-    entry->second.view = view;
-    entry->second.store_port = static_cast<std::uint16_t>(store_port);
+    Member member;
+    member.address = address;
+    auto [entry, fresh] = members_.try_emplace(id_field, std::move(member));
+    entry->second.sequence = heard.sequence;
+    entry->second.view = heard.view;
+    entry->second.store_port = heard.store_port;
     if (fresh) {
       announce_now_ = true;
       if (int(members_.size()) + 1 > options_.world_size && !error_) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -108,6 +109,10 @@ TEMPLATE_TEST_CASE("add counts from zero, stores decimal text, rejects non-count
   store->set("word", "hello");
   CHECK_THROWS_AS(store->add("word", 1), comm::InvalidArgumentError);
   CHECK(store->get_string("word") == "hello");
+  // Issue 27 (found by fuzz/store_server): a counter past int64 is refused, not wrapped.
+  store->add("big", std::numeric_limits<std::int64_t>::max());
+  CHECK_THROWS_WITH(store->add("big", 1), ContainsSubstring("range of a 64-bit counter"));
+  CHECK(store->add("big", -1) == std::numeric_limits<std::int64_t>::max() - 1);
 }
 
 TEMPLATE_TEST_CASE("compare_set follows torch.distributed's rules", "[store]", ALL_STORES) {

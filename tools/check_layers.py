@@ -44,6 +44,8 @@ RULES = [
     ("libcomm/c_api/", [BASE, "cuda/"]),
     # Tests are white-box: any layer below the API (the implementation of the API only through it).
     ("tests/", [BASE, "cuda/", "rendezvous/", "transport/", "algorithms/"]),
+    # Fuzz targets are white-box like the tests, and may reach the C API's id parser.
+    ("fuzz/", [BASE, "rendezvous/", "transport/", "libcomm/c_api/"]),
     # Programs users could have written: the public headers, and headers beside them.
     ("bench/", []),
     ("examples/", []),
