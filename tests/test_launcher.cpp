@@ -203,6 +203,26 @@ TEST_CASE("commrun names the rank that was killed, not a survivor that failed af
   CHECK_THAT(run.output(), ContainsSubstring("rank 2 was killed by signal 9"));
 }
 
+// Issue 27, item 6: a survivor that saw the death over shared memory could exit, and be reaped,
+// before the killed rank's own teardown ended; commrun named it (10 of 20 runs here). Now a rank
+// that exits with a status waits a moment to be named, in case a killed rank is reaped meanwhile.
+TEST_CASE("commrun names a rank killed in the middle of collectives, every time", "[launcher]") {
+  for (int run_number = 0; run_number < 10; ++run_number) {
+    comm::testing::TemporaryDirectory pids;
+    ChildProcess run({commrun(), "-n", "4", "sh", "-c",
+                      "echo $$ > " + pids.path().string() + "/$RANK; exec " + helper() + " ring-stream"});
+    auto ranks = rank_pids(pids.path(), 4);
+    std::this_thread::sleep_for(500ms);  // streaming all_reduce over shared memory by now
+    int victim = 1 + run_number % 3;
+    ::kill(ranks[victim], SIGKILL);
+    auto status = run.wait_for(30s);
+    REQUIRE(status.has_value());
+    INFO("run " << run_number << ", rank " << victim << " killed:\n" << run.output());
+    CHECK(*status == 128 + SIGKILL);
+    CHECK_THAT(run.output(), ContainsSubstring("rank " + std::to_string(victim) + " was killed by signal 9"));
+  }
+}
+
 // Issue 15, finding 6: a rank stopped by commrun in the middle of its shared-memory set-up left
 // its segments in /dev/shm (SIGTERM runs no destructor).
 TEST_CASE("commrun removes the shared memory of ranks it stopped mid-set-up", "[launcher]") {

@@ -195,6 +195,10 @@ void remove_shared_memory_of(const std::vector<Rank>& ranks) {
   }
 }
 
+// How long a rank that exited with a failing status waits to be named, in case a rank killed by
+// a signal (the likely cause) is reaped meanwhile.
+constexpr auto kBlameWindow = std::chrono::milliseconds(500);
+
 int run(const LaunchPlan& plan) {
   sigset_t set = forwarded_set();
   FileDescriptor signals(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
@@ -226,6 +230,9 @@ int run(const LaunchPlan& plan) {
     return false;
   };
   std::optional<Clock::time_point> drain_until;  // after the last exit: wait briefly for output
+  const Rank* culprit = nullptr;                 // the failed rank to name, once it is decided
+  bool culprit_signalled = false;
+  std::optional<Clock::time_point> blame_by;  // when a rank that exited with a status is named
   while (true) {
     bool open_pipes = false;
     std::vector<pollfd> watched{{signals.get(), POLLIN, 0}};
@@ -244,7 +251,7 @@ int run(const LaunchPlan& plan) {
       if (!drain_until) drain_until = Clock::now() + std::chrono::seconds(2);
       if (Clock::now() >= *drain_until) break;
     }
-    int timeout_ms = 200;
+    int timeout_ms = culprit != nullptr ? 20 : 200;  // deciding whom to name: look again soon
     if (::poll(watched.data(), watched.size(), timeout_ms) < 0 && errno != EINTR) {
       throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
     }
@@ -265,11 +272,11 @@ int run(const LaunchPlan& plan) {
         }
       }
     }
-    // Reap every rank that exited. Several failures in one pass are usually one death and the
+    // Reap every rank that exited. Several failures close together are usually one death and the
     // ranks that failed because of it: a rank killed by a signal is the cause, not the
-    // lowest-numbered rank that failed.
-    const Rank* culprit = nullptr;
-    bool culprit_signalled = false;
+    // lowest-numbered rank that failed, nor the first one reaped (a survivor that saw the death
+    // can exit before the killed rank's own teardown ends). So a rank that exits with a status
+    // is named only if no rank killed by a signal is reaped within kBlameWindow.
     for (auto& rank : ranks) {
       if (rank.exit_status) continue;
       int status = 0;
@@ -280,9 +287,10 @@ int run(const LaunchPlan& plan) {
       if (culprit == nullptr || (signalled && !culprit_signalled)) {
         culprit = &rank;
         culprit_signalled = signalled;
+        if (!blame_by) blame_by = Clock::now() + kBlameWindow;
       }
     }
-    if (culprit != nullptr) {
+    if (culprit != nullptr && (culprit_signalled || Clock::now() >= *blame_by || !running())) {
       first_failure = *culprit->exit_status;
       const char* then = running() ? "; stopping the other ranks" : "";
       if (culprit_signalled) {
@@ -291,6 +299,7 @@ int run(const LaunchPlan& plan) {
       } else {
         std::fprintf(stderr, "commrun: rank %d exited with status %d%s\n", culprit->rank, *culprit->exit_status, then);
       }
+      culprit = nullptr;
       stop_job(SIGTERM);
     }
     if (kill_at && Clock::now() >= *kill_at && running()) signal_all(ranks, SIGKILL);
