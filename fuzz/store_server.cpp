@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -67,8 +68,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    std::perror("connect to the store under test");
-    std::abort();
+    // libFuzzer's timer signal may interrupt the connect, which then completes on its own.
+    pollfd writable{fd, POLLOUT, 0};
+    int error = 0;
+    socklen_t length = sizeof error;
+    if (errno != EINTR || ::poll(&writable, 1, 5000) != 1 ||
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) {
+      std::perror("connect to the store under test");
+      std::abort();
+    }
   }
   timeval limit{1, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);

@@ -343,3 +343,43 @@ TEST_CASE("a rank that dies during init is named at once, with the step it died 
     }
   }
 }
+
+// Issue 27, item 6: a hand-started job (no commrun to clean up) killed during init left an
+// 8 MiB segment in /dev/shm in 3 of 5 runs: a segment stayed named until its peer had mapped
+// it. Segments are now unlinked the moment they are made. Every rank of a 4-rank job is killed
+// at a moment spread over init, eight times; no name carrying any of their pids may remain.
+TEST_CASE("a hand-started job killed during init leaves nothing in /dev/shm", "[transport][shm]") {
+  for (int round = 0; round < 8; ++round) {
+    comm::TcpStoreServer server(0, "127.0.0.1", "");
+    std::vector<std::unique_ptr<ChildProcess>> ranks;
+    for (int rank = 0; rank < 4; ++rank) {
+      ranks.push_back(std::make_unique<ChildProcess>(
+          std::vector<std::string>{helper(), "arena-stream"},
+          std::map<std::string, std::string>{{"RANK", std::to_string(rank)},
+                                             {"WORLD_SIZE", "4"},
+                                             {"MASTER_ADDR", "127.0.0.1"},
+                                             {"MASTER_PORT", std::to_string(server.port())}}));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(30 + 40 * round));
+    std::vector<std::string> pids;
+    for (auto& rank : ranks) {
+      pids.push_back(std::to_string(rank->pid()));
+      rank->signal(SIGKILL);
+    }
+    for (auto& rank : ranks) rank->wait_for(10s);
+    std::vector<std::string> left;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+      std::string name = entry.path().filename().string();
+      if (name.rfind("comm-", 0) != 0) continue;
+      std::size_t first = name.find('-'), second = name.find('-', first + 1), third = name.find('-', second + 1);
+      if (third == std::string::npos) continue;
+      std::string creator = name.substr(second + 1, third - second - 1);
+      if (std::find(pids.begin(), pids.end(), creator) != pids.end()) {
+        left.push_back(name);
+        std::filesystem::remove(entry.path());
+      }
+    }
+    INFO("killed " << 30 + 40 * round << " ms after the start");
+    CHECK(left.empty());
+  }
+}

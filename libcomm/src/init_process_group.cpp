@@ -215,16 +215,24 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
                 placement.world_size, name, job.description);
     }
     JoinRequest join{placement.rank, placement.world_size, timeout, job.hosts_server, automatic_rank};
-    if (placement.world_size > 1 && job.discovery) {
-      // Processes of another job under the same group name may still be heard while joining.
-      transport::WatchedStore watched(*group_store, [&] { job.discovery->throw_if_failed(); });
-      join_group(watched, join);
-    } else if (placement.world_size > 1) {
-      join_group(*group_store, join);
-    }
     if (placement.world_size > 1) {
-      job.discovery.reset();  // every process has found the store: no one needs announcements now
+      // From here until the transport can see deaths itself, the store says when this rank dies
+      // (its connection closes): a rank killed while others have not started yet is named at
+      // once by those waiting, not after the timeout.
       leave_word_of_death(*group_store, kJoinFailureKey, placement.rank);
+      transport::WatchedStore watched(*group_store, [&] {
+        // Processes of another job under the same group name may still be heard while joining.
+        if (job.discovery) job.discovery->throw_if_failed();
+        throw_if_join_failed(*group_store, kJoinFailureKey, placement.rank, placement.world_size);
+      });
+      try {
+        join_group(watched, join);
+      } catch (const MismatchError& error) {
+        // Published as the job's failure, so that every rank still making the group (one that
+        // completed it with the others, say, beside a duplicate RANK) reports this cause.
+        fail_join(*group_store, kJoinFailureKey, error, placement.rank, placement.world_size);
+      }
+      job.discovery.reset();  // every process has found the store: no one needs announcements now
     }
     // From here a rank that fails publishes why, and the others report that cause rather than
     // the rank that stopped after it.

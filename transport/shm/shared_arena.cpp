@@ -12,7 +12,7 @@
 
 #include "comm/error.hpp"
 #include "libcomm/base/log.hpp"
-#include "transport/shm/shm_reserve.hpp"
+#include "transport/shm/shm_segment.hpp"
 
 namespace comm::transport {
 namespace {
@@ -31,7 +31,6 @@ std::size_t segment_bytes(int size, std::size_t slot_bytes) {
 void* map(int fd, std::size_t bytes, const std::string& name, int rank) {
   // Populated at once, like the pair rings: faulting pages in lazily costs microseconds per page.
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  ::close(fd);
   if (base == MAP_FAILED) fail("cannot map", name, rank);
   return base;
 }
@@ -56,22 +55,18 @@ std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string
   std::unique_ptr<SharedArena> arena;
   std::string problem;
   bool usable = false;
+  CreatedSegment created;
   if (rank == 0) {
     std::random_device random;
     std::string name = "/comm-arena-" + std::to_string(::getpid()) + "-" + std::to_string(random());
-    struct Unlink {
-      std::string name;
-      ~Unlink() { ::shm_unlink(name.c_str()); }  // whatever happens below: nothing stays linked
-    } unlink{name};
     try {
-      int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-      if (fd < 0) fail("cannot create", name, rank);
-      if (std::string shortage = reserve_segment(fd, bytes, name); !shortage.empty()) {
-        ::close(fd);
-        throw IoError(shortage + "; COMM_ALGO=ring avoids this segment",
+      // Nameless once made; held open until every rank has said whether it mapped it.
+      created = create_segment(name, bytes);
+      if (!created.problem.empty()) {
+        throw IoError(created.problem + "; COMM_ALGO=ring avoids this segment",
                       ErrorContext{.rank = rank, .op = "shared_arena"});
       }
-      void* base = map(fd, bytes, name, rank);
+      void* base = map(created.file.get(), bytes, name, rank);
       // A fresh segment is zero-filled: every flag starts at epoch 0. The Control objects are
       // constructed in place (their atomics are lock-free and zero is their initial value).
       for (int r = 0; r < size; ++r) new (static_cast<SharedArena::Control*>(base) + r) SharedArena::Control();
@@ -79,19 +74,20 @@ std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string
     } catch (const Error& error) {
       problem = error.what();
     }
-    store.set(key + "/name", problem.empty() ? name : "");
+    store.set(key + "/name", problem.empty() ? created.path : "");
     usable = problem.empty();
     for (int r = 1; r < size; ++r) {
       usable = store.get_string(key + "/mapped/" + std::to_string(r)) == "1" && usable;  // waits for it
     }
     store.set(key + "/usable", usable ? "1" : "0");
+    created.file.reset();
   } else {
     std::string name = store.get_string(key + "/name");
     try {
       if (name.empty()) throw IoError("rank 0 could not make it", ErrorContext{.rank = rank});
-      int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
-      if (fd < 0) fail("cannot open", name, rank);
-      arena = std::make_unique<SharedArena>(map(fd, bytes, name, rank), bytes, size, slot_bytes);
+      auto file = open_segment(name, bytes);
+      if (!file.valid()) throw IoError("rank 0 let go of it before this rank opened it", ErrorContext{.rank = rank});
+      arena = std::make_unique<SharedArena>(map(file.get(), bytes, name, rank), bytes, size, slot_bytes);
     } catch (const Error& error) {
       problem = error.what();
     }

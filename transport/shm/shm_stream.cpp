@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "comm/error.hpp"
-#include "transport/shm/shm_reserve.hpp"
+#include "transport/shm/shm_segment.hpp"
 #include "transport/stream_connection.hpp"
 
 namespace comm::transport {
@@ -39,7 +39,6 @@ std::shared_ptr<SharedSegment> map_segment(int fd, const std::string& name) {
   // Populated at once: faulting the rings' pages in lazily cost ~6 us per 2 KiB message during
   // the first pass through a ring (a page fault on each side every other message).
   void* base = ::mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  ::close(fd);
   if (base == MAP_FAILED) fail("cannot map", name);
   return std::make_shared<SharedSegment>(base, kSegmentBytes);
 }
@@ -52,49 +51,33 @@ constexpr const char* kReserved = "reserved";
 
 SharedSegment::~SharedSegment() { ::munmap(base_, bytes_); }
 
+// Nothing to clean up when the set-up fails: a segment has no name once made, and goes with the
+// last descriptor and mapping of it.
 SharedMemoryPairs::SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_id,
                                      const std::vector<bool>& same_host, std::chrono::milliseconds timeout)
     : ends_(size) {
-  try {
-    set_up(store, rank, size, job_id, same_host, timeout);
-  } catch (...) {
-    // A set-up that fails (a peer died) leaves no name behind: this rank's own segments go
-    // with linked_, and a lower peer's published ones are unlinked here, since that peer may be
-    // dead and nobody else would (a live one unlinks its own too; ENOENT is fine).
-    for (int peer = 0; peer < rank; ++peer) {
-      try {
-        if (same_host[peer] && store.check({pair_key(peer, rank)})) {
-          ::shm_unlink(store.get_string(pair_key(peer, rank)).c_str());
-        }
-      } catch (const std::exception&) {
-        // the store is gone as well: nothing more can be learned
-      }
-    }
-    throw;
-  }
+  set_up(store, rank, size, job_id, same_host, timeout);
 }
 
 void SharedMemoryPairs::set_up(Store& store, int rank, int size, const std::string& job_id,
                                const std::vector<bool>& same_host, std::chrono::milliseconds timeout) {
-  // Ring 0 carries low -> high, ring 1 high -> low.
-  std::vector<std::string> created(size);
+  // Ring 0 carries low -> high, ring 1 high -> low. The creator holds each segment's descriptor
+  // until its peer has mapped it (the peer opens it through the creator's /proc path).
+  std::vector<OwnedDescriptor> held(size);
   std::string shortage;  // why this rank could not reserve a segment
   for (int peer = rank + 1; peer < size && shortage.empty(); ++peer) {
     if (!same_host[peer]) continue;
     std::string name = "/comm-" + job_id.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" + std::to_string(rank) +
                        "-" + std::to_string(peer);
-    int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) fail("cannot create", name);
-    linked_.names.push_back(name);
-    shortage = reserve_segment(fd, kSegmentBytes, name);
-    if (!shortage.empty()) {
-      ::close(fd);
+    auto created = create_segment(name, kSegmentBytes);
+    if (!created.problem.empty()) {
+      shortage = created.problem;
       break;
     }
-    auto segment = map_segment(fd, name);
+    auto segment = map_segment(created.file.get(), name);
     ends_[peer] = {segment, ring_at(segment->base(), 1), ring_at(segment->base(), 0)};
-    created[peer] = name;
-    store.set(pair_key(rank, peer), name);
+    held[peer] = std::move(created.file);
+    store.set(pair_key(rank, peer), created.path);
   }
   // The host's pairs go over shared memory only if every rank on it could reserve its segments:
   // ranks that disagreed on the medium would disagree on the group's algorithms. Otherwise all
@@ -114,35 +97,32 @@ void SharedMemoryPairs::set_up(Store& store, int rank, int size, const std::stri
   if (!shortage.empty()) {
     shortage_ = shortage;
     ends_.assign(ends_.size(), ShmPairEnd{});
-    for (const auto& name : linked_.names) ::shm_unlink(name.c_str());
-    linked_.names.clear();
     return;
   }
   for (int peer = 0; peer < rank; ++peer) {
     if (!same_host[peer]) continue;
-    std::string name = store.get_string(pair_key(peer, rank));
-    int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) fail("cannot open", name);
-    auto segment = map_segment(fd, name);
-    // Both ends have it mapped now: the name has done its work. Unlinked here as well as by
-    // its creator, so that a creator that dies from here on leaves nothing in /dev/shm.
-    ::shm_unlink(name.c_str());
+    std::string path = store.get_string(pair_key(peer, rank));
+    auto file = open_segment(path, kSegmentBytes);
+    if (!file.valid()) {
+      throw PeerClosedError("rank " + std::to_string(peer) +
+                                " died while the shared-memory pairs were being set up (the segment it made for "
+                                "rank " +
+                                std::to_string(rank) +
+                                " went with it); the other ranks stop here instead of waiting out the timeout",
+                            ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
+    }
+    auto segment = map_segment(file.get(), path);
     ends_[peer] = {segment, ring_at(segment->base(), 0), ring_at(segment->base(), 1)};
     store.set(pair_key(peer, rank) + "/mapped", "1");
   }
   for (int peer = rank + 1; peer < size; ++peer) {
-    if (created[peer].empty()) continue;
+    if (!held[peer].valid()) continue;
     store.wait({pair_key(rank, peer) + "/mapped"}, timeout);
-    ::shm_unlink(created[peer].c_str());
-    std::erase(linked_.names, created[peer]);
+    held[peer].reset();
   }
 }
 
 SharedMemoryPairs::~SharedMemoryPairs() = default;
-
-SharedMemoryPairs::LinkedNames::~LinkedNames() {
-  for (const auto& name : names) ::shm_unlink(name.c_str());
-}
 
 ShmPairEnd SharedMemoryPairs::take(int peer) { return std::move(ends_[peer]); }
 

@@ -53,10 +53,10 @@ struct ShmPairEnd {
   Ring inbound, outbound;
 };
 
-// Creates, maps and unlinks the segments of every same-host pair of a group. The lower rank
-// of a pair creates its segment and unlinks it as soon as the higher rank says it has mapped
-// it, so a crash leaves nothing in /dev/shm after set-up; whatever is still linked when this
-// object dies (a failed set-up) is unlinked then.
+// Creates and maps the segments of every same-host pair of a group (transport/shm/shm_segment.hpp:
+// nameless from the moment they are made, so a rank killed at any point leaves nothing in
+// /dev/shm). The lower rank of a pair creates the segment and holds it open until the higher
+// rank says it has mapped it.
 class SharedMemoryPairs {
  public:
   SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_id, const std::vector<bool>& same_host,
@@ -74,17 +74,7 @@ class SharedMemoryPairs {
  private:
   void set_up(Store& store, int rank, int size, const std::string& job_id, const std::vector<bool>& same_host,
               std::chrono::milliseconds timeout);
-  // Names of segments this rank created that are still linked in /dev/shm. A member with its
-  // own destructor: a constructor that throws (a peer that never maps its end) still unlinks.
-  struct LinkedNames {
-    std::vector<std::string> names;
-    LinkedNames() = default;
-    LinkedNames(const LinkedNames&) = delete;
-    LinkedNames& operator=(const LinkedNames&) = delete;
-    ~LinkedNames();
-  };
   std::vector<ShmPairEnd> ends_;
-  LinkedNames linked_;
   std::string shortage_;
 };
 
