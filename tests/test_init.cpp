@@ -2,6 +2,7 @@
 // and every kind of bad input.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -362,4 +363,23 @@ TEST_CASE("bad environments are reported by variable name", "[init][bad-input][p
     CHECK_THAT(run({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"COMM_TIMEOUT", huge}}),
                ContainsSubstring("out of range: give seconds from 0.001 to 604800"));
   }
+}
+
+// Issue 27, item 6: rank 1 of 3 killed after joining while rank 2 had not started yet went
+// unnoticed until the timeout (the join waited only for rank 2). Rank 0 must name rank 1 within
+// seconds.
+TEST_CASE("a rank killed while another has not started yet is named at once", "[init][process]") {
+  std::string url = "tcp://127.0.0.1:" + std::to_string(comm::testing::free_port());
+  std::map<std::string, std::string> environment{{"COMM_TIMEOUT", "60"}};
+  ChildProcess rank0({helper(), "init", url, "0", "3"}, environment);
+  ChildProcess rank1({helper(), "init", url, "1", "3"}, environment);
+  std::this_thread::sleep_for(1500ms);  // both have joined and wait for rank 2
+  auto killed = std::chrono::steady_clock::now();
+  rank1.signal(SIGKILL);
+  auto status = rank0.wait_for(20s);
+  INFO(rank0.output());
+  REQUIRE(status.has_value());
+  CHECK(*status != 0);
+  CHECK(std::chrono::steady_clock::now() - killed < 5s);
+  CHECK_THAT(rank0.output(), ContainsSubstring("rank 1 (") && ContainsSubstring("died"));
 }
