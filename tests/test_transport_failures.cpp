@@ -383,3 +383,42 @@ TEST_CASE("a hand-started job killed during init leaves nothing in /dev/shm", "[
     CHECK(left.empty());
   }
 }
+
+// Issue 27, item 3: without a job secret the mesh handshakes prove a token agreed through the
+// store, which a stranger who reads the store has. One who took rank 2's place at rank 0 before
+// rank 2 connected made every rank blame "rank 0 died while the ranks were connecting". The
+// hole cannot be closed without a secret; the real cause is what every rank must report.
+TEST_CASE("a stranger posing as a rank with the store's token is named as the cause", "[transport]") {
+  auto store = std::make_shared<GatedStore>("default_pg/tcp/2");
+  std::vector<std::string> errors(3);
+  auto body = [&](int rank) {
+    try {
+      comm::init_process_group({.rank = rank, .world_size = 3, .timeout = 30s, .store = store});
+    } catch (const comm::Error& error) {
+      errors[static_cast<std::size_t>(rank)] = error.what();
+    }
+  };
+  std::thread rank0(body, 0), rank1(body, 1), rank2(body, 2);
+  std::string published = store->inner.get_string("default_pg/tcp/0");  // "address nonce"
+  std::string address = published.substr(0, published.rfind(' '));
+  auto listener_nonce = comm::parse_nonce(published.substr(published.rfind(' ') + 1));
+  REQUIRE(listener_nonce);
+  comm::JobSecret token(store->inner.get_string("default_pg/job_token"));
+  int stranger = connect_to(address);
+  REQUIRE(stranger >= 0);
+  auto hello = mesh_hello(2, 0, 3, token, *listener_nonce);
+  REQUIRE(::send(stranger, hello.data(), hello.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(hello.size()));
+  std::this_thread::sleep_for(300ms);  // rank 0 has taken the stranger for rank 2
+  auto opened = std::chrono::steady_clock::now();
+  store->open();  // the real rank 2 publishes its address and connects
+  rank0.join();
+  rank1.join();
+  rank2.join();
+  ::close(stranger);
+  CHECK(std::chrono::steady_clock::now() - opened < 10s);
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank << ": " << errors[static_cast<std::size_t>(rank)]);
+    CHECK_THAT(errors[static_cast<std::size_t>(rank)],
+               ContainsSubstring("two processes claimed to be rank 2") && ContainsSubstring("COMM_JOB_TOKEN"));
+  }
+}

@@ -150,8 +150,13 @@ int first_closed(const std::vector<const Socket*>& sockets) {
 // Accepts until every higher rank has said a valid hello; strangers are dropped. A connection
 // that closes meanwhile (to a lower rank, or from a higher one already accepted) is a rank that
 // died: that ends the wait at once.
-void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& mesh, const std::vector<Socket>& lower,
-                         const MeshOptions& options, Clock::time_point deadline,
+std::string connected_key(int rank) { return "mesh/connected/" + std::to_string(rank); }
+
+// Accepts the connections of the higher ranks, and keeps listening until each of them has said
+// (connected_key) that its own connections are complete: a second claim to a rank's place that
+// comes meanwhile (a stranger took it first) is caught here and named on every rank.
+void accept_higher_ranks(Store& store, Socket& listener, const Nonce& listener_nonce, Mesh& mesh,
+                         const std::vector<Socket>& lower, const MeshOptions& options, Clock::time_point deadline,
                          const std::function<void(const Error&)>& on_failure, const std::function<void()>& look) {
   struct Pending {
     Socket socket;
@@ -183,8 +188,15 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
                     mesh.local_address, refusals.window().count());
     }
   };
+  std::vector<std::string> confirmations;
+  for (int peer = options.rank + 1; peer < options.size; ++peer) confirmations.push_back(connected_key(peer));
+  bool confirmed = confirmations.empty();
   auto next_look = Clock::now() + kLookInterval;
-  while (!missing().empty()) {
+  while (!confirmed) {
+    if (missing().empty()) {
+      confirmed = store.check(confirmations);
+      if (confirmed) break;
+    }
     auto now = Clock::now();
     if (look && now >= next_look) {
       look();
@@ -193,6 +205,11 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
     if (now >= deadline) {
       std::string ranks;
       for (int peer : missing()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
+      if (ranks.empty()) {
+        throw TimeoutError(
+            "timed out waiting for the higher ranks to confirm their connections to " + mesh.local_address,
+            ErrorContext{.op = "transport.tcp.connect"});
+      }
       throw TimeoutError("timed out waiting for rank(s) " + ranks + " to connect to " + mesh.local_address +
                              "; they may be unable to reach this address (firewall, COMM_SOCKET_IFNAME)",
                          ErrorContext{.op = "transport.tcp.connect"});
@@ -213,7 +230,8 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
     }
     std::vector<pollfd> watched{{listener.fd(), POLLIN, 0}};
     for (auto& connection : pending) watched.push_back({connection.socket.fd(), POLLIN, 0});
-    ::poll(watched.data(), watched.size(), 100);
+    // Once every higher rank is in, only their confirmations are awaited: look again soon.
+    ::poll(watched.data(), watched.size(), missing().empty() ? 2 : 100);
     if (watched[0].revents & POLLIN) {
       sockaddr_storage from{};
       socklen_t length = sizeof from;
@@ -250,8 +268,23 @@ void accept_higher_ranks(Socket& listener, const Nonce& listener_nonce, Mesh& me
           announced[peer] = count;
           mesh.extra_sockets[peer].resize(static_cast<std::size_t>(count - 1));
         }
-        if (reason.empty() && slot(peer, index).valid())
-          reason = "rank " + std::to_string(peer) + " opened connection " + std::to_string(index) + " twice";
+        if (reason.empty() && slot(peer, index).valid()) {
+          // Two proved claims to one place: one of them is not the rank. Without the user's
+          // secret the handshake proves only a token agreed through the store, which any
+          // program that can read the store has. That is the cause to report on every rank,
+          // not the rank whose connection then fails.
+          MismatchError impostor(
+              "two processes claimed to be rank " + std::to_string(peer) + " (connection " + std::to_string(index) +
+                  ") on " + mesh.local_address + ": " + mesh.peer_names[peer] + " and " +
+                  peer_name_of(connection.hello) + " from " + connection.from + ". " +
+                  (options.secret_from_user
+                       ? std::string("Both proved the job secret: is a process of this job running twice?")
+                       : std::string("The job runs without a secret, so any program that can read its store can "
+                                     "pose as a rank: give every rank the same COMM_JOB_TOKEN (commrun does)")),
+              ErrorContext{.rank = options.rank, .peer = peer, .op = "init_process_group"});
+          if (on_failure) on_failure(impostor);
+          throw impostor;
+        }
         if (reason.empty()) {
           Hello answer = make_hello(options, peer, index, count, nonce_of(connection.hello), kAcceptPurpose);
           std::string error;
@@ -342,9 +375,6 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
           send_hello(mesh.extra_sockets[peer].back(), address, *their_nonce, peer, index, count, deadline, options));
     }
   }
-  accept_higher_ranks(listener, listener_nonce, mesh, lower, options, deadline, on_failure, look);
-  listener.close();
-
   for (int peer = 0; peer < options.rank; ++peer) {
     for (std::size_t index = 0; index < sent[peer].size(); ++index) {
       const Socket& socket = index == 0 ? lower[peer] : mesh.extra_sockets[peer][index - 1];
@@ -365,8 +395,13 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
       if (!reason.empty()) fail("rank " + std::to_string(peer) + " answered the handshake wrongly: " + reason, peer);
       mesh.peer_names[peer] = peer_name_of(answer);
     }
-    mesh.sockets[peer] = std::move(lower[peer]);
   }
+  // This rank's own connections are complete (the lower ranks answered): a higher rank may stop
+  // listening for it, and a stranger claiming its place from now on is caught by the lower ranks.
+  store.set(connected_key(options.rank), "1");
+  accept_higher_ranks(store, listener, listener_nonce, mesh, lower, options, deadline, on_failure, look);
+  listener.close();
+  for (int peer = 0; peer < options.rank; ++peer) mesh.sockets[peer] = std::move(lower[peer]);
 }
 
 void set_buffers(Mesh& mesh) {
