@@ -105,6 +105,23 @@ int run_follow(char** argv) {
 
 // Rank 0 creates a shared-memory segment named as libcomm names its own and is stopped before it
 // could unlink it (the test's rank 1 fails, so commrun stops the job); commrun must remove it.
+// A process that exits while its store server (with a job secret) is answering hellos: the
+// server's thread must not crash in the exit (issue 27: OpenSSL's state freed at exit under it).
+int run_exit_while_serving() {
+  auto server = std::make_unique<comm::TcpStoreServer>(0, "127.0.0.1", std::string("a secret of more than 16 chars"));
+  std::uint16_t port = server->port();
+  std::thread([port] {
+    while (true) {
+      try {
+        comm::TcpStore stranger("127.0.0.1", port, comm::TcpStoreOptions{.timeout = std::chrono::seconds(1)});
+      } catch (const comm::Error&) {  // refused: it holds no secret; again
+      }
+    }
+  }).detach();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::exit(0);  // no destructor of the server runs: its thread is still serving
+}
+
 int run_linger_shm() {
   std::string rank = env_or("RANK", "0");
   if (rank == "0") {
@@ -322,6 +339,7 @@ int main(int argc, char** argv) {
   if (mode == "file-add" && argc == 5) return run_file_add(argv);
   if (mode == "follow" && argc == 4) return run_follow(argv);
   if (mode == "linger-shm") return run_linger_shm();
+  if (mode == "exit-while-serving") return run_exit_while_serving();
   if (mode == "store-secrecy") return run_store_secrecy();
   if (mode == "die-before" && argc == 3) return run_die_before(argv[2]);
   if (mode == "hang" && (argc == 3 || argc == 4)) {

@@ -179,6 +179,18 @@ TEST_CASE("comm-store without a secret warns and listens on loopback only", "[tc
   check_still_serving(store.port);
 }
 
+// Issue 27 (found by fuzz/store_server): a process exiting while its store server answered a
+// hello crashed in OpenSSL, whose state an atexit handler had freed under the server's thread.
+TEST_CASE("a process may exit while its store server is busy", "[tcp_store][security]") {
+  for (int run = 0; run < 20; ++run) {
+    comm::testing::ChildProcess process({comm::testing::program_path("COMM_TEST_HELPER"), "exit-while-serving"});
+    auto status = process.wait_for(30s);
+    INFO("run " << run << ": " << process.output());
+    REQUIRE(status.has_value());
+    CHECK(*status == 0);
+  }
+}
+
 TEST_CASE("the store's sockets are not inherited by programs the host starts", "[tcp_store]") {
   comm::TcpStoreServer server(0, "127.0.0.1");
   auto store = client(server.port());

@@ -14,7 +14,17 @@
 namespace comm {
 namespace {
 
+// OpenSSL frees its global state from an atexit handler by default; a store server's thread still
+// answering a hello while the process exits then used freed locks in RAND_bytes and crashed (found
+// by fuzz/store_server at its exit). Initialized without that handler, the state lives as long as
+// the process. Called before every use: cheap after the first.
+void initialize_crypto() {
+  static const bool initialized = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+  (void)initialized;
+}
+
 void random_bytes(std::span<std::uint8_t> out) {
+  initialize_crypto();
   if (RAND_bytes(out.data(), static_cast<int>(out.size())) != 1) {
     throw IoError("the system's random generator failed (RAND_bytes); cannot make a nonce or a job secret",
                   ErrorContext{.op = "job_secret"});
@@ -106,6 +116,7 @@ Proof JobSecret::prove(std::string_view purpose, std::initializer_list<std::span
   for (auto part : parts) append_part(message, part);
   Proof proof{};
   unsigned int length = 0;
+  initialize_crypto();
   if (HMAC(EVP_sha256(), text_.data(), static_cast<int>(text_.size()), message.data(), message.size(), proof.data(),
            &length) == nullptr ||
       length != proof.size()) {
