@@ -167,13 +167,13 @@ void wait_for_readers(Store& store, const std::string& key, int size) {
 
 }  // namespace
 
-void leave_word_of_death(Store& store, const std::string& key, int rank) {
+bool leave_word_of_death(Store& store, const std::string& key, int rank) {
   PeerClosedError death("rank " + std::to_string(rank) + " (" + without_nonce(identity()) +
                             ") died before it had connected to the other ranks (the store saw its connection "
                             "close); the other ranks stop here instead of waiting out the timeout: look at rank " +
                             std::to_string(rank) + "'s output for why it ended",
                         ErrorContext{.peer = rank, .op = "init_process_group"});
-  store.leave_last_word(key, encode_failure(death));
+  return store.leave_last_word(key, encode_failure(death));
 }
 
 void withdraw_word_of_death(Store& store, const std::string& key) { store.withdraw_last_word(key); }

@@ -65,7 +65,8 @@ void throw_if_join_failed_or_store_lost(Store& store, const std::string& key, in
 // which the store writes if the rank's connection closes first, and which the others' waits look
 // at. Withdrawn once the transport can see deaths itself. Stores that cannot notice a client
 // ending (file://) leave the others to wait for the timeout, as before.
-void leave_word_of_death(Store& store, const std::string& key, int rank);
+// Returns whether the store keeps last words.
+bool leave_word_of_death(Store& store, const std::string& key, int rank);
 void withdraw_word_of_death(Store& store, const std::string& key);
 
 // The secret the transport's handshakes prove: the job's (COMM_JOB_TOKEN or COMM_JOB_TOKEN_FILE,

@@ -219,14 +219,17 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
       // From here until the transport can see deaths itself, the store says when this rank dies
       // (its connection closes): a rank killed while others have not started yet is named at
       // once by those waiting, not after the timeout.
-      leave_word_of_death(*group_store, kJoinFailureKey, placement.rank);
+      bool deaths_seen = leave_word_of_death(*group_store, kJoinFailureKey, placement.rank);
+      // The join's waits look at what can fail meanwhile, where something can: a store that
+      // keeps last words, or discovery. Others (file://, a torch store, whose timed-out waits
+      // are not to be sliced) wait as they are.
       transport::WatchedStore watched(*group_store, [&] {
         // Processes of another job under the same group name may still be heard while joining.
         if (job.discovery) job.discovery->throw_if_failed();
         throw_if_join_failed(*group_store, kJoinFailureKey, placement.rank, placement.world_size);
       });
       try {
-        join_group(watched, join);
+        join_group(deaths_seen || job.discovery ? static_cast<Store&>(watched) : *group_store, join);
       } catch (const MismatchError& error) {
         // Published as the job's failure, so that every rank still making the group (one that
         // completed it with the others, say, beside a duplicate RANK) reports this cause.
