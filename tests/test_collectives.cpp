@@ -203,9 +203,10 @@ TEST_CASE("all_gather, reduce_scatter and all_to_all: in place and out of place"
                 group.reduce_scatter(Buffer(output_at, count, dtype), Buffer(data.data(), n * count, dtype), op);
                 Bytes result(static_cast<std::uint8_t*>(output_at),
                              static_cast<std::uint8_t*>(output_at) + count * comm::element_size(dtype));
-                checks.check(
-                    count_wrong(result, my_blocks, dtype, op, count) == 0, "reduce_scatter block", __LINE__,
-                    std::string(comm::to_string(op)) + " " + describe("reduce_scatter", dtype, count, rank) + form);
+                std::string wrong = describe_wrong(result, my_blocks, dtype, op, count);
+                checks.check(wrong.empty(), "reduce_scatter block", __LINE__,
+                             std::string(comm::to_string(op)) + " " + describe("reduce_scatter", dtype, count, rank) +
+                                 form + ": " + wrong);
                 if (!in_place) checks.check(data == inputs[me], "reduce_scatter keeps its input", __LINE__);
               }
             }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "algorithms/half.hpp"
@@ -195,6 +196,41 @@ inline std::size_t count_wrong(const std::vector<std::uint8_t>& result,
     }
   }
   return wrong;
+}
+
+// What is wrong in `result` for a failure message: "" when nothing; else how many elements, and
+// the first wrong one with what it holds and what it should (integers and bools: exact values).
+inline std::string describe_wrong(const std::vector<std::uint8_t>& result,
+                                  const std::vector<std::vector<std::uint8_t>>& inputs, DType dtype, ReduceOp op,
+                                  std::size_t count) {
+  std::size_t wrong = count_wrong(result, inputs, dtype, op, count);
+  if (wrong == 0) return {};
+  for (std::size_t i = 0; i < count; ++i) {
+    std::vector<std::vector<std::uint8_t>> one_input;
+    std::vector<std::uint8_t> one_result(
+        result.begin() + static_cast<std::ptrdiff_t>(i * comm::element_size(dtype)),
+        result.begin() + static_cast<std::ptrdiff_t>((i + 1) * comm::element_size(dtype)));
+    for (auto& input : inputs) {
+      one_input.emplace_back(input.begin() + static_cast<std::ptrdiff_t>(i * comm::element_size(dtype)),
+                             input.begin() + static_cast<std::ptrdiff_t>((i + 1) * comm::element_size(dtype)));
+    }
+    if (count_wrong(one_result, one_input, dtype, op, 1) == 0) continue;
+    std::string got =
+        is_float(dtype) ? std::to_string(read_float(result, dtype, i)) : std::to_string(read_integer(result, dtype, i));
+    std::string want;
+    if (is_float(dtype)) {
+      std::vector<double> values;
+      for (auto& input : inputs) values.push_back(read_float(input, dtype, i));
+      want = std::to_string(reference_float(values, op));
+    } else {
+      std::vector<std::int64_t> integers;
+      for (auto& input : inputs) integers.push_back(read_integer(input, dtype, i));
+      want = std::to_string(reference_integer(integers, op, dtype));
+    }
+    return std::to_string(wrong) + " of " + std::to_string(count) + " wrong, the first at " + std::to_string(i) + ": " +
+           got + " instead of " + want;
+  }
+  return std::to_string(wrong) + " wrong";
 }
 
 // Rank r's input for a test case: the same bytes wherever it is computed, so every rank can
