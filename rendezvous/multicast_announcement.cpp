@@ -1,7 +1,10 @@
 #include "rendezvous/multicast_announcement.hpp"
 
+#include <array>
 #include <charconv>
 #include <vector>
+
+#include "libcomm/base/job_secret.hpp"
 
 namespace comm {
 namespace {
@@ -28,6 +31,18 @@ bool read_number(std::string_view text, Number& value) {
 }
 
 }  // namespace
+
+std::string announcement_view(const std::vector<std::string>& sorted_ids) {
+  std::uint64_t hash = 14695981039346656037ull;
+  auto mix = [&](char c) { hash = (hash ^ static_cast<std::uint8_t>(c)) * 1099511628211ull; };
+  for (const auto& id : sorted_ids) {
+    for (char c : id) mix(c);
+    mix(' ');
+  }
+  std::array<std::uint8_t, 8> bytes{};
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(hash >> (56 - 8 * i));
+  return hex_text(bytes);
+}
 
 std::string announcement_text(const Announcement& announcement) {
   return std::string(kMagic) + " " + std::to_string(kVersion) + " " + announcement.id + " " +

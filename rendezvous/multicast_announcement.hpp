@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace comm {
 
@@ -31,6 +32,11 @@ struct Announcement {
   std::string view;
   bool broken = false;
 };
+
+// The VIEW field: what a process has heard, in 16 hex digits (FNV-1a over the sorted ids, its own
+// among them). A process completes only when every member announces the same view as its own, so
+// processes that heard different sets (two jobs under one name) never complete on a partial view.
+std::string announcement_view(const std::vector<std::string>& sorted_ids);
 
 // The announcement's text without the proof field (what the proof covers).
 std::string announcement_text(const Announcement& announcement);

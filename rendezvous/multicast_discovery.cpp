@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <asio.hpp>
 #include <condition_variable>
-#include <cstdio>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -53,21 +52,8 @@ struct Member {
   std::string address;  // as this process heard it (the source of its announcements)
   std::uint16_t store_port = 0;
   std::uint64_t sequence = 0;  // of its latest announcement: replays and duplicates are not newer
-  std::string view;            // the processes it has heard, as view_of gives them
+  std::string view;            // the processes it has heard, as announcement_view gives them
 };
-
-// What a process has heard, in 16 hex digits (FNV-1a over the sorted ids, its own among them):
-// a process completes only when every member announces the same view as its own, so processes
-// that heard different sets (two jobs under one name) never complete on a partial view.
-std::string view_of(const std::vector<std::string>& sorted_ids) {
-  std::uint64_t hash = 14695981039346656037ull;
-  for (const auto& id : sorted_ids) {
-    for (char c : id + " ") hash = (hash ^ static_cast<std::uint8_t>(c)) * 1099511628211ull;
-  }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
-  return text;
-}
 
 std::int64_t wall_clock_milliseconds() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -424,7 +410,7 @@ class MulticastDiscovery::Impl {
     std::vector<std::string> ids{id_};
     for (const auto& [id, member] : members_) ids.push_back(id);
     std::sort(ids.begin(), ids.end());
-    return view_of(ids);
+    return announcement_view(ids);
   }
 
   std::string heard_list() const {

@@ -6,22 +6,20 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 builddir=${1:-build}
 shift || true
-# Test-only packages from Debian's archive: Open MPI's mpirun for the mpirun test (which is
-# skipped, saying so, where it cannot be had).
-if ! command -v mpirun >/dev/null && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-  export DEBIAN_FRONTEND=noninteractive
-  echo "run_tests: installing openmpi-bin for the mpirun test"
-  apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null 2>&1 ||
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null; } ||
-    echo "run_tests: could not install openmpi-bin; the mpirun test will be skipped"
-fi
-# valgrind, under which the C API's hostile-call tests prove no freed memory is touched (they run
-# without it, weaker, where it cannot be had).
-if ! command -v valgrind >/dev/null && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-  echo "run_tests: installing valgrind for the C API's hostile-call tests"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null 2>&1 ||
-    echo "run_tests: could not install valgrind; those tests run without it"
-fi
+# Test-only packages from Debian's archive, installed where missing (as root); a test that needs
+# one says so, and is skipped or runs weaker, where it cannot be had.
+#   install_for_tests COMMAND PACKAGE WHAT-IT-IS-FOR
+install_for_tests() {
+  command -v "$1" >/dev/null && return
+  [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null || return
+  echo "run_tests: installing $2 for $3"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" \
+      >/dev/null; } ||
+    echo "run_tests: could not install $2; $3 goes without it"
+}
+install_for_tests mpirun openmpi-bin "the mpirun test"
+install_for_tests valgrind valgrind "the C API's hostile-call tests (no freed memory touched)"
 log="$builddir/meson-logs/testlog.json"
 rm -f "$log"
 meson test -C "$builddir" --print-errorlogs "$@"

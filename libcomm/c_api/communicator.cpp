@@ -55,16 +55,12 @@ std::shared_ptr<comm::ProcessGroup> comm_communicator::group_if_ready() {
 }
 
 std::shared_ptr<comm::ProcessGroup> comm_communicator::end(End how) {
-  std::shared_ptr<void> store;
+  std::shared_ptr<void> store;  // let go outside the lock: stopping a hosted store joins its thread
   std::shared_ptr<comm::ProcessGroup> group;
   {
     std::lock_guard lock(mutex_);
     End expected = End::kLive;
-    if (!ended_.compare_exchange_strong(expected, how)) {
-      throw comm::c_api::CallError(COMM_INVALID_ARGUMENT, expected == End::kAborted
-                                                              ? "this communicator was aborted already"
-                                                              : "this communicator was destroyed already");
-    }
+    if (!ended_.compare_exchange_strong(expected, how)) comm::c_api::require_live(this);  // says how it ended
     in_flight_.clear();
     ready_group_.store(nullptr, std::memory_order_release);
     group = std::move(group_);
