@@ -21,9 +21,14 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
   RingLayout ring(context, count, element_size(dtype), chunk_bytes, static_cast<std::size_t>(last - first));
   std::size_t chunks = ring.chunks;
   int next = context.wrap(context.rank + 1), previous = context.wrap(context.rank - 1);
-  // Whether the transport reduces on arrival, known at the first reducing receive; if it cannot,
-  // two scratch slots per chunk, one for even steps and one for odd.
-  enum class Arrival { Unknown, Reduced, Copied } arrival = Arrival::Unknown;
+  // Whether the transport reduces on arrival; where it cannot, two scratch slots per chunk, one
+  // for even steps and one for odd. It can stop being able to mid-call (the predecessor finished
+  // its part and closed its connection, leaving its last messages behind): what was posted to
+  // reduce on arrival then still does, so each slot remembers how its receive was posted.
+  // (Deciding by the latest answer instead combined already-reduced chunks once more with
+  // scratch garbage: a wrong result on the last call before a group's end.)
+  bool transport_reduces = true;
+  std::vector<std::uint8_t> reduced_on_arrival(2 * chunks, 0);
   std::uint8_t* scratch = nullptr;
   // Each chunk's receive is posted two steps ahead, so that a predecessor running ahead finds it
   // posted rather than leaving its chunk to be buffered and copied again (over TCP at 64 KiB
@@ -43,11 +48,12 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
       receive = context.recv(previous, data + receive_offset, receive_bytes, tag_step(step, chunk));
       return;
     }
-    if (arrival != Arrival::Copied) {
+    if (transport_reduces) {
       receive = context.recv_reduce(previous, data + receive_offset, receive_bytes, dtype, op, tag_step(step, chunk));
-      arrival = receive ? Arrival::Reduced : Arrival::Copied;
+      transport_reduces = receive != nullptr;
     }
-    if (arrival == Arrival::Copied) {
+    reduced_on_arrival[slot(step, chunk)] = transport_reduces;
+    if (!transport_reduces) {
       if (scratch == nullptr) scratch = context.scratch->get(0, 2 * ring.slot_bytes * chunks);
       receive =
           context.recv(previous, scratch + slot(step, chunk) * ring.slot_bytes, receive_bytes, tag_step(step, chunk));
@@ -69,7 +75,7 @@ void ring_pipeline(const CollectiveContext& context, std::uint8_t* data, std::si
       if (step < n - 1) {
         auto [offset, bytes] = ring.chunk_of(ring.receive_segment(step), chunk);
         std::size_t elements = bytes / ring.element;
-        if (arrival == Arrival::Copied) {
+        if (!reduced_on_arrival[slot(step, chunk)]) {
           reduce(data + offset, scratch + slot(step, chunk) * ring.slot_bytes, elements, dtype, op);
         }
         // The last reduction of a segment happens at its owner: finish an average there, once,
