@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Installs what libcomm needs from Debian's archive (only what is missing), then configures and
-# builds it in ./build. Run as root on Debian 12 (bookworm); safe to run again.
+# Installs what libcomm needs from Debian's archive (only what is missing), makes the project's
+# virtual environment .venv with torch 2.13.0 from PyPI (tools/python-requirements.txt), then
+# configures and builds everything in ./build, the torch backend against .venv's torch. Run as
+# root on Debian 12 (bookworm) or 13 (trixie); safe to run again.
 #   bash tools/setup.sh [extra meson setup options...]
+#   PYTHON=python3.11 bash tools/setup.sh     (the Python .venv is made from; default: python3.11
+#                                              where there is one, else python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Catch2 v3 and Meson >= 1.7 come from bookworm-backports (Debian's own archive).
 main_packages=(g++ ninja-build pkg-config libasio-dev libspdlog-dev libfmt-dev libssl-dev python3 iproute2
-               python3-dev pybind11-dev libtorch-dev python3-torch)
+               python3-dev python3-venv)
 backports_packages=(meson libcatch2-dev)
+debian_release=$(cut -d. -f1 /etc/debian_version 2>/dev/null || echo 12)
+# Debian 13 has Meson >= 1.7 and Catch2 v3 in its own archive: no backports needed.
+if [ "$debian_release" -ge 13 ] 2>/dev/null; then
+  main_packages+=("${backports_packages[@]}")
+  backports_packages=()
+fi
 
 missing() {
   for package in "$@"; do
@@ -17,9 +27,10 @@ missing() {
 }
 
 need_main=$(missing "${main_packages[@]}" | tr "\n" " ")
-need_backports=$(missing "${backports_packages[@]}" | tr "\n" " ")
+need_backports=$( ((${#backports_packages[@]})) && missing "${backports_packages[@]}" | tr "\n" " " || true)
 # An older meson from bookworm itself (1.0) is not enough.
-if command -v meson >/dev/null && ! dpkg --compare-versions "$(meson --version)" ge 1.7; then
+if ((${#backports_packages[@]})) && command -v meson >/dev/null &&
+  ! dpkg --compare-versions "$(meson --version)" ge 1.7; then
   need_backports="meson $need_backports"
 fi
 
@@ -41,9 +52,25 @@ if [ -n "$need_main$need_backports" ]; then
     apt-get install -y -qq --no-install-recommends -t bookworm-backports $need_backports >/dev/null
 fi
 
+# The virtual environment: torch and what its test suite imports. pip does nothing when all of it
+# is there already.
+if [ ! -x .venv/bin/python ]; then
+  python=${PYTHON:-$(command -v python3.11 || command -v python3)}
+  echo "setup: making the virtual environment .venv with $python ($("$python" --version 2>&1))"
+  "$python" -m venv .venv
+fi
+if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r tools/python-requirements.txt \
+  >.venv/pip-install.log 2>&1; then
+  grep -v "is ignored: it is neither a file nor a directory" .venv/pip-install.log >&2
+  echo "setup: pip could not install tools/python-requirements.txt into .venv" >&2
+  exit 1
+fi
+.venv/bin/python -c "import torch" || { echo "setup: torch does not import in .venv" >&2; exit 1; }
+
+torch_python="-Dtorch_python=$PWD/.venv/bin/python"
 if [ ! -f build/build.ninja ]; then
-  meson setup build "$@"
-elif [ $# -gt 0 ]; then
-  meson configure build "$@"
+  meson setup build "$torch_python" "$@"
+else
+  meson configure build "$torch_python" "$@"
 fi
 ninja -C build

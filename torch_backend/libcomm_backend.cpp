@@ -1,5 +1,6 @@
-#include "libcomm_process_group.hpp"
+#include "libcomm_backend.hpp"
 
+#include <algorithm>
 #include <span>
 
 #include "device_stream.hpp"
@@ -10,9 +11,7 @@ namespace torch_libcomm {
 namespace {
 
 using c10d::OpType;
-using WorkList = std::vector<std::shared_ptr<comm::Work>>;
-
-constexpr int kExchangeTagBase = 1 << 30;
+using WorkList = LibcommBackend::WorkList;
 
 std::vector<comm::Buffer> buffers_of(const std::vector<at::Tensor>& tensors, const char* operation, const char* what) {
   std::vector<comm::Buffer> buffers;
@@ -21,128 +20,253 @@ std::vector<comm::Buffer> buffers_of(const std::vector<at::Tensor>& tensors, con
   return buffers;
 }
 
-// Blocks of a flat tensor along its first dimension, `splits` rows each (empty: equal blocks).
-std::vector<at::Tensor> blocks_of(const at::Tensor& tensor, const std::vector<int64_t>& splits, int size,
-                                  const char* operation, const char* what) {
-  std::vector<at::Tensor> blocks;
-  if (splits.empty()) {
-    TORCH_CHECK(tensor.dim() > 0 && tensor.size(0) % size == 0, "ProcessGroup libcomm: ", operation, ": the ", what,
-                "'s first dimension must divide by the group size (", size, ")");
-    int64_t rows = tensor.size(0) / size;
-    for (int r = 0; r < size; ++r) blocks.push_back(tensor.narrow(0, r * rows, rows));
-    return blocks;
-  }
-  check_list_size(splits.size(), size, operation, "the split sizes");
-  int64_t first = 0;
-  for (int64_t rows : splits) {
-    TORCH_CHECK(rows >= 0 && first + rows <= tensor.size(0), "ProcessGroup libcomm: ", operation, ": the ", what,
-                "'s split sizes run past its first dimension");
-    blocks.push_back(tensor.narrow(0, first, rows));
-    first += rows;
-  }
-  return blocks;
+void check_list_pairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                      const char* operation) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroup libcomm: ", operation, ": ", outputs.size(),
+              " output tensors for ", inputs.size(), " inputs; pass one output per input");
 }
 
 }  // namespace
 
-LibcommProcessGroup::LibcommProcessGroup(std::shared_ptr<comm::ProcessGroup> group)
-    : c10d::ProcessGroup(group->rank(), group->size()), group_(std::move(group)) {}
+LibcommBackend::LibcommBackend(std::shared_ptr<comm::ProcessGroup> group, std::chrono::milliseconds timeout)
+    : c10d::Backend(group->rank(), group->size()),
+      group_(std::move(group)),
+      group_timeout_(group_->timeout()),
+      timeout_ms_(timeout.count()) {}
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::make_work(OpType type, WorkList works,
-                                                              std::vector<at::Tensor> outputs,
-                                                              std::vector<at::Tensor> keep_alive) {
-  return c10::make_intrusive<LibcommWork>(rank_, type, std::move(works), std::move(outputs), std::move(keep_alive));
+std::shared_ptr<comm::ProcessGroup> LibcommBackend::group(const char* operation) const {
+  std::lock_guard lock(group_mutex_);
+  TORCH_CHECK(group_ != nullptr, "ProcessGroup libcomm: ", operation,
+              " on a process group that was shut down; make a new one with new_group or init_process_group");
+  return group_;
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
-                                                              const c10d::BroadcastOptions& options) {
+c10::intrusive_ptr<c10d::Backend::Options> LibcommBackend::getBackendOptions() {
+  auto options = c10::make_intrusive<Options>("libcomm", std::chrono::milliseconds(timeout_ms_.load()));
+  options->group_name = getGroupUid();
+  options->group_desc = getGroupDesc();
+  return options;
+}
+
+void LibcommBackend::setTimeout(std::chrono::milliseconds timeout) { timeout_ms_.store(timeout.count()); }
+
+std::chrono::milliseconds LibcommBackend::work_timeout() const {
+  // The group's own timeout is libcomm's to enforce (0 to the Work): its error names the late rank.
+  std::chrono::milliseconds timeout(timeout_ms_.load());
+  return timeout == group_timeout_ ? std::chrono::milliseconds(0) : timeout;
+}
+
+void LibcommBackend::setSequenceNumberForGroup() { sequence_.store(0); }
+
+uint64_t LibcommBackend::getSequenceNumberForGroup() { return sequence_.load(); }
+
+c10::intrusive_ptr<c10d::Work> LibcommBackend::make_work(OpType type, WorkList works, std::vector<at::Tensor> outputs,
+                                                         std::vector<at::Tensor> keep_alive,
+                                                         std::chrono::milliseconds timeout) {
+  ++sequence_;
+  timeout = timeout == c10d::kUnsetTimeout ? work_timeout() : timeout;
+  {
+    std::lock_guard lock(coalescing_mutex_);
+    if (coalescing_) {
+      coalesced_works_.insert(coalesced_works_.end(), works.begin(), works.end());
+      coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
+      coalesced_keep_alive_.insert(coalesced_keep_alive_.end(), keep_alive.begin(), keep_alive.end());
+    }
+  }
+  return c10::make_intrusive<LibcommWork>(rank_, type, std::move(works), std::move(outputs), std::move(keep_alive),
+                                          timeout);
+}
+
+c10::intrusive_ptr<c10d::Work> LibcommBackend::make_point_to_point_work(OpType type, WorkList works,
+                                                                        std::vector<at::Tensor> outputs,
+                                                                        std::vector<at::Tensor> keep_alive) {
+  {
+    std::lock_guard lock(coalescing_mutex_);
+    if (coalescing_) {
+      coalesced_works_.insert(coalesced_works_.end(), works.begin(), works.end());
+      coalesced_keep_alive_.insert(coalesced_keep_alive_.end(), keep_alive.begin(), keep_alive.end());
+    }
+  }
+  return c10::make_intrusive<LibcommWork>(rank_, type, std::move(works), std::move(outputs), std::move(keep_alive),
+                                          work_timeout());
+}
+
+// Every operation is issued at once, asynchronously, so a coalesced batch is already as
+// concurrent as libcomm makes it; coalescing collects the batch's Works into one.
+void LibcommBackend::startCoalescing() {
+  std::lock_guard lock(coalescing_mutex_);
+  TORCH_CHECK(!coalescing_, "ProcessGroup libcomm: startCoalescing called twice without endCoalescing");
+  coalescing_ = true;
+}
+
+c10::intrusive_ptr<c10d::Work> LibcommBackend::endCoalescing() {
+  std::lock_guard lock(coalescing_mutex_);
+  TORCH_CHECK(coalescing_, "ProcessGroup libcomm: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  auto work =
+      c10::make_intrusive<LibcommWork>(rank_, OpType::COALESCED, std::move(coalesced_works_),
+                                       std::move(coalesced_outputs_), std::move(coalesced_keep_alive_), work_timeout());
+  coalesced_works_ = {};
+  coalesced_outputs_ = {};
+  coalesced_keep_alive_ = {};
+  return work;
+}
+
+// torch calls split on every rank of this group, each with the sorted ranks of its own part;
+// the part is a libcomm subgroup over this group's connections, keyed by torch's group name.
+c10::intrusive_ptr<c10d::Backend> LibcommBackend::split(const c10::intrusive_ptr<c10d::Store>&,
+                                                        const std::vector<int>& ranks,
+                                                        const c10::intrusive_ptr<Options>& options) {
+  if (std::find(ranks.begin(), ranks.end(), getRank()) == ranks.end()) return nullptr;
+  auto timeout = options ? options->timeout : std::chrono::milliseconds(timeout_ms_.load());
+  std::string key =
+      "torch-split/" +
+      (options && !options->group_name.empty() ? options->group_name : std::to_string(split_count_.fetch_add(1)));
+  // torch asks each device's backend to split; one libcomm backend serving CPU and CUDA is
+  // asked twice, and gives the same part both times.
+  std::lock_guard lock(splits_mutex_);
+  if (auto found = splits_.find(key); found != splits_.end()) {
+    if (auto made = found->second.lock()) return made;
+  }
+  auto part = group("split")->new_group(ranks, key, timeout);
+  auto backend = c10::make_intrusive<LibcommBackend>(std::move(part), timeout);
+  if (options) backend->setGroupUid(options->group_name);
+  splits_.insert_or_assign(key, c10::weak_intrusive_ptr<LibcommBackend>(backend));
+  return backend;
+}
+
+void LibcommBackend::abort() {
+  std::lock_guard lock(group_mutex_);
+  if (group_) group_->abort();
+}
+
+void LibcommBackend::shutdown() {
+  std::shared_ptr<comm::ProcessGroup> ending;
+  {
+    std::lock_guard lock(group_mutex_);
+    ending = std::move(group_);
+  }
+  // Destroyed here, outside the lock, unless a subgroup or an unfinished Work still holds it.
+}
+
+c10::intrusive_ptr<c10d::Work> LibcommBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                         const c10d::BroadcastOptions& options) {
+  auto group = this->group("broadcast");
   check_single_tensor(tensors, "broadcast");
   auto buffer = buffer_of(tensors[0], "broadcast");
-  order_on_current_stream(*group_, "broadcast", tensors);
-  return make_work(OpType::BROADCAST, {group_->ibroadcast(buffer, static_cast<int>(options.rootRank))}, tensors);
+  order_on_current_stream(*group, "broadcast", tensors);
+  return make_work(OpType::BROADCAST, {group->ibroadcast(buffer, static_cast<int>(options.rootRank))}, tensors, {},
+                   options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
-                                                              const c10d::AllreduceOptions& options) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::AllreduceOptions& options) {
+  auto group = this->group("allreduce");
   check_single_tensor(tensors, "allreduce");
   auto buffer = buffer_of(tensors[0], "allreduce");
   auto op = reduce_op_of(options.reduceOp, "allreduce");
-  order_on_current_stream(*group_, "allreduce", tensors);
-  return make_work(OpType::ALLREDUCE, {group_->iall_reduce(buffer, op)}, tensors);
+  order_on_current_stream(*group, "allreduce", tensors);
+  return make_work(OpType::ALLREDUCE, {group->iall_reduce(buffer, op)}, tensors, {}, options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::allreduce_coalesced(
-    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& options) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                   const c10d::AllreduceCoalescedOptions& options) {
+  auto group = this->group("allreduce_coalesced");
   TORCH_CHECK(!tensors.empty(), "ProcessGroup libcomm: allreduce_coalesced needs at least one tensor");
   auto op = reduce_op_of(options.reduceOp, "allreduce_coalesced");
   auto buffers = buffers_of(tensors, "allreduce_coalesced", "tensor");
-  order_on_current_stream(*group_, "allreduce_coalesced", tensors);
+  order_on_current_stream(*group, "allreduce_coalesced", tensors);
   WorkList works;
-  for (auto& buffer : buffers) works.push_back(group_->iall_reduce(buffer, op));
-  return make_work(OpType::ALLREDUCE_COALESCED, std::move(works), tensors);
+  for (auto& buffer : buffers) works.push_back(group->iall_reduce(buffer, op));
+  return make_work(OpType::ALLREDUCE_COALESCED, std::move(works), tensors, {}, options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::reduce(std::vector<at::Tensor>& tensors,
-                                                           const c10d::ReduceOptions& options) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                      const c10d::ReduceOptions& options) {
+  auto group = this->group("reduce");
   check_single_tensor(tensors, "reduce");
   auto buffer = buffer_of(tensors[0], "reduce");
   auto op = reduce_op_of(options.reduceOp, "reduce");
-  order_on_current_stream(*group_, "reduce", tensors);
-  return make_work(OpType::REDUCE, {group_->ireduce(buffer, static_cast<int>(options.rootRank), op)}, tensors);
+  order_on_current_stream(*group, "reduce", tensors);
+  return make_work(OpType::REDUCE, {group->ireduce(buffer, static_cast<int>(options.rootRank), op)}, tensors, {},
+                   options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                              std::vector<at::Tensor>& inputs,
-                                                              const c10d::AllgatherOptions&) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::AllgatherOptions& options) {
+  auto group = this->group("allgather");
   check_single_tensor(inputs, "allgather");
   TORCH_CHECK(outputs.size() == 1, "ProcessGroup libcomm: allgather takes a single list of output tensors");
   check_list_size(outputs[0].size(), getSize(), "allgather", "the output list");
   check_same_type_and_size(inputs[0], outputs[0], "allgather");
   auto input = buffer_of(inputs[0], "allgather", "input tensor");
   auto output_buffers = buffers_of(outputs[0], "allgather", "output tensor");
-  order_on_current_stream(*group_, "allgather", outputs, inputs);
-  return make_work(OpType::ALLGATHER, {group_->iall_gather(std::span(output_buffers), input)}, outputs[0]);
+  order_on_current_stream(*group, "allgather", outputs, inputs);
+  return make_work(OpType::ALLGATHER, {group->iall_gather(std::span(output_buffers), input)}, outputs[0], inputs,
+                   options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                                    const c10d::AllgatherOptions&) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                               const c10d::AllgatherOptions& options) {
+  auto group = this->group("_allgather_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ProcessGroup libcomm: _allgather_base: dtypes differ");
   TORCH_CHECK(output.numel() == input.numel() * getSize(),
-              "ProcessGroup libcomm: _allgather_base: the output must "
-              "hold the group size times the input's elements");
+              "ProcessGroup libcomm: _allgather_base: the output must hold the group size times the input's elements");
   auto output_buffer = buffer_of(output, "_allgather_base", "output tensor");
   auto input_buffer = buffer_of(input, "_allgather_base", "input tensor");
-  order_on_current_stream(*group_, "_allgather_base", output, input);
-  return make_work(OpType::_ALLGATHER_BASE, {group_->iall_gather(output_buffer, input_buffer)}, {output});
+  order_on_current_stream(*group, "_allgather_base", output, input);
+  return make_work(OpType::_ALLGATHER_BASE, {group->iall_gather(output_buffer, input_buffer)}, {output}, {input},
+                   options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
-                                                                        std::vector<at::Tensor>& inputs,
-                                                                        const c10d::AllgatherOptions&) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                   std::vector<at::Tensor>& inputs,
+                                                                   const c10d::AllgatherOptions& options) {
   // outputs[r][i]: input i of rank r.
+  auto group = this->group("allgather_coalesced");
   check_list_size(outputs.size(), getSize(), "allgather_coalesced", "the output lists");
-  order_on_current_stream(*group_, "allgather_coalesced", outputs, inputs);
+  order_on_current_stream(*group, "allgather_coalesced", outputs, inputs);
   WorkList works;
   std::vector<at::Tensor> flat_outputs;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     std::vector<at::Tensor> of_input;
     for (auto& list : outputs) {
       TORCH_CHECK(list.size() == inputs.size(),
-                  "ProcessGroup libcomm: allgather_coalesced: every output list "
-                  "must hold one tensor per input");
+                  "ProcessGroup libcomm: allgather_coalesced: every output list must hold one tensor per input");
       of_input.push_back(list[i]);
     }
     check_same_type_and_size(inputs[i], of_input, "allgather_coalesced");
     auto output_buffers = buffers_of(of_input, "allgather_coalesced", "output tensor");
-    works.push_back(group_->iall_gather(std::span(output_buffers), buffer_of(inputs[i], "allgather_coalesced")));
+    works.push_back(group->iall_gather(std::span(output_buffers), buffer_of(inputs[i], "allgather_coalesced")));
     flat_outputs.insert(flat_outputs.end(), of_input.begin(), of_input.end());
   }
-  return make_work(OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat_outputs));
+  return make_work(OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat_outputs), inputs, options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                           std::vector<at::Tensor>& inputs,
-                                                           const c10d::GatherOptions& options) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                               std::vector<at::Tensor>& inputs,
+                                                                               const c10d::AllgatherOptions& options) {
+  const char* operation = "allgather_into_tensor_coalesced";
+  auto group = this->group(operation);
+  check_list_pairs(outputs, inputs, operation);
+  order_on_current_stream(*group, operation, outputs, inputs);
+  WorkList works;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type(), "ProcessGroup libcomm: ", operation,
+                ": dtypes differ");
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize(), "ProcessGroup libcomm: ", operation,
+                ": each output must hold the group size times its input's elements");
+    works.push_back(group->iall_gather(buffer_of(outputs[i], operation, "output tensor"),
+                                       buffer_of(inputs[i], operation, "input tensor")));
+  }
+  return make_work(OpType::COALESCED, std::move(works), outputs, inputs, options.timeout);
+}
+
+c10::intrusive_ptr<c10d::Work> LibcommBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                      std::vector<at::Tensor>& inputs,
+                                                      const c10d::GatherOptions& options) {
+  auto group = this->group("gather");
   check_single_tensor(inputs, "gather");
   int root = static_cast<int>(options.rootRank);
   std::vector<comm::Buffer> output_buffers;
@@ -157,14 +281,15 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::gather(std::vector<std::vect
     TORCH_CHECK(outputs.empty(), "ProcessGroup libcomm: gather: only the root passes output tensors");
   }
   auto input = buffer_of(inputs[0], "gather", "input tensor");
-  order_on_current_stream(*group_, "gather", outputs, inputs);
-  return make_work(OpType::GATHER, {group_->igather(input, std::span(output_buffers), root)}, std::move(results),
-                   inputs);
+  order_on_current_stream(*group, "gather", outputs, inputs);
+  return make_work(OpType::GATHER, {group->igather(input, std::span(output_buffers), root)}, std::move(results), inputs,
+                   options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::scatter(std::vector<at::Tensor>& outputs,
-                                                            std::vector<std::vector<at::Tensor>>& inputs,
-                                                            const c10d::ScatterOptions& options) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                       std::vector<std::vector<at::Tensor>>& inputs,
+                                                       const c10d::ScatterOptions& options) {
+  auto group = this->group("scatter");
   check_single_tensor(outputs, "scatter");
   int root = static_cast<int>(options.rootRank);
   std::vector<comm::Buffer> input_buffers;
@@ -179,120 +304,64 @@ c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::scatter(std::vector<at::Tens
     TORCH_CHECK(inputs.empty(), "ProcessGroup libcomm: scatter: only the root passes input tensors");
   }
   auto output = buffer_of(outputs[0], "scatter", "output tensor");
-  order_on_current_stream(*group_, "scatter", outputs, inputs);
+  order_on_current_stream(*group, "scatter", outputs, inputs);
   std::span<const comm::Buffer> sources(input_buffers);
-  return make_work(OpType::SCATTER, {group_->iscatter(output, sources, root)}, outputs, std::move(keep_alive));
+  return make_work(OpType::SCATTER, {group->iscatter(output, sources, root)}, outputs, std::move(keep_alive),
+                   options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::reduce_scatter(std::vector<at::Tensor>& outputs,
-                                                                   std::vector<std::vector<at::Tensor>>& inputs,
-                                                                   const c10d::ReduceScatterOptions& options) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                              std::vector<std::vector<at::Tensor>>& inputs,
+                                                              const c10d::ReduceScatterOptions& options) {
+  auto group = this->group("reduce_scatter");
   check_single_tensor(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "ProcessGroup libcomm: reduce_scatter takes a single list of input tensors");
   check_list_size(inputs[0].size(), getSize(), "reduce_scatter", "the input list");
   check_same_type_and_size(outputs[0], inputs[0], "reduce_scatter");
   auto op = reduce_op_of(options.reduceOp, "reduce_scatter");
-  order_on_current_stream(*group_, "reduce_scatter", outputs, inputs);
+  order_on_current_stream(*group, "reduce_scatter", outputs, inputs);
   // libcomm reduces one flat input of size() blocks: the list is copied into one.
   std::vector<at::Tensor> flat_parts;
   for (const auto& input : inputs[0]) flat_parts.push_back(input.reshape({-1}));
   at::Tensor flat = at::cat(flat_parts);
   auto output = buffer_of(outputs[0], "reduce_scatter", "output tensor");
   auto input = buffer_of(flat, "reduce_scatter", "input tensor");
-  return make_work(OpType::REDUCE_SCATTER, {group_->ireduce_scatter(output, input, op)}, outputs, {flat});
+  return make_work(OpType::REDUCE_SCATTER, {group->ireduce_scatter(output, input, op)}, outputs, {flat},
+                   options.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                                         const c10d::ReduceScatterOptions& options) {
+c10::intrusive_ptr<c10d::Work> LibcommBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                    const c10d::ReduceScatterOptions& options) {
+  auto group = this->group("_reduce_scatter_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ProcessGroup libcomm: _reduce_scatter_base: dtypes differ");
   TORCH_CHECK(input.numel() == output.numel() * getSize(),
-              "ProcessGroup libcomm: _reduce_scatter_base: the input "
-              "must hold the group size times the output's elements");
+              "ProcessGroup libcomm: _reduce_scatter_base: the input must hold the group size times the output's "
+              "elements");
   auto op = reduce_op_of(options.reduceOp, "_reduce_scatter_base");
   auto output_buffer = buffer_of(output, "_reduce_scatter_base", "output tensor");
   auto input_buffer = buffer_of(input, "_reduce_scatter_base", "input tensor");
-  order_on_current_stream(*group_, "_reduce_scatter_base", output, input);
-  return make_work(OpType::_REDUCE_SCATTER_BASE, {group_->ireduce_scatter(output_buffer, input_buffer, op)}, {output},
-                   {input});
+  order_on_current_stream(*group, "_reduce_scatter_base", output, input);
+  return make_work(OpType::_REDUCE_SCATTER_BASE, {group->ireduce_scatter(output_buffer, input_buffer, op)}, {output},
+                   {input}, options.timeout);
 }
 
-std::vector<std::shared_ptr<comm::Work>> LibcommProcessGroup::exchange_blocks(const std::vector<at::Tensor>& sends,
-                                                                              const std::vector<at::Tensor>& receives,
-                                                                              const char* operation) {
-  int tag = kExchangeTagBase + (exchange_sequence_.fetch_add(1) % (1 << 20));
+c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& options) {
+  const char* operation = "reduce_scatter_tensor_coalesced";
+  auto group = this->group(operation);
+  check_list_pairs(outputs, inputs, operation);
+  auto op = reduce_op_of(options.reduceOp, operation);
+  order_on_current_stream(*group, operation, outputs, inputs);
   WorkList works;
-  for (int peer = 0; peer < getSize(); ++peer) {
-    const auto& send = sends[static_cast<std::size_t>(peer)];
-    const auto& receive = receives[static_cast<std::size_t>(peer)];
-    if (peer == getRank()) {
-      TORCH_CHECK(send.numel() == receive.numel(), "ProcessGroup libcomm: ", operation,
-                  ": this rank's block to itself differs in size on the two sides");
-      receive.copy_(send);
-      continue;
-    }
-    works.push_back(group_->irecv(buffer_of(receive, operation, "output tensor"), peer, tag));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type(), "ProcessGroup libcomm: ", operation,
+                ": dtypes differ");
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize(), "ProcessGroup libcomm: ", operation,
+                ": each input must hold the group size times its output's elements");
+    works.push_back(group->ireduce_scatter(buffer_of(outputs[i], operation, "output tensor"),
+                                           buffer_of(inputs[i], operation, "input tensor"), op));
   }
-  for (int peer = 0; peer < getSize(); ++peer) {
-    if (peer == getRank()) continue;
-    works.push_back(
-        group_->isend(buffer_of(sends[static_cast<std::size_t>(peer)], operation, "input tensor"), peer, tag));
-  }
-  return works;
-}
-
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::alltoall_base(at::Tensor& output, at::Tensor& input,
-                                                                  std::vector<int64_t>& output_splits,
-                                                                  std::vector<int64_t>& input_splits,
-                                                                  const c10d::AllToAllOptions&) {
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ProcessGroup libcomm: alltoall_base: dtypes differ");
-  order_on_current_stream(*group_, "alltoall_base", output, input);
-  if (output_splits.empty() && input_splits.empty()) {
-    TORCH_CHECK(output.numel() == input.numel() && input.numel() % getSize() == 0,
-                "ProcessGroup libcomm: "
-                "alltoall_base: input and output must have the same size, a multiple of the group size");
-    auto output_buffer = buffer_of(output, "alltoall_base", "output tensor");
-    auto input_buffer = buffer_of(input, "alltoall_base", "input tensor");
-    return make_work(OpType::ALLTOALL_BASE, {group_->iall_to_all(output_buffer, input_buffer)}, {output}, {input});
-  }
-  buffer_of(output, "alltoall_base", "output tensor");  // contiguous, of a known dtype
-  buffer_of(input, "alltoall_base", "input tensor");
-  auto sends = blocks_of(input, input_splits, getSize(), "alltoall_base", "input");
-  auto receives = blocks_of(output, output_splits, getSize(), "alltoall_base", "output");
-  return make_work(OpType::ALLTOALL_BASE, exchange_blocks(sends, receives, "alltoall_base"), {output}, {input});
-}
-
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::alltoall(std::vector<at::Tensor>& outputs,
-                                                             std::vector<at::Tensor>& inputs,
-                                                             const c10d::AllToAllOptions&) {
-  check_list_size(outputs.size(), getSize(), "alltoall", "the output list");
-  check_list_size(inputs.size(), getSize(), "alltoall", "the input list");
-  order_on_current_stream(*group_, "alltoall", outputs, inputs);
-  return make_work(OpType::ALLTOALL, exchange_blocks(inputs, outputs, "alltoall"), outputs, inputs);
-}
-
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::send(std::vector<at::Tensor>& tensors, int destination, int tag) {
-  check_single_tensor(tensors, "send");
-  auto buffer = buffer_of(tensors[0], "send");
-  order_on_current_stream(*group_, "send", tensors);
-  return make_work(OpType::SEND, {group_->isend(buffer, destination, tag)}, {}, tensors);
-}
-
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::recv(std::vector<at::Tensor>& tensors, int source, int tag) {
-  check_single_tensor(tensors, "recv");
-  auto buffer = buffer_of(tensors[0], "recv");
-  order_on_current_stream(*group_, "recv", tensors);
-  return make_work(OpType::RECV, {group_->irecv(buffer, source, tag)}, tensors);
-}
-
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  check_single_tensor(tensors, "recv");
-  auto buffer = buffer_of(tensors[0], "recv");
-  order_on_current_stream(*group_, "recv", tensors);
-  return make_work(OpType::RECVANYSOURCE, {group_->irecv(buffer, comm::kAnySource, tag)}, tensors);
-}
-
-c10::intrusive_ptr<c10d::Work> LibcommProcessGroup::barrier(const c10d::BarrierOptions&) {
-  return make_work(OpType::BARRIER, {group_->ibarrier()}, {});
+  return make_work(OpType::COALESCED, std::move(works), outputs, inputs, options.timeout);
 }
 
 }  // namespace torch_libcomm

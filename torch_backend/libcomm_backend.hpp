@@ -1,12 +1,16 @@
-// torch.distributed's ProcessGroup (torch 1.13's plugin interface) over a libcomm group: every
-// operation of the interface on CPU tensors (and CUDA tensors where torch has CUDA), each issued
-// as libcomm's asynchronous form and returned as a LibcommWork.
+// torch.distributed's Backend (torch 2.x's c10d::Backend) over a libcomm group: every operation
+// of the interface on CPU tensors (and CUDA tensors where torch has CUDA), each issued as
+// libcomm's asynchronous form and returned as a LibcommWork; coalescing, splitting (a libcomm
+// subgroup over the same connections), abort and shutdown, sequence numbers and timeouts.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,10 +18,25 @@
 
 namespace torch_libcomm {
 
-class LibcommProcessGroup final : public c10d::ProcessGroup {
+class LibcommBackend final : public c10d::Backend {
  public:
-  explicit LibcommProcessGroup(std::shared_ptr<comm::ProcessGroup> group);
+  using WorkList = std::vector<std::shared_ptr<comm::Work>>;
+
+  LibcommBackend(std::shared_ptr<comm::ProcessGroup> group, std::chrono::milliseconds timeout);
+
   const std::string getBackendName() const override { return "libcomm"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  bool supportsSplitting() const override { return true; }
+  bool supportsCoalescing() const override { return true; }
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& options) override;
+  void abort() override;
+  void shutdown() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& options) override;
@@ -34,6 +53,9 @@ class LibcommProcessGroup final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& options) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& options) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& options) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -43,6 +65,9 @@ class LibcommProcessGroup final : public c10d::ProcessGroup {
                                                 const c10d::ReduceScatterOptions& options) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                       const c10d::ReduceScatterOptions& options) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& options) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
                                                const c10d::AllToAllOptions& options) override;
@@ -52,19 +77,42 @@ class LibcommProcessGroup final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int source, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& options) override;
+  void monitoredBarrier(const c10d::BarrierOptions& options, bool wait_all_ranks) override;
 
  private:
-  c10::intrusive_ptr<c10d::Work> make_work(c10d::OpType type, std::vector<std::shared_ptr<comm::Work>> works,
-                                           std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive = {});
+  // How long a Work's wait() waits when the operation sets no timeout (0: libcomm's own).
+  std::chrono::milliseconds work_timeout() const;
+  // The group, or an error in torch's words once the backend was shut down.
+  std::shared_ptr<comm::ProcessGroup> group(const char* operation) const;
+  // A collective's Work (counted in the sequence number; collected while coalescing), or a
+  // point-to-point one. `timeout`: the operation's own (torch's kUnsetTimeout: the backend's).
+  c10::intrusive_ptr<c10d::Work> make_work(c10d::OpType type, WorkList works, std::vector<at::Tensor> outputs,
+                                           std::vector<at::Tensor> keep_alive = {},
+                                           std::chrono::milliseconds timeout = c10d::kUnsetTimeout);
+  c10::intrusive_ptr<c10d::Work> make_point_to_point_work(c10d::OpType type, WorkList works,
+                                                          std::vector<at::Tensor> outputs,
+                                                          std::vector<at::Tensor> keep_alive);
   // All-to-all with uneven blocks: one send and one receive per peer (libcomm's all_to_all
   // moves equal blocks); this rank's own block is copied. On tags from 2^30 up, which torch
-  // programs' own send/recv are not expected to use.
-  std::vector<std::shared_ptr<comm::Work>> exchange_blocks(const std::vector<at::Tensor>& sends,
-                                                           const std::vector<at::Tensor>& receives,
-                                                           const char* operation);
+  // programs' own send/recv are not expected to use (backend_exchanges.cpp).
+  WorkList exchange_blocks(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& receives,
+                           const char* operation);
 
-  std::shared_ptr<comm::ProcessGroup> group_;
+  mutable std::mutex group_mutex_;
+  std::shared_ptr<comm::ProcessGroup> group_;      // null once shut down
+  const std::chrono::milliseconds group_timeout_;  // libcomm's, which it enforces itself
+  std::atomic<std::int64_t> timeout_ms_;
+  std::atomic<std::uint64_t> sequence_{0};
   std::atomic<int> exchange_sequence_{0};
+  std::atomic<int> split_count_{0};
+  std::mutex splits_mutex_;
+  std::map<std::string, c10::weak_intrusive_ptr<LibcommBackend>> splits_;  // by key
+
+  std::mutex coalescing_mutex_;
+  bool coalescing_ = false;
+  WorkList coalesced_works_;
+  std::vector<at::Tensor> coalesced_outputs_, coalesced_keep_alive_;
+  std::vector<std::shared_ptr<std::vector<std::uint8_t>>> monitored_tokens_;  // see monitoredBarrier
 };
 
 }  // namespace torch_libcomm

@@ -1,6 +1,7 @@
 #include "libcomm_work.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <thread>
@@ -64,11 +65,13 @@ class CompletionThread {
 }  // namespace
 
 LibcommWork::LibcommWork(int rank, c10d::OpType type, std::vector<std::shared_ptr<comm::Work>> works,
-                         std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive)
+                         std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
+                         std::chrono::milliseconds timeout)
     : c10d::Work(rank, type),
       works_(std::move(works)),
       outputs_(std::move(outputs)),
-      keep_alive_(std::move(keep_alive)) {}
+      keep_alive_(std::move(keep_alive)),
+      timeout_(timeout) {}
 
 bool LibcommWork::isCompleted() { return all_completed(); }
 
@@ -97,11 +100,17 @@ int LibcommWork::sourceRank() const {
 }
 
 bool LibcommWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout == ::kNoTimeout) timeout = timeout_;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   for (auto& work : works_) {
-    if (timeout == ::kNoTimeout) {
+    if (timeout <= std::chrono::milliseconds(0)) {
       work->wait();  // libcomm's own timeout (the group's) applies
-    } else if (!work->wait_for(timeout)) {
-      TORCH_CHECK(false, "ProcessGroup libcomm: operation timed out after ", timeout.count(), " ms");
+      continue;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!work->wait_for(std::max(left, std::chrono::milliseconds(0)))) {
+      TORCH_CHECK(false, "ProcessGroup libcomm: ", c10d::opTypeToString(opType_), " on rank ", rank_,
+                  " timed out after ", timeout.count(), " ms; a peer may be stuck, or not calling it");
     }
   }
   return true;

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -20,9 +21,11 @@ class LibcommWork final : public c10d::Work {
  public:
   // `works`: what the operation is made of (all must complete); `outputs`: what result() and
   // the Future hold; `keep_alive`: tensors the operation reads or writes besides those (a
-  // flattened input, say) that must outlive it.
+  // flattened input, say) that must outlive it; `timeout`: how long wait() without a timeout of
+  // its own waits (the operation's timeout, or one set on the backend; 0: libcomm's own, the
+  // group's, whose error names the late rank).
   LibcommWork(int rank, c10d::OpType type, std::vector<std::shared_ptr<comm::Work>> works,
-              std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive = {});
+              std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive, std::chrono::milliseconds timeout);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -43,6 +46,7 @@ class LibcommWork final : public c10d::Work {
   std::vector<std::shared_ptr<comm::Work>> works_;
   std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> keep_alive_;
+  std::chrono::milliseconds timeout_;
   std::once_flag future_requested_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<std::size_t> pending_{0};  // libcomm Works not yet called back

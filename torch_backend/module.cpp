@@ -1,8 +1,5 @@
-// The Python module torch_libcomm: importing it registers the backend "libcomm" with
-// torch.distributed, so that `dist.init_process_group("libcomm", ...)` runs on libcomm.
-//
-//   import torch_libcomm               # once per process (mp.spawn children import it again)
-//   dist.init_process_group("libcomm", init_method=..., rank=..., world_size=...)
+// The extension torch_libcomm._C: the function torch.distributed calls to make a libcomm
+// backend. torch_libcomm/__init__.py registers it under the name "libcomm".
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
@@ -12,7 +9,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
-#include "libcomm_process_group.hpp"
+#include "libcomm_backend.hpp"
 #include "torch_store.hpp"
 
 namespace py = pybind11;
@@ -26,7 +23,7 @@ std::weak_ptr<comm::ProcessGroup> world;
 
 // torch calls this for the world group (no global ranks) and for every new_group, on the group's
 // members only, with a store already prefixed for the group and a group name all members share.
-c10::intrusive_ptr<c10d::ProcessGroup> create(const c10d::DistributedBackendOptions& options, const py::object&) {
+c10::intrusive_ptr<c10d::Backend> create(const c10d::DistributedBackendOptions& options, const py::object&) {
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
   std::shared_ptr<comm::ProcessGroup> group;
   {
@@ -46,18 +43,21 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10d::DistributedBackendOpti
       if (options.global_ranks_in_group.empty()) world = group;
     }
   }
-  return c10::make_intrusive<torch_libcomm::LibcommProcessGroup>(std::move(group));
+  auto backend = c10::make_intrusive<torch_libcomm::LibcommBackend>(std::move(group), timeout);
+  backend->setGroupUid(options.group_id);
+  return backend;
 }
 
 }  // namespace
 
-PYBIND11_MODULE(torch_libcomm, module) {
-  module.doc() = "libcomm as a torch.distributed backend: import it, then init_process_group(\"libcomm\")";
-  auto distributed = py::module_::import("torch.distributed");  // binds ProcessGroup and the options
+PYBIND11_MODULE(_C, module) {
+  module.doc() = "libcomm as a torch.distributed backend (import torch_libcomm to register it)";
+  py::module_::import("torch.distributed");  // binds Backend and the options types
   module.def("_create", &create, py::arg("backend_options"), py::arg("pg_options"));
-  auto backend = distributed.attr("Backend");
-  // Registering twice is an error in torch: a module imported again (or reloaded) must not.
-  if (!py::hasattr(backend, "LIBCOMM")) {
-    backend.attr("register_backend")("libcomm", module.attr("_create"), py::arg("extended_api") = true);
-  }
+  // torch's ProcessGroup reports sequence numbers only for the backends it names (Gloo, NCCL,
+  // ...); this reads a libcomm backend's: collectives issued since _set_sequence_number_for_group.
+  module.def(
+      "_sequence_number",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend) { return backend->getSequenceNumberForGroup(); },
+      py::arg("backend"));
 }

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The six collectives with the tutorials' inputs, each on a group of every rank, printing what
 the tutorials print (4 ranks):
 

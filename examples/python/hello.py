@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Each rank says hi: the tutorials' first program.
 
     python3 examples/python/hello.py          (4 ranks, spawned here)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Non-blocking point-to-point: rank 0 starts sending its tensor to rank 1 with isend, rank 1
 starts receiving with irecv, and each waits on its request before touching the tensor. Then the
 second form from the tutorials: rank 0 sends [0, 1, 0] to every other rank at once, each of

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Blocking point-to-point: rank 0 adds one to a zero tensor and sends it to rank 1, which
 receives it; every rank then prints what it holds (rank 0 and 1: 1, the others: 0).
 

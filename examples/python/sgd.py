@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Distributed synchronous SGD, the tutorials' training example: the data set is partitioned
 across the ranks, each rank trains the same model on its part with a batch of 128 / world size,
 and after every backward pass the ranks average their gradients with all_reduce (SUM, then a

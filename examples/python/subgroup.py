@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Collectives on a sub-group: ranks 0 and 1 form a group and all_reduce on it; the other ranks
 are not in it and keep their own tensors. Two forms from the tutorials: ones (ranks 0 and 1 then
 hold 2, the others 1) and a random 4x4 tensor per rank, whose sum is printed (ranks 0 and 1

@@ -4,7 +4,7 @@ on Gloo but not on libcomm with the reason. Such a test is accounted for only wh
 locks it to other backends by name (its skip reason names gloo, nccl or mpi); anything else, and
 any failure or error on libcomm, makes the comparison fail (exit status 1).
 
-    /usr/bin/python3 tests/torch/torch_suite.py --compare gloo-2.json libcomm-2.json
+    .venv/bin/python tests/torch/torch_suite.py --compare gloo-2.json libcomm-2.json
 """
 import collections
 import json

@@ -57,3 +57,21 @@ def run_spawning(script, arguments=(), timeout=240):
     run = subprocess.run([sys.executable, script, *arguments], capture_output=True, text=True, timeout=timeout,
                          env=quiet_environment(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
     return run.returncode, run.stdout.splitlines(), run.stdout, run.stderr
+
+
+def spawn_and_report(worker, size, arguments, label):
+    """Runs worker(rank, *arguments, results) on `size` ranks with mp.spawn; each rank puts
+    (rank, checks made, [failure]) on `results`. Prints every failure and a line per rank (each
+    prefixed with `label`); returns how many checks failed."""
+    import torch.multiprocessing as mp
+
+    results = mp.get_context("spawn").Queue()
+    mp.spawn(worker, args=(*arguments, results), nprocs=size, join=True)
+    failed = 0
+    for _ in range(size):
+        rank, count, failures = results.get(timeout=10)
+        for failure in failures:
+            print("FAIL %s %s" % (label, failure))
+        failed += len(failures)
+        print("%s rank %d: %d checks, %d failed" % (label, rank, count, len(failures)))
+    return failed

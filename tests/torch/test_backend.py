@@ -1,10 +1,10 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """torch.distributed on libcomm: every ProcessGroup operation the backend implements, on CPU
 tensors of every dtype libcomm has, checked on every rank against results computed here from
 all ranks' inputs (in float64 where it matters); then the errors torch users must get instead of
 wrong results. World sizes 2 and 3, through mp.spawn and tcp:// (torch's own TCPStore).
 
-    PYTHONPATH=build/torch_backend /usr/bin/python3 tests/torch/test_backend.py
+    PYTHONPATH=build/torch_backend .venv/bin/python tests/torch/test_backend.py
 """
 import os
 import sys
@@ -12,10 +12,9 @@ import traceback
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import torch_libcomm  # noqa: F401  registers "libcomm"
-from launchers import free_port
+from launchers import free_port, spawn_and_report
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
           torch.int64]
@@ -254,17 +253,7 @@ def worker(rank, size, port, results):
 
 
 def main():
-    failed = 0
-    for size in (2, 3):
-        context = mp.get_context("spawn")
-        results = context.Queue()
-        mp.spawn(worker, args=(size, free_port(), results), nprocs=size, join=True)
-        for _ in range(size):
-            rank, count, failures = results.get(timeout=10)
-            for failure in failures:
-                print("FAIL world %d %s" % (size, failure))
-            failed += len(failures)
-            print("world %d rank %d: %d checks, %d failed" % (size, rank, count, len(failures)))
+    failed = sum(spawn_and_report(worker, size, (size, free_port()), "world %d" % size) for size in (2, 3))
     print("torch backend: %s" % ("FAILED" if failed else "ok"))
     return 1 if failed else 0
 

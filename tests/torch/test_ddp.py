@@ -1,10 +1,10 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """DistributedDataParallel on CPU trains the same on libcomm as on Gloo: a small MLP, the same
 seed and data, 2 and 4 ranks; the losses of every step must agree to rounding, and one
 communication hook that chains futures (averaging by hand through all_reduce's future) must give
 the same loss as DDP's own averaging.
 
-    PYTHONPATH=build/torch_backend /usr/bin/python3 tests/torch/test_ddp.py
+    PYTHONPATH=build/torch_backend .venv/bin/python tests/torch/test_ddp.py
 """
 import sys
 

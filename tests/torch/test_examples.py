@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The tutorials' programs in examples/python, on the libcomm backend with 4 ranks, each started
 both ways the tutorials and torch's documentation start them: by the script itself with
 torch.multiprocessing.spawn, and by torchrun --nproc_per_node 4. Every printed line is checked
@@ -6,7 +6,7 @@ against values computed here: the collectives' and point-to-point results from t
 sub-group sums from the same seeded tensors in float64, and the SGD losses by training the same
 model on the same batches in this one process, averaging the ranks' gradients in float64.
 
-    PYTHONPATH=build/torch_backend /usr/bin/python3 tests/torch/test_examples.py [example ...]
+    PYTHONPATH=build/torch_backend .venv/bin/python tests/torch/test_examples.py [example ...]
 """
 import collections
 import math

@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The backend bootstraps over whatever store torch made: env:// under torchrun (torch's TCPStore
 hosted by the agent's rank 0), file:// and an explicit store= (a FileStore) under mp.spawn. Each
 job checks an all_reduce and a new_group against values computed here.
 
-    PYTHONPATH=build/torch_backend /usr/bin/python3 tests/torch/test_init_methods.py
+    PYTHONPATH=build/torch_backend .venv/bin/python tests/torch/test_init_methods.py
 """
 import os
 import sys
