@@ -32,7 +32,9 @@ LibcommBackend::LibcommBackend(std::shared_ptr<comm::ProcessGroup> group, std::c
     : c10d::Backend(group->rank(), group->size()),
       group_(std::move(group)),
       group_timeout_(group_->timeout()),
-      timeout_ms_(timeout.count()) {}
+      timeout_ms_(timeout.count()) {
+  init();  // what torch asks of every Backend (its usage logging)
+}
 
 std::shared_ptr<comm::ProcessGroup> LibcommBackend::group(const char* operation) const {
   std::lock_guard lock(group_mutex_);
