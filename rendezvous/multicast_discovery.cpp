@@ -31,8 +31,10 @@ constexpr auto kAnnouncePeriod = std::chrono::milliseconds(250);
 constexpr std::size_t kMaximumGroupName = 256;
 // A process that finds the group broken (more processes than the world size: a second job with
 // the same group name) says so in this many announcements before it leaves, so that every other
-// process fails with the cause too, even one already joining the store.
-constexpr int kLastWords = 4;
+// process fails with the cause too, even one already joining the store, or one that started up to
+// 2.5 s later (4 words sent back to back, gone in a fraction of a second, left a process of two
+// jobs started together on a loaded 2-core machine hearing nobody and waiting out its timeout).
+constexpr int kLastWords = 10;
 // Once every member announces this process's view, how long it listens for more before it goes
 // on: within it, processes of a second job under the same name that started at about the same
 // time are heard, and every process of both fails alike.
@@ -185,6 +187,9 @@ class MulticastDiscovery::Impl {
       announce_now_ = true;
       changed_.wait_for(lock, kAnnouncePeriod, [&] { return sent_ > sent; });
       sent = sent_;
+      // A period apart, so that the words span kLastWords periods (sent at once one after
+      // another, they were gone in a fraction of a second).
+      changed_.wait_for(lock, kAnnouncePeriod, [&] { return stopping_; });
     }
     std::rethrow_exception(error_);
   }

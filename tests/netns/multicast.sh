@@ -219,6 +219,22 @@ for index in 0 1 2 3; do
 done
 [ $(($(date +%s) - started)) -le 10 ] || fail same-name "took longer than 10 s"
 
+# late-twin: the same, but the fourth process starts 1.5 s after the others (as on a loaded
+# machine), when the other three have already found the group broken: their last words reach it.
+started=$(date +%s)
+start late-twin "$a" 0 $v4 2 late 20000 COMM_SOCKET_IFNAME=$ifname
+start late-twin "$b" 2 $v4 2 late 20000 COMM_SOCKET_IFNAME=$ifname
+start late-twin "$b" 3 $v4 2 late 20000 COMM_SOCKET_IFNAME=$ifname
+sleep 1.5
+start late-twin "$a" 1 $v4 2 late 20000 COMM_SOCKET_IFNAME=$ifname
+wait
+for index in 0 1 2 3; do
+  sed "s/^/[late-twin.$index] /" "$work/late-twin.$index"
+  grep -q "ERROR mismatch.*another job uses the same address, port and group name" "$work/late-twin.$index" ||
+    fail late-twin "process $index did not get the mismatch"
+done
+[ $(($(date +%s) - started)) -le 10 ] || fail late-twin "took longer than 10 s"
+
 ip -n "$a" route del 224.0.0.0/4 dev "${tag}va"
 ip -n "$b" route del 224.0.0.0/4 dev "${tag}vb"
 
