@@ -62,33 +62,28 @@ void LibcommBackend::setSequenceNumberForGroup() { sequence_.store(0); }
 
 uint64_t LibcommBackend::getSequenceNumberForGroup() { return sequence_.load(); }
 
+void LibcommBackend::record_if_coalescing(const WorkList& works, const std::vector<at::Tensor>& outputs,
+                                          const std::vector<at::Tensor>& keep_alive) {
+  std::lock_guard lock(coalescing_mutex_);
+  if (!coalescing_) return;
+  coalesced_works_.insert(coalesced_works_.end(), works.begin(), works.end());
+  coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
+  coalesced_keep_alive_.insert(coalesced_keep_alive_.end(), keep_alive.begin(), keep_alive.end());
+}
+
 c10::intrusive_ptr<c10d::Work> LibcommBackend::make_work(OpType type, WorkList works, std::vector<at::Tensor> outputs,
                                                          std::vector<at::Tensor> keep_alive,
                                                          std::chrono::milliseconds timeout) {
   ++sequence_;
-  timeout = timeout == c10d::kUnsetTimeout ? work_timeout() : timeout;
-  {
-    std::lock_guard lock(coalescing_mutex_);
-    if (coalescing_) {
-      coalesced_works_.insert(coalesced_works_.end(), works.begin(), works.end());
-      coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
-      coalesced_keep_alive_.insert(coalesced_keep_alive_.end(), keep_alive.begin(), keep_alive.end());
-    }
-  }
+  record_if_coalescing(works, outputs, keep_alive);
   return c10::make_intrusive<LibcommWork>(rank_, type, std::move(works), std::move(outputs), std::move(keep_alive),
-                                          timeout);
+                                          timeout == c10d::kUnsetTimeout ? work_timeout() : timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::make_point_to_point_work(OpType type, WorkList works,
                                                                         std::vector<at::Tensor> outputs,
                                                                         std::vector<at::Tensor> keep_alive) {
-  {
-    std::lock_guard lock(coalescing_mutex_);
-    if (coalescing_) {
-      coalesced_works_.insert(coalesced_works_.end(), works.begin(), works.end());
-      coalesced_keep_alive_.insert(coalesced_keep_alive_.end(), keep_alive.begin(), keep_alive.end());
-    }
-  }
+  record_if_coalescing(works, outputs, keep_alive);
   return c10::make_intrusive<LibcommWork>(rank_, type, std::move(works), std::move(outputs), std::move(keep_alive),
                                           work_timeout());
 }

@@ -89,6 +89,9 @@ class LibcommBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> make_work(c10d::OpType type, WorkList works, std::vector<at::Tensor> outputs,
                                            std::vector<at::Tensor> keep_alive = {},
                                            std::chrono::milliseconds timeout = c10d::kUnsetTimeout);
+  // While coalescing, the operation's Works and tensors join the batch endCoalescing returns.
+  void record_if_coalescing(const WorkList& works, const std::vector<at::Tensor>& outputs,
+                            const std::vector<at::Tensor>& keep_alive);
   c10::intrusive_ptr<c10d::Work> make_point_to_point_work(c10d::OpType type, WorkList works,
                                                           std::vector<at::Tensor> outputs,
                                                           std::vector<at::Tensor> keep_alive);

@@ -204,6 +204,15 @@ grep -q "heard 1 of 2 processes of group 'replayed'" "$work/replayed.0" ||
 grep -Eq "ignored [1-9][0-9]* announcement\(s\) that were not fresh" "$work/replayed.0" ||
   fail replay "the replayed announcements were not counted as not fresh"
 
+# Every one of the four processes of case $1 (two jobs under one name) got the mismatch.
+expect_twin_mismatch() {
+  for index in 0 1 2 3; do
+    sed "s/^/[$1.$index] /" "$work/$1.$index"
+    grep -q "ERROR mismatch.*another job uses the same address, port and group name" "$work/$1.$index" ||
+      fail "$1" "process $index did not get the mismatch"
+  done
+}
+
 # same-name (issue 27): two jobs of 2 processes with one group name and world size, started
 # together: every one of the four processes gets the mismatch, none waits out its timeout.
 started=$(date +%s)
@@ -212,11 +221,7 @@ for index in 0 1; do
   start same-name "$b" $((index + 2)) $v4 2 twin 20000 COMM_SOCKET_IFNAME=$ifname
 done
 wait
-for index in 0 1 2 3; do
-  sed "s/^/[same-name.$index] /" "$work/same-name.$index"
-  grep -q "ERROR mismatch.*another job uses the same address, port and group name" "$work/same-name.$index" ||
-    fail same-name "process $index did not get the mismatch"
-done
+expect_twin_mismatch same-name
 [ $(($(date +%s) - started)) -le 10 ] || fail same-name "took longer than 10 s"
 
 # late-twin: the same, but the fourth process starts 1.5 s after the others (as on a loaded
@@ -228,11 +233,7 @@ start late-twin "$b" 3 $v4 2 late 20000 COMM_SOCKET_IFNAME=$ifname
 sleep 1.5
 start late-twin "$a" 1 $v4 2 late 20000 COMM_SOCKET_IFNAME=$ifname
 wait
-for index in 0 1 2 3; do
-  sed "s/^/[late-twin.$index] /" "$work/late-twin.$index"
-  grep -q "ERROR mismatch.*another job uses the same address, port and group name" "$work/late-twin.$index" ||
-    fail late-twin "process $index did not get the mismatch"
-done
+expect_twin_mismatch late-twin
 [ $(($(date +%s) - started)) -le 10 ] || fail late-twin "took longer than 10 s"
 
 ip -n "$a" route del 224.0.0.0/4 dev "${tag}va"

@@ -10,8 +10,6 @@ starts WORLD_SIZE fresh processes with the spawn method, which rendezvous over f
     ... torch_suite.py test_all_reduce_sum test_barrier    (chosen tests)
     ... torch_suite.py --compare gloo-2.json libcomm-2.json
 
-On torch 1.13 the suite switched DDP into its ReplicatedTensor mode, whose module Python 3.11
-refuses to import; that switch is made a no-op where it exists (torch 2.x has none).
 
 A plugin backend is in no feature set of the suite (DistTestCases.backend_feature), so most tests
 would skip it; libcomm is added to "plugin", "subgroup" and "ddp" (CPU features) before the suite
@@ -86,12 +84,6 @@ os.environ.setdefault("BACKEND", "libcomm")
 os.environ.setdefault("WORLD_SIZE", "2")
 BACKEND = os.environ["BACKEND"]
 
-try:  # torch 1.13 only
-    import torch.nn.parallel._replicated_tensor_ddp_utils as replicated_tensor_ddp  # noqa: E402
-
-    replicated_tensor_ddp._set_ddp_with_replicated_tensor = lambda enabled: None
-except ImportError:
-    pass
 
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
