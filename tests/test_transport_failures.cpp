@@ -1,6 +1,7 @@
 // The transport as real processes: exchanges under commrun, a peer killed mid-transfer, and
 // strangers knocking on a data port while a job sets up.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -290,6 +291,37 @@ TEST_CASE("shared-memory set-up that fails part way leaves nothing in /dev/shm",
   CHECK_THROWS_AS(comm::transport::SharedMemoryPairs(store, 0, 3, token, {true, true, true}, 200ms),
                   comm::TimeoutError);
   CHECK(leftovers() == 0);
+}
+
+// Issue 27's CI run: rank 2 of 8 died during the shared-memory set-up; rank 3, failing to open
+// the segment rank 2 made for it, let go of its own segments before publishing why, and rank 7,
+// finding rank 3's segment gone, told every rank that rank 3 had died (none named rank 2). A
+// failing rank must tell its cause while its own segments are still there to be opened.
+TEST_CASE("a rank whose shared-memory set-up fails tells why before its segments go", "[transport][shm]") {
+  std::string token = "causefirst" + std::to_string(::getpid()) + "xxxxxxxxxxxxxxxx";
+  comm::HashStore store(std::chrono::seconds(5));
+  // Rank 1 of 3: rank 0's segment is gone (rank 0 died), every rank reserved its segments.
+  store.set("shm/0-1", "/proc/" + std::to_string(::getpid()) + "/fd/999999");
+  store.set("shm/reserved/0", "reserved");
+  store.set("shm/reserved/2", "reserved");
+  bool told = false;
+  bool own_segment_there_when_told = false;
+  auto can_open = [](const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+  };
+  std::string own_segment;
+  CHECK_THROWS_AS(comm::transport::SharedMemoryPairs(store, 1, 3, token, {true, true, true}, 1s,
+                                                     [&](const comm::Error&) {
+                                                       told = true;
+                                                       own_segment = store.get_string("shm/1-2");
+                                                       own_segment_there_when_told = can_open(own_segment);
+                                                     }),
+                  comm::PeerClosedError);
+  REQUIRE(told);
+  CHECK(own_segment_there_when_told);
+  CHECK_FALSE(can_open(own_segment));  // and nothing stays once the set-up has failed
 }
 
 // Issue 15, finding 4: a rank that died during init after joining left the others waiting the

@@ -109,7 +109,17 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   }
   std::string job_id = options.size > 1 ? options.secret->job_id() : "single";
   phase = "the shared-memory pairs were being set up";
-  SharedMemoryPairs pairs(store, rank, options.size, job_id, same_host, options.timeout);
+  // A segment found gone is a rank that failed: the rank that actually died is named if the
+  // mesh shows one, else whatever cause a failing rank published before its segments went.
+  SharedMemoryPairs pairs(store, rank, options.size, job_id, same_host, options.timeout, [&](const Error& error) {
+    job_failure.check();
+    try {
+      check_peers_alive(mesh, rank, phase);
+    } catch (const Error& dead) {
+      job_failure.fail(dead);
+    }
+    job_failure.fail(error);
+  });
   std::string striped;
   for (int peer = 0; peer < options.size; ++peer) {
     if (peer == rank) continue;

@@ -54,71 +54,80 @@ SharedSegment::~SharedSegment() { ::munmap(base_, bytes_); }
 // Nothing to clean up when the set-up fails: a segment has no name once made, and goes with the
 // last descriptor and mapping of it.
 SharedMemoryPairs::SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_id,
-                                     const std::vector<bool>& same_host, std::chrono::milliseconds timeout)
+                                     const std::vector<bool>& same_host, std::chrono::milliseconds timeout,
+                                     const Fail& fail)
     : ends_(size) {
-  set_up(store, rank, size, job_id, same_host, timeout);
+  set_up(store, rank, size, job_id, same_host, timeout, fail);
 }
 
 void SharedMemoryPairs::set_up(Store& store, int rank, int size, const std::string& job_id,
-                               const std::vector<bool>& same_host, std::chrono::milliseconds timeout) {
+                               const std::vector<bool>& same_host, std::chrono::milliseconds timeout,
+                               const Fail& fail) {
   // Ring 0 carries low -> high, ring 1 high -> low. The creator holds each segment's descriptor
   // until its peer has mapped it (the peer opens it through the creator's /proc path).
   std::vector<OwnedDescriptor> held(size);
-  std::string shortage;  // why this rank could not reserve a segment
-  for (int peer = rank + 1; peer < size && shortage.empty(); ++peer) {
-    if (!same_host[peer]) continue;
-    std::string name = "/comm-" + job_id.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" + std::to_string(rank) +
-                       "-" + std::to_string(peer);
-    auto created = create_segment(name, kSegmentBytes);
-    if (!created.problem.empty()) {
-      shortage = created.problem;
-      break;
+  // Declared before `held` goes: a failure is told while this rank's segments are still there.
+  // Otherwise a higher rank could find one gone first and name this (live) rank as dead.
+  try {
+    std::string shortage;  // why this rank could not reserve a segment
+    for (int peer = rank + 1; peer < size && shortage.empty(); ++peer) {
+      if (!same_host[peer]) continue;
+      std::string name = "/comm-" + job_id.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" +
+                         std::to_string(rank) + "-" + std::to_string(peer);
+      auto created = create_segment(name, kSegmentBytes);
+      if (!created.problem.empty()) {
+        shortage = created.problem;
+        break;
+      }
+      auto segment = map_segment(created.file.get(), name);
+      ends_[peer] = {segment, ring_at(segment->base(), 1), ring_at(segment->base(), 0)};
+      held[peer] = std::move(created.file);
+      store.set(pair_key(rank, peer), created.path);
     }
-    auto segment = map_segment(created.file.get(), name);
-    ends_[peer] = {segment, ring_at(segment->base(), 1), ring_at(segment->base(), 0)};
-    held[peer] = std::move(created.file);
-    store.set(pair_key(rank, peer), created.path);
-  }
-  // The host's pairs go over shared memory only if every rank on it could reserve its segments:
-  // ranks that disagreed on the medium would disagree on the group's algorithms. Otherwise all
-  // of them carry on over their TCP connections, and the lowest rank says why.
-  std::vector<int> host_ranks;
-  for (int peer = 0; peer < size; ++peer) {
-    if (same_host[peer] || peer == rank) host_ranks.push_back(peer);
-  }
-  if (host_ranks.size() < 2) return;
-  store.set(reserved_key(rank), shortage.empty() ? kReserved : shortage);
-  for (int peer : host_ranks) {
-    if (!shortage.empty()) break;
-    if (peer != rank) {
-      if (std::string said = store.get_string(reserved_key(peer)); said != kReserved) shortage = said;
+    // The host's pairs go over shared memory only if every rank on it could reserve its segments:
+    // ranks that disagreed on the medium would disagree on the group's algorithms. Otherwise all
+    // of them carry on over their TCP connections, and the lowest rank says why.
+    std::vector<int> host_ranks;
+    for (int peer = 0; peer < size; ++peer) {
+      if (same_host[peer] || peer == rank) host_ranks.push_back(peer);
     }
-  }
-  if (!shortage.empty()) {
-    shortage_ = shortage;
-    ends_.assign(ends_.size(), ShmPairEnd{});
-    return;
-  }
-  for (int peer = 0; peer < rank; ++peer) {
-    if (!same_host[peer]) continue;
-    std::string path = store.get_string(pair_key(peer, rank));
-    auto file = open_segment(path, kSegmentBytes);
-    if (!file.valid()) {
-      throw PeerClosedError("rank " + std::to_string(peer) +
-                                " died while the shared-memory pairs were being set up (the segment it made for "
-                                "rank " +
-                                std::to_string(rank) +
-                                " went with it); the other ranks stop here instead of waiting out the timeout",
-                            ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
+    if (host_ranks.size() < 2) return;
+    store.set(reserved_key(rank), shortage.empty() ? kReserved : shortage);
+    for (int peer : host_ranks) {
+      if (!shortage.empty()) break;
+      if (peer != rank) {
+        if (std::string said = store.get_string(reserved_key(peer)); said != kReserved) shortage = said;
+      }
     }
-    auto segment = map_segment(file.get(), path);
-    ends_[peer] = {segment, ring_at(segment->base(), 0), ring_at(segment->base(), 1)};
-    store.set(pair_key(peer, rank) + "/mapped", "1");
-  }
-  for (int peer = rank + 1; peer < size; ++peer) {
-    if (!held[peer].valid()) continue;
-    store.wait({pair_key(rank, peer) + "/mapped"}, timeout);
-    held[peer].reset();
+    if (!shortage.empty()) {
+      shortage_ = shortage;
+      ends_.assign(ends_.size(), ShmPairEnd{});
+      return;
+    }
+    for (int peer = 0; peer < rank; ++peer) {
+      if (!same_host[peer]) continue;
+      std::string path = store.get_string(pair_key(peer, rank));
+      auto file = open_segment(path, kSegmentBytes);
+      if (!file.valid()) {
+        throw PeerClosedError("rank " + std::to_string(peer) +
+                                  " died while the shared-memory pairs were being set up (the segment it made for "
+                                  "rank " +
+                                  std::to_string(rank) +
+                                  " went with it); the other ranks stop here instead of waiting out the timeout",
+                              ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
+      }
+      auto segment = map_segment(file.get(), path);
+      ends_[peer] = {segment, ring_at(segment->base(), 0), ring_at(segment->base(), 1)};
+      store.set(pair_key(peer, rank) + "/mapped", "1");
+    }
+    for (int peer = rank + 1; peer < size; ++peer) {
+      if (!held[peer].valid()) continue;
+      store.wait({pair_key(rank, peer) + "/mapped"}, timeout);
+      held[peer].reset();
+    }
+  } catch (const Error& error) {
+    if (fail) fail(error);
+    throw;
   }
 }
 

@@ -12,10 +12,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/error.hpp"
 #include "comm/store.hpp"
 #include "transport/socket.hpp"
 #include "transport/stream_connection.hpp"
@@ -57,10 +59,15 @@ struct ShmPairEnd {
 // nameless from the moment they are made, so a rank killed at any point leaves nothing in
 // /dev/shm). The lower rank of a pair creates the segment and holds it open until the higher
 // rank says it has mapped it.
+//
+// `fail` runs on any error while this rank still holds its segments, and throws (publishing the
+// cause to the other ranks, where the caller can): a rank's segments vanish with its failure, so
+// a peer that finds one gone must be able to learn this rank's cause instead of blaming it.
 class SharedMemoryPairs {
  public:
+  using Fail = std::function<void(const Error&)>;
   SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_id, const std::vector<bool>& same_host,
-                    std::chrono::milliseconds timeout);
+                    std::chrono::milliseconds timeout, const Fail& fail = {});
   ~SharedMemoryPairs();
   SharedMemoryPairs(const SharedMemoryPairs&) = delete;
   SharedMemoryPairs& operator=(const SharedMemoryPairs&) = delete;
@@ -73,7 +80,7 @@ class SharedMemoryPairs {
 
  private:
   void set_up(Store& store, int rank, int size, const std::string& job_id, const std::vector<bool>& same_host,
-              std::chrono::milliseconds timeout);
+              std::chrono::milliseconds timeout, const Fail& fail);
   std::vector<ShmPairEnd> ends_;
   std::string shortage_;
 };
