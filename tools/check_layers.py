@@ -8,6 +8,12 @@ public header, so the include line itself says which component it reaches into. 
 fails (exit 1) on an include that crosses a forbidden edge, names a header by a bare file name,
 or names one that does not exist.
 
+The build itself refuses most forbidden includes: each layer compiles against an include view
+that holds only what it may include (meson.build's layer_views, tools/include_view.py). What a
+view cannot say is checked here: a view also holds what a layer's allowed headers include (a
+medium sees transport.hpp's own includes), tests and fuzz targets see the whole tree, and a
+bare or relative include name would be found beside the including file whatever the view.
+
     check_layers.py [repository root]
 
 The rules, in order: the first component whose folder holds the file decides what it may

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/store.hpp"
+#include "comm/store_interface.hpp"
 
 namespace torch_libcomm {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "comm/error.hpp"
-#include "comm/store.hpp"
+#include "comm/store_interface.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 #include "transport/transport.hpp"
 

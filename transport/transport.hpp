@@ -18,7 +18,7 @@
 #include <string>
 
 #include "comm/error.hpp"
-#include "comm/store.hpp"
+#include "comm/store_interface.hpp"
 #include "transport/shared_arena.hpp"
 
 #include "libcomm/base/completion.hpp"

@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "comm/store.hpp"
+#include "comm/store_interface.hpp"
 
 namespace comm::transport {
 

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "algorithms/collective_context.hpp"
-#include "comm/store.hpp"
+#include "comm/store_interface.hpp"
 #include "comm/types.hpp"
 #include "cuda/memory.hpp"
 

@@ -25,7 +25,7 @@
 
 #include "algorithms/collective_context.hpp"
 #include "comm/process_group.hpp"
-#include "comm/store.hpp"
+#include "comm/store_interface.hpp"
 
 namespace comm {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "comm/store.hpp"
+#include "comm/store_interface.hpp"
 #include "transport/shared_arena.hpp"
 
 namespace comm::transport {

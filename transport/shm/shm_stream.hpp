@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "comm/error.hpp"
-#include "comm/store.hpp"
+#include "comm/store_interface.hpp"
 #include "transport/socket.hpp"
 #include "transport/stream_connection.hpp"
 

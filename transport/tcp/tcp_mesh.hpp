@@ -24,7 +24,7 @@
 #include <optional>
 
 #include "comm/error.hpp"
-#include "comm/store.hpp"
+#include "comm/store_interface.hpp"
 #include "libcomm/base/job_secret.hpp"
 #include "transport/socket.hpp"
 
