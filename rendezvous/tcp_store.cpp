@@ -37,10 +37,16 @@ std::string endpoint_text(const std::string& host, std::uint16_t port) {
 
 class TcpStore::Client {
  public:
-  Client(std::string host, std::uint16_t port, std::chrono::milliseconds timeout, std::optional<JobSecret> secret)
-      : host_(std::move(host)), port_(port), timeout_(timeout), secret_(std::move(secret)) {
+  // `server`: the one this process hosts, if it does; it goes after the connections to it.
+  Client(std::string host, std::uint16_t port, std::chrono::milliseconds timeout, std::optional<JobSecret> secret,
+         std::unique_ptr<TcpStoreServer> server)
+      : server_(std::move(server)), host_(std::move(host)), port_(port), timeout_(timeout), secret_(std::move(secret)) {
     release(connect());  // fail now, in the constructor, when no server can be reached
   }
+
+  const std::string& host() const { return host_; }
+  std::uint16_t port() const { return port_; }
+  bool hosts_server() const { return server_ != nullptr; }
 
   // Sends a request and returns the response body (status byte first).
   Bytes request(const Bytes& frame, const char* op, std::chrono::milliseconds server_timeout,
@@ -328,6 +334,7 @@ class TcpStore::Client {
                   ErrorContext{.op = op});
   }
 
+  std::unique_ptr<TcpStoreServer> server_;  // first: destroyed after every connection
   std::string host_;
   std::uint16_t port_;
   std::chrono::milliseconds timeout_;
@@ -357,24 +364,30 @@ ResponseStatus read_status(FrameReader& reader, std::initializer_list<ResponseSt
 
 }  // namespace
 
-TcpStore::TcpStore(std::string host, std::uint16_t port, TcpStoreOptions options)
-    : Store(options.timeout), host_(std::move(host)), port_(port) {
+TcpStore::TcpStore(std::string host, std::uint16_t port, TcpStoreOptions options) : Store(options.timeout) {
   // Accept "[::1]" as well as "::1".
-  if (host_.size() > 2 && host_.front() == '[' && host_.back() == ']') host_ = host_.substr(1, host_.size() - 2);
-  COMM_CHECK(!host_.empty(), InvalidArgumentError, ErrorContext{.op = "TcpStore"}, "store host name is empty");
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  COMM_CHECK(!host.empty(), InvalidArgumentError, ErrorContext{.op = "TcpStore"}, "store host name is empty");
   std::optional<JobSecret> secret = resolve_job_secret(options.job_secret);
+  std::unique_ptr<TcpStoreServer> server;
   if (options.is_server) {
     // Only on the address the clients were given (MASTER_ADDR=127.0.0.1: loopback only), not
     // on every interface of the host.
-    server_ = std::make_unique<TcpStoreServer>(port_, host_, secret ? secret->text() : std::string());
-    port_ = server_->port();
+    server = std::make_unique<TcpStoreServer>(port, host, secret ? secret->text() : std::string());
+    port = server->port();
   }
-  COMM_CHECK(port_ != 0, InvalidArgumentError, ErrorContext{.op = "TcpStore"},
+  COMM_CHECK(port != 0, InvalidArgumentError, ErrorContext{.op = "TcpStore"},
              "a TcpStore client needs the server's port; 0 only means 'any free port' for a server");
-  client_ = std::make_unique<Client>(host_, port_, options.timeout, std::move(secret));
+  client_ = std::make_unique<Client>(std::move(host), port, options.timeout, std::move(secret), std::move(server));
 }
 
 TcpStore::~TcpStore() = default;
+
+std::uint16_t TcpStore::port() const { return client_->port(); }
+
+const std::string& TcpStore::host() const { return client_->host(); }
+
+bool TcpStore::serves_others() const { return client_->hosts_server(); }
 
 std::string TcpStore::describe() const { return "TcpStore at " + client_->where(); }
 

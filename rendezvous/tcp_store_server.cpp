@@ -1,5 +1,5 @@
-// TcpStoreServer::Impl: the key-value map, the parked requests and the acceptor, on the
-// server's one I/O thread (sessions, one per connection, are in tcp_store_session.cpp).
+// tcp_store_server::Server, TcpStoreServer's implementation: the key-value map, the parked requests and the acceptor,
+// on the server's one I/O thread (sessions, one per connection, are in tcp_store_session.cpp).
 //
 // A parked request is registered under one of its missing keys; when that key appears the
 // request looks for its next missing key, and is answered when none is left or its timer
@@ -72,7 +72,7 @@ std::span<const std::uint8_t> read_value(FrameReader& request) {
 
 }  // namespace
 
-TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host, std::optional<JobSecret> secret)
+tcp_store_server::Server::Server(std::uint16_t port, const std::string& host, std::optional<JobSecret> secret)
     : secret_(std::move(secret)),
       acceptor_(io_),
       accept_retry_(io_),
@@ -136,13 +136,13 @@ TcpStoreServer::Impl::Impl(std::uint16_t port, const std::string& host, std::opt
                 secret_ ? "clients must prove they hold the job secret" : "without a job secret: open to any client");
 }
 
-TcpStoreServer::Impl::~Impl() {
+tcp_store_server::Server::~Server() {
   io_.stop();
   if (thread_.joinable()) thread_.join();
   parked_.clear();
 }
 
-void TcpStoreServer::Impl::accept() {
+void tcp_store_server::Server::accept() {
   acceptor_.async_accept([this](std::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
     if (ec) {
@@ -170,7 +170,7 @@ void TcpStoreServer::Impl::accept() {
   });
 }
 
-void TcpStoreServer::Impl::make_room_for_pending() {
+void tcp_store_server::Server::make_room_for_pending() {
   std::erase_if(pending_, [](const std::weak_ptr<Session>& weak) {
     auto session = weak.lock();
     return !session || !session->is_open() || session->proved();
@@ -184,7 +184,7 @@ void TcpStoreServer::Impl::make_room_for_pending() {
   }
 }
 
-std::string TcpStoreServer::Impl::over_memory_cap(const std::string& key, std::size_t value_bytes) const {
+std::string tcp_store_server::Server::over_memory_cap(const std::string& key, std::size_t value_bytes) const {
   const Bytes* held = find(key);
   std::size_t after = held_bytes_ - (held ? key.size() + held->size() : 0) + key.size() + value_bytes;
   if (after <= memory_cap_bytes_) return {};
@@ -195,7 +195,7 @@ std::string TcpStoreServer::Impl::over_memory_cap(const std::string& key, std::s
          "than the job needs?";
 }
 
-void TcpStoreServer::Impl::warn_dropped(const std::string& peer, const std::string& reason) {
+void tcp_store_server::Server::warn_dropped(const std::string& peer, const std::string& reason) {
   auto verdict = drop_warnings_.take();
   if (verdict.unsaid > 0) {
     logger().warn("store server: {} more clients dropped in the last {} s without a word here", verdict.unsaid,
@@ -204,26 +204,28 @@ void TcpStoreServer::Impl::warn_dropped(const std::string& peer, const std::stri
   if (verdict.write) logger().warn("store server: dropping client {}: {}", peer, reason);
 }
 
-std::vector<std::string> TcpStoreServer::Impl::missing(const std::vector<std::string>& keys) const {
+std::vector<std::string> tcp_store_server::Server::missing(const std::vector<std::string>& keys) const {
   return store_format::missing_keys(values_, keys);
 }
 
-const Bytes* TcpStoreServer::Impl::find(const std::string& key) const { return store_format::find_value(values_, key); }
+const Bytes* tcp_store_server::Server::find(const std::string& key) const {
+  return store_format::find_value(values_, key);
+}
 
-void TcpStoreServer::Impl::put(const std::string& key, Bytes value) {
+void tcp_store_server::Server::put(const std::string& key, Bytes value) {
   if (const Bytes* held = find(key)) held_bytes_ -= key.size() + held->size();
   held_bytes_ += key.size() + value.size();
   auto [slot, created] = values_.insert_or_assign(key, std::move(value));
   if (created) notify_created(key);
 }
 
-void TcpStoreServer::Impl::say_last_word(const std::string& peer, const std::string& key, Bytes value) {
+void tcp_store_server::Server::say_last_word(const std::string& peer, const std::string& key, Bytes value) {
   if (values_.contains(key)) return;
   logger().info("store server: client {} has gone; writing its last word under {}", peer, key);
   put(key, std::move(value));
 }
 
-void TcpStoreServer::Impl::notify_created(const std::string& key) {
+void tcp_store_server::Server::notify_created(const std::string& key) {
   auto found = parked_.find(key);
   if (found == parked_.end()) return;
   auto waiting = std::move(found->second);
@@ -234,7 +236,7 @@ void TcpStoreServer::Impl::notify_created(const std::string& key) {
   }
 }
 
-bool TcpStoreServer::Impl::park(const std::shared_ptr<ParkedRequest>& request) {
+bool tcp_store_server::Server::park(const std::shared_ptr<ParkedRequest>& request) {
   for (bool rescanned = false;; rescanned = true) {
     auto& keys = request->keys;
     while (request->next_key < keys.size() && values_.contains(keys[request->next_key])) ++request->next_key;
@@ -247,7 +249,7 @@ bool TcpStoreServer::Impl::park(const std::shared_ptr<ParkedRequest>& request) {
   }
 }
 
-void TcpStoreServer::Impl::answer(const std::shared_ptr<ParkedRequest>& request) {
+void tcp_store_server::Server::answer(const std::shared_ptr<ParkedRequest>& request) {
   request->answered = true;
   request->timer->cancel();
   auto session = request->session.lock();
@@ -259,8 +261,8 @@ void TcpStoreServer::Impl::answer(const std::shared_ptr<ParkedRequest>& request)
   }
 }
 
-Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request, const std::shared_ptr<Session>& session,
-                                    bool& parked) {
+Bytes tcp_store_server::Server::execute(RequestType type, FrameReader& request, const std::shared_ptr<Session>& session,
+                                        bool& parked) {
   switch (type) {
     case RequestType::Set: {
       std::string key = read_key(request);
@@ -363,12 +365,12 @@ Bytes TcpStoreServer::Impl::execute(RequestType type, FrameReader& request, cons
 }
 
 TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string host, std::optional<std::string> job_secret)
-    : impl_(std::make_unique<Impl>(port, host, resolve_job_secret(job_secret))) {}
+    : server_(std::make_unique<tcp_store_server::Server>(port, host, resolve_job_secret(job_secret))) {}
 
 TcpStoreServer::~TcpStoreServer() = default;
 
-std::uint16_t TcpStoreServer::port() const { return impl_->port(); }
+std::uint16_t TcpStoreServer::port() const { return server_->port(); }
 
-std::size_t TcpStoreServer::client_count() const { return impl_->client_count(); }
+std::size_t TcpStoreServer::client_count() const { return server_->client_count(); }
 
 }  // namespace comm

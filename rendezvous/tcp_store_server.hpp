@@ -1,4 +1,4 @@
-// The two halves of TcpStoreServer, private to the library: Impl owns the key-value map, the
+// The two halves of TcpStoreServer, private to the library: Server owns the key-value map, the
 // parked requests and the acceptor; a Session is one client connection (framing, the limits on
 // what a stranger may hold, the hello and the proof of the job secret). Both live on the
 // server's one I/O thread, so neither needs a lock.
@@ -32,16 +32,12 @@ struct ParkedRequest {
   std::unique_ptr<asio::steady_timer> timer;
 };
 
-}  // namespace tcp_store_server
-
-class TcpStoreServer::Impl {
+class Server {
  public:
   using Clock = std::chrono::steady_clock;
-  using ParkedRequest = tcp_store_server::ParkedRequest;
-  using Session = tcp_store_server::Session;
 
-  Impl(std::uint16_t port, const std::string& host, std::optional<JobSecret> secret);
-  ~Impl();
+  Server(std::uint16_t port, const std::string& host, std::optional<JobSecret> secret);
+  ~Server();
 
   std::uint16_t port() const { return port_; }
   std::size_t client_count() const { return clients_.load(); }
@@ -94,14 +90,12 @@ class TcpStoreServer::Impl {
   std::thread thread_;
 };
 
-namespace tcp_store_server {
-
 // One client connection. It handles one request at a time: it reads a frame, answers it (now,
 // or later for a parked get/wait), and keeps reading meanwhile only to notice a client that
 // hangs up.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(asio::ip::tcp::socket socket, TcpStoreServer::Impl& server);
+  Session(asio::ip::tcp::socket socket, Server& server);
   ~Session();
 
   void start();
@@ -128,7 +122,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void write_next();
 
   asio::ip::tcp::socket socket_;
-  TcpStoreServer::Impl& server_;
+  Server& server_;
   std::string peer_;
   std::array<std::uint8_t, tcp_store_protocol::kLengthBytes> length_{};
   std::size_t frame_bytes_ = 0;  // of the frame being read

@@ -32,7 +32,7 @@ Nonce read_nonce(FrameReader& request, const char* what) {
 
 }  // namespace
 
-Session::Session(tcp::socket socket, TcpStoreServer::Impl& server)
+Session::Session(tcp::socket socket, Server& server)
     : socket_(std::move(socket)), server_(server), hello_timer_(server.io()) {
   std::error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);

@@ -41,9 +41,10 @@ struct InitOptions {
 };
 
 class ProcessGroup {
- public:
   class Impl;  // the library's side; programs get groups from init_process_group and new_group
-  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+
+ public:
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);  // only the library can make an Impl
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -144,6 +145,7 @@ class ProcessGroup {
   void abort();
 
  private:
+  friend std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -52,8 +52,9 @@ class PrefixStore final : public Store {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> store);
   std::string describe() const override;
-  const std::shared_ptr<Store>& underlying() const { return store_; }
-  bool serves_others() const override { return store_->serves_others(); }
+  ~PrefixStore() override;
+  const std::shared_ptr<Store>& underlying() const;
+  bool serves_others() const override;
 
  protected:
   void do_set(const std::string& key, std::span<const std::uint8_t> value) override;
@@ -69,11 +70,8 @@ class PrefixStore final : public Store {
   void do_withdraw_last_word(const std::string& key) override;
 
  private:
-  std::string prefixed(const std::string& key) const { return prefix_ + "/" + key; }
-  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
-
-  std::string prefix_;
-  std::shared_ptr<Store> store_;
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
 };
 
 // A store in a file that every rank can open (a local or shared file system). The file is an
@@ -115,6 +113,9 @@ struct TcpStoreOptions {
 };
 
 class TcpStoreServer;
+namespace tcp_store_server {
+class Server;  // the library's side of a TcpStoreServer
+}  // namespace tcp_store_server
 
 // A client of a TcpStoreServer at host:port (IPv4, IPv6 or a host name). The constructor
 // retries until the server answers or the timeout passes. Calls from several threads use
@@ -124,9 +125,9 @@ class TcpStore final : public Store {
   TcpStore(std::string host, std::uint16_t port, TcpStoreOptions options = {});
   ~TcpStore() override;
   std::string describe() const override;
-  std::uint16_t port() const { return port_; }
-  const std::string& host() const { return host_; }
-  bool serves_others() const override { return server_ != nullptr; }
+  std::uint16_t port() const;
+  const std::string& host() const;
+  bool serves_others() const override;
 
  protected:
   void do_set(const std::string& key, std::span<const std::uint8_t> value) override;
@@ -142,10 +143,7 @@ class TcpStore final : public Store {
   void do_withdraw_last_word(const std::string& key) override;
 
  private:
-  class Client;
-  std::string host_;
-  std::uint16_t port_;
-  std::unique_ptr<TcpStoreServer> server_;  // set when this process hosts the server
+  class Client;  // holds the server too, when this process hosts it
   std::unique_ptr<Client> client_;
 };
 
@@ -165,10 +163,8 @@ class TcpStoreServer {
   std::uint16_t port() const;
   std::size_t client_count() const;
 
-  class Impl;  // the library's side, private to it
-
  private:
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<tcp_store_server::Server> server_;
 };
 
 }  // namespace comm
