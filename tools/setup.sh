@@ -4,10 +4,18 @@
 # configures and builds everything in ./build, the torch backend against .venv's torch. Run as
 # root on Debian 12 (bookworm) or 13 (trixie); safe to run again.
 #   bash tools/setup.sh [extra meson setup options...]
+#   bash tools/setup.sh --main-job   (the same set-up, then only what the README's main job runs:
+#                                     commrun and examples/hello in ./build-main, unoptimized
+#                                     and without CUDA or torch, so that a first run is quick)
 #   PYTHON=python3.11 bash tools/setup.sh     (the Python .venv is made from; default: python3.11
 #                                              where there is one, else python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+main_job=false
+if [ "${1:-}" = --main-job ]; then
+  main_job=true
+  shift
+fi
 
 # Catch2 v3 and Meson >= 1.7 come from bookworm-backports (Debian's own archive).
 main_packages=(g++ ninja-build pkg-config libasio-dev libspdlog-dev libfmt-dev libssl-dev python3 iproute2
@@ -66,6 +74,16 @@ if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r tools/pyt
   exit 1
 fi
 .venv/bin/python -c "import torch" || { echo "setup: torch does not import in .venv" >&2; exit 1; }
+
+if $main_job; then
+  # Its own folder, so that ./build keeps the one configuration every test and bench uses.
+  # Optimizing the library is most of a full build's time, and hello does not need it.
+  [ -f build-main/build.ninja ] ||
+    meson setup build-main --buildtype=plain -Dcuda=disabled -Dtorch=disabled -Dtests=false -Dbench=false \
+      -Dnccl_abi=false "$@"
+  ninja -C build-main rendezvous/programs/commrun examples/hello
+  exit 0
+fi
 
 torch_python="-Dtorch_python=$PWD/.venv/bin/python"
 if [ ! -f build/build.ninja ]; then
