@@ -66,14 +66,16 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   // From here every rank holds a connection to every other: one that closes is a rank that
   // died, and the waits below say so at once.
   std::string phase = "the ranks were comparing their hosts";
-  WatchedStore store(job_store, [&] {
+  // Throws the job's failure: another rank's published cause, else a dead peer the mesh sees.
+  auto throw_if_job_failed = [&] {
     job_failure.check();
     try {
       check_peers_alive(mesh, rank, phase);
     } catch (const Error& error) {
       job_failure.fail(error);
     }
-  });
+  };
+  WatchedStore store(job_store, throw_if_job_failed);
   // Every rank's host: which peers shared memory can reach (unless TCP is asked for), and the
   // host map hierarchical algorithms split groups by.
   std::vector<bool> same_host(options.size, false);
@@ -112,12 +114,7 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   // A segment found gone is a rank that failed: the rank that actually died is named if the
   // mesh shows one, else whatever cause a failing rank published before its segments went.
   SharedMemoryPairs pairs(store, rank, options.size, job_id, same_host, options.timeout, [&](const Error& error) {
-    job_failure.check();
-    try {
-      check_peers_alive(mesh, rank, phase);
-    } catch (const Error& dead) {
-      job_failure.fail(dead);
-    }
+    throw_if_job_failed();
     job_failure.fail(error);
   });
   std::string striped;

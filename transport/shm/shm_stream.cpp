@@ -66,8 +66,8 @@ void SharedMemoryPairs::set_up(Store& store, int rank, int size, const std::stri
   // Ring 0 carries low -> high, ring 1 high -> low. The creator holds each segment's descriptor
   // until its peer has mapped it (the peer opens it through the creator's /proc path).
   std::vector<OwnedDescriptor> held(size);
-  // Declared before `held` goes: a failure is told while this rank's segments are still there.
-  // Otherwise a higher rank could find one gone first and name this (live) rank as dead.
+  // A failure is told (`fail`) while `held` still keeps this rank's segments open: otherwise a
+  // higher rank could find one gone first and name this (live) rank as dead.
   try {
     std::string shortage;  // why this rank could not reserve a segment
     for (int peer = rank + 1; peer < size && shortage.empty(); ++peer) {
