@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "algorithms/algorithm_table.hpp"
 #include "algorithms/cost_model.hpp"
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/environment.hpp"
@@ -115,22 +116,7 @@ std::string explain(const TunerQuery& query, const Predictions& predictions, Alg
 }  // namespace
 
 bool has_algorithm(Collective collective, Algorithm algorithm) {
-  switch (collective) {
-    case Collective::AllReduce:
-      return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree ||
-             algorithm == Algorithm::RecursiveDoubling || algorithm == Algorithm::SharedMemory ||
-             algorithm == Algorithm::Hierarchical || algorithm == Algorithm::HalvingDoubling;
-    case Collective::Broadcast:
-    case Collective::Reduce:
-      return algorithm == Algorithm::Ring || algorithm == Algorithm::Tree || algorithm == Algorithm::Hierarchical;
-    case Collective::AllGather:
-    case Collective::ReduceScatter: return algorithm == Algorithm::Ring || algorithm == Algorithm::Hierarchical;
-    case Collective::Gather:
-    case Collective::Scatter:
-    case Collective::AllToAll: return algorithm == Algorithm::Direct;
-    case Collective::Barrier: return algorithm == Algorithm::Dissemination || algorithm == Algorithm::SharedMemory;
-  }
-  return false;
+  return find_algorithm(collective, algorithm) != nullptr;
 }
 
 Choice choose(const TunerQuery& query) {
@@ -145,27 +131,36 @@ Choice choose(const TunerQuery& query) {
     if (hierarchical) choice.across_hosts = across_hosts_algorithm(*query.hosts);
     return choice;
   };
+  // Whether the group has what the algorithm needs beyond messages (algorithm_table.hpp).
+  auto usable = [&](const AlgorithmEntry& entry) {
+    switch (entry.requirement) {
+      case Requirement::SharedMemory: return query.shared_memory;
+      case Requirement::Hierarchy: return hierarchical;
+      case Requirement::None: return true;
+    }
+    return false;
+  };
   if (query.requested != Algorithm::Auto) {
-    COMM_CHECK(has_algorithm(query.collective, query.requested), InvalidArgumentError,
+    const AlgorithmEntry* entry = find_algorithm(query.collective, query.requested);
+    COMM_CHECK(entry != nullptr, InvalidArgumentError,
                (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
                std::string(to_string(query.collective)) + " has no " + to_string(query.requested) +
                    " algorithm; pass Algorithm::Auto or one the collective has (docs/collectives.md lists them)");
-    COMM_CHECK(query.requested != Algorithm::SharedMemory || query.shared_memory, InvalidArgumentError,
+    COMM_CHECK(entry->requirement != Requirement::SharedMemory || query.shared_memory, InvalidArgumentError,
                (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
-               std::string(to_string(query.collective)) +
-                   " with shared_memory needs every rank of the group on one "
+               std::string(to_string(query.collective)) + " with " + to_string(query.requested) +
+                   " needs every rank of the group on one "
                    "host over shared memory; pass Algorithm::Auto or another algorithm");
-    COMM_CHECK(query.requested != Algorithm::Hierarchical || hierarchical, InvalidArgumentError,
+    COMM_CHECK(entry->requirement != Requirement::Hierarchy || hierarchical, InvalidArgumentError,
                (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
-               std::string(to_string(query.collective)) +
-                   " with hierarchical needs the group on several hosts with the same number (more than one) of "
+               std::string(to_string(query.collective)) + " with " + to_string(query.requested) +
+                   " needs the group on several hosts with the same number (more than one) of "
                    "its ranks on each; pass Algorithm::Auto or another algorithm");
     return choice_of(query.requested);
   }
   Algorithm forced = environment_algorithm();
-  if (forced != Algorithm::Auto && has_algorithm(query.collective, forced) &&
-      (forced != Algorithm::SharedMemory || query.shared_memory) &&
-      (forced != Algorithm::Hierarchical || hierarchical)) {
+  const AlgorithmEntry* forced_entry = find_algorithm(query.collective, forced);
+  if (forced_entry != nullptr && usable(*forced_entry)) {
     log_once(query, forced, [] { return std::string("COMM_ALGO"); });
     return choice_of(forced);
   }

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/algorithm_table.hpp"
 #include "algorithms/collective_context.hpp"
 #include "algorithms/device/ipc_collectives.hpp"
 #include "algorithms/device/staged_collectives.hpp"
@@ -136,17 +137,9 @@ class ProcessGroup::Impl {
   // checked before the path is chosen.
   void check_gpu_transfer(const Buffer& buffer, int peer, int tag, const char* op, GpuPath path) const;
 
-  // Host collectives (host_collectives.cpp), arguments checked.
-  std::shared_ptr<Work> host_broadcast(Buffer buffer, int root, Algorithm requested, bool async);
-  std::shared_ptr<Work> host_all_reduce(Buffer buffer, ReduceOp op, Algorithm requested, bool async);
-  std::shared_ptr<Work> host_reduce(Buffer buffer, int root, ReduceOp op, Algorithm requested, bool async);
-  std::shared_ptr<Work> host_all_gather(Buffer output, Buffer input, Algorithm requested, bool async);
-  std::shared_ptr<Work> host_all_gather(std::vector<Buffer> outputs, Buffer input, bool async);
-  std::shared_ptr<Work> host_gather(Buffer input, std::vector<void*> outputs, int root, bool async);
-  std::shared_ptr<Work> host_scatter(Buffer output, std::vector<const void*> inputs, int root, bool async);
-  std::shared_ptr<Work> host_reduce_scatter(Buffer output, Buffer input, ReduceOp op, Algorithm requested, bool async);
-  std::shared_ptr<Work> host_all_to_all(Buffer output, Buffer input, bool async);
-  std::shared_ptr<Work> host_barrier(bool async);
+  // Host collectives (host_collectives.cpp), arguments checked: the call's algorithm from the
+  // table, run through start_collective.
+  std::shared_ptr<Work> host_collective(algorithms::HostCall call, Algorithm requested, bool async);
 
   // GPU collectives (device_collectives.cpp), arguments checked.
   std::shared_ptr<Work> device_broadcast(Buffer buffer, int root, bool async);

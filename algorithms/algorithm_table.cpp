@@ -1,0 +1,168 @@
+#include "algorithms/algorithm_table.hpp"
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+#include "algorithms/direct.hpp"
+#include "algorithms/halving_doubling.hpp"
+#include "algorithms/ring.hpp"
+#include "algorithms/shared_memory.hpp"
+#include "algorithms/small_message.hpp"
+#include "algorithms/tree.hpp"
+
+namespace comm::algorithms {
+namespace {
+
+// The adapters: each hands one algorithm the call's buffers in the shape it takes.
+
+std::uint8_t* bytes_at(const void* data) { return static_cast<std::uint8_t*>(const_cast<void*>(data)); }
+
+void broadcast_ring(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  ring_broadcast(context, call.output, call.bytes(), call.root, resources.choice.chunk_bytes);
+}
+void broadcast_tree(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  tree_broadcast(context, call.output, call.bytes(), call.root);
+}
+void broadcast_hierarchical(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  hierarchical_broadcast(context, *resources.hosts, call.output, call.bytes(), call.root, resources.choice.chunk_bytes,
+                         resources.choice.link_chunk_bytes);
+}
+
+void all_reduce_ring(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  ring_all_reduce(context, call.output, call.count, call.dtype, call.op, resources.choice.chunk_bytes);
+}
+void all_reduce_tree(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  tree_all_reduce(context, call.output, call.count, call.dtype, call.op);
+}
+void all_reduce_recursive_doubling(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  recursive_doubling_all_reduce(context, call.output, call.count, call.dtype, call.op);
+}
+void all_reduce_halving_doubling(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  halving_doubling_all_reduce(context, call.output, call.count, call.dtype, call.op, resources.choice.chunk_bytes);
+}
+void all_reduce_shared_memory(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  if (context.size == 1) return;  // nothing to combine (an average divides by one)
+  shared_memory_all_reduce(context, *resources.arena, call.output, call.count, call.dtype, call.op);
+}
+void all_reduce_hierarchical(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  hierarchical_all_reduce(context, *resources.hosts, call.output, call.count, call.dtype, call.op,
+                          resources.choice.chunk_bytes, resources.choice.link_chunk_bytes,
+                          resources.choice.across_hosts);
+}
+
+void reduce_ring(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  ring_reduce(context, call.output, call.count, call.dtype, call.op, call.root, resources.choice.chunk_bytes);
+}
+void reduce_tree(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  tree_reduce(context, call.output, call.count, call.dtype, call.op, call.root);
+}
+void reduce_hierarchical(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  hierarchical_reduce(context, *resources.hosts, call.output, call.count, call.dtype, call.op, call.root,
+                      resources.choice.chunk_bytes, resources.choice.link_chunk_bytes);
+}
+
+void all_gather_ring(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  std::size_t block = call.bytes();
+  auto rank = static_cast<std::size_t>(context.rank);
+  if (!call.output_blocks.empty()) {
+    // One output per rank: gathered flat, then copied out (the ring wants one buffer).
+    std::uint8_t* flat = context.scratch->get(2, block * call.output_blocks.size());
+    if (block > 0) std::memcpy(flat + rank * block, call.input, block);
+    ring_all_gather(context, flat, block, resources.choice.chunk_bytes);
+    for (std::size_t r = 0; r < call.output_blocks.size(); ++r) {
+      if (block > 0) std::memcpy(call.output_blocks[r], flat + r * block, block);
+    }
+    return;
+  }
+  std::uint8_t* own = bytes_at(call.output) + rank * block;
+  if (own != call.input && block > 0) std::memmove(own, call.input, block);
+  ring_all_gather(context, call.output, block, resources.choice.chunk_bytes);
+}
+void all_gather_hierarchical(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  hierarchical_all_gather(context, *resources.hosts, call.output, call.input, call.bytes(),
+                          resources.choice.chunk_bytes, resources.choice.link_chunk_bytes);
+}
+
+void reduce_scatter_ring(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  std::size_t block = call.bytes();
+  auto n = static_cast<std::size_t>(context.size);
+  std::uint8_t* data = bytes_at(call.input);
+  // The ring reduces in place, so an out-of-place call works on a copy of the input.
+  if (data + static_cast<std::size_t>(context.rank) * block != call.output && block > 0) {
+    data = context.scratch->get(2, block * n);
+    std::memcpy(data, call.input, block * n);
+  }
+  ring_reduce_scatter(context, data, call.count, call.dtype, call.op, resources.choice.chunk_bytes);
+  std::uint8_t* reduced = data + static_cast<std::size_t>(context.rank) * block;
+  if (reduced != call.output && block > 0) std::memcpy(call.output, reduced, block);
+}
+void reduce_scatter_hierarchical(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
+  hierarchical_reduce_scatter(context, *resources.hosts, call.output, call.input, call.count, call.dtype, call.op,
+                              resources.choice.chunk_bytes, resources.choice.link_chunk_bytes);
+}
+
+void gather_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  direct_gather(context, call.input, call.bytes(), call.output_blocks, call.root);
+}
+void scatter_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  direct_scatter(context, call.output, call.bytes(), call.input_blocks, call.root);
+}
+void all_to_all_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  std::size_t block = call.bytes();
+  const void* source = call.input;
+  if (call.input == call.output && block > 0) {  // in place: send from a copy
+    std::size_t all = block * static_cast<std::size_t>(context.size);
+    std::uint8_t* copy = context.scratch->get(2, all);
+    std::memcpy(copy, call.input, all);
+    source = copy;
+  }
+  direct_all_to_all(context, call.output, source, block);
+}
+
+void barrier_dissemination(const CollectiveContext& context, const HostCall&, const Resources&) {
+  dissemination_barrier(context);
+}
+void barrier_shared_memory(const CollectiveContext& context, const HostCall&, const Resources& resources) {
+  shared_memory_barrier(context, *resources.arena);
+}
+
+using enum Collective;
+using enum Requirement;
+
+constexpr std::array kTable{
+    AlgorithmEntry{Broadcast, Algorithm::Ring, None, broadcast_ring},
+    AlgorithmEntry{Broadcast, Algorithm::Tree, None, broadcast_tree},
+    AlgorithmEntry{Broadcast, Algorithm::Hierarchical, Hierarchy, broadcast_hierarchical},
+    AlgorithmEntry{AllReduce, Algorithm::Ring, None, all_reduce_ring},
+    AlgorithmEntry{AllReduce, Algorithm::Tree, None, all_reduce_tree},
+    AlgorithmEntry{AllReduce, Algorithm::RecursiveDoubling, None, all_reduce_recursive_doubling},
+    AlgorithmEntry{AllReduce, Algorithm::HalvingDoubling, None, all_reduce_halving_doubling},
+    AlgorithmEntry{AllReduce, Algorithm::SharedMemory, SharedMemory, all_reduce_shared_memory},
+    AlgorithmEntry{AllReduce, Algorithm::Hierarchical, Hierarchy, all_reduce_hierarchical},
+    AlgorithmEntry{Reduce, Algorithm::Ring, None, reduce_ring},
+    AlgorithmEntry{Reduce, Algorithm::Tree, None, reduce_tree},
+    AlgorithmEntry{Reduce, Algorithm::Hierarchical, Hierarchy, reduce_hierarchical},
+    AlgorithmEntry{AllGather, Algorithm::Ring, None, all_gather_ring},
+    AlgorithmEntry{AllGather, Algorithm::Hierarchical, Hierarchy, all_gather_hierarchical},
+    AlgorithmEntry{ReduceScatter, Algorithm::Ring, None, reduce_scatter_ring},
+    AlgorithmEntry{ReduceScatter, Algorithm::Hierarchical, Hierarchy, reduce_scatter_hierarchical},
+    AlgorithmEntry{Gather, Algorithm::Direct, None, gather_direct},
+    AlgorithmEntry{Scatter, Algorithm::Direct, None, scatter_direct},
+    AlgorithmEntry{AllToAll, Algorithm::Direct, None, all_to_all_direct},
+    AlgorithmEntry{Barrier, Algorithm::Dissemination, None, barrier_dissemination},
+    AlgorithmEntry{Barrier, Algorithm::SharedMemory, SharedMemory, barrier_shared_memory},
+};
+
+}  // namespace
+
+std::span<const AlgorithmEntry> algorithm_table() { return kTable; }
+
+const AlgorithmEntry* find_algorithm(Collective collective, Algorithm algorithm) {
+  for (const AlgorithmEntry& entry : kTable) {
+    if (entry.collective == collective && entry.algorithm == algorithm) return &entry;
+  }
+  return nullptr;
+}
+
+}  // namespace comm::algorithms
