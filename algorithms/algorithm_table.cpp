@@ -154,15 +154,28 @@ constexpr std::array kTable{
     AlgorithmEntry{Barrier, Algorithm::SharedMemory, SharedMemory, barrier_shared_memory},
 };
 
+// The table's row for each (collective, algorithm), or -1: every call looks its algorithm up,
+// so a lookup is one load rather than a search.
+constexpr int kCollectives = static_cast<int>(Collective::Barrier) + 1;
+constexpr int kAlgorithms = static_cast<int>(Algorithm::HalvingDoubling) + 1;
+constexpr auto kRows = [] {
+  std::array<std::array<int, kAlgorithms>, kCollectives> rows{};
+  for (auto& row : rows) row.fill(-1);
+  for (std::size_t i = 0; i < kTable.size(); ++i) {
+    rows[static_cast<std::size_t>(kTable[i].collective)][static_cast<std::size_t>(kTable[i].algorithm)] =
+        static_cast<int>(i);
+  }
+  return rows;
+}();
+
 }  // namespace
 
 std::span<const AlgorithmEntry> algorithm_table() { return kTable; }
 
 const AlgorithmEntry* find_algorithm(Collective collective, Algorithm algorithm) {
-  for (const AlgorithmEntry& entry : kTable) {
-    if (entry.collective == collective && entry.algorithm == algorithm) return &entry;
-  }
-  return nullptr;
+  auto c = static_cast<std::size_t>(collective), a = static_cast<std::size_t>(algorithm);
+  if (c >= kRows.size() || a >= kRows[c].size() || kRows[c][a] < 0) return nullptr;
+  return &kTable[static_cast<std::size_t>(kRows[c][a])];
 }
 
 }  // namespace comm::algorithms

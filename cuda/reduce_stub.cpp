@@ -5,7 +5,7 @@
 namespace comm::cuda {
 namespace {
 
-[[noreturn]] void built_without_cuda(const char* op) {
+[[noreturn]] void reduce_built_without_cuda(const char* op) {
   throw CudaError(
       "this libcomm was built without CUDA, so it cannot reduce GPU buffers; rebuild with nvcc on PATH "
       "(meson setup -Dcuda=enabled)",
@@ -14,8 +14,10 @@ namespace {
 
 }  // namespace
 
-void reduce(void*, const void*, const void*, std::size_t, DType, ReduceOp, int, void*) { built_without_cuda("reduce"); }
+void reduce(void*, const void*, const void*, std::size_t, DType, ReduceOp, int, void*) {
+  reduce_built_without_cuda("reduce");
+}
 
-void divide(void*, std::size_t, DType, std::size_t, int, void*) { built_without_cuda("reduce.avg"); }
+void divide(void*, std::size_t, DType, std::size_t, int, void*) { reduce_built_without_cuda("reduce.avg"); }
 
 }  // namespace comm::cuda

@@ -23,7 +23,7 @@ namespace {
 using asio::ip::udp;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kOp = "init_process_group";
+constexpr const char* kDiscoveryOp = "init_process_group";
 constexpr const char* kProofPurpose = "libcomm multicast announcement";
 // Announce often while looking (a late process is heard within this), and at once on hearing a
 // process for the first time, so that it hears this one without waiting for the next round.
@@ -87,7 +87,7 @@ ChosenInterface choose_interface(bool v4) {
   throw InvalidArgumentError("COMM_SOCKET_IFNAME='" + *filter + "' matches no interface that is up, can multicast" +
                                  (v4 ? " and has an IPv4 address" : "") +
                                  "; this host has: " + interface_names(interfaces),
-                             ErrorContext{.op = kOp});
+                             ErrorContext{.op = kDiscoveryOp});
 }
 
 }  // namespace
@@ -108,7 +108,7 @@ class MulticastDiscovery::Impl {
                                      " bytes; multicast discovery takes "
                                      "at most " +
                                      std::to_string(kMaximumGroupName),
-                                 ErrorContext{.op = kOp});
+                                 ErrorContext{.op = kDiscoveryOp});
     }
     id_ = nonce_text(random_nonce()).substr(0, kIdDigits);
     group_ = asio::ip::make_address(options_.group);
@@ -238,7 +238,7 @@ class MulticastDiscovery::Impl {
       socket_.non_blocking(true);
     } catch (const std::system_error& error) {
       throw IoError("cannot join " + where_ + ": " + error.code().message() + "; check that " + route_advice(),
-                    ErrorContext{.op = kOp});
+                    ErrorContext{.op = kDiscoveryOp});
     }
   }
 
@@ -290,7 +290,7 @@ class MulticastDiscovery::Impl {
         error != asio::error::no_buffer_space) {
       fail(std::make_exception_ptr(
           IoError("cannot announce on " + where_ + ": " + error.message() + "; check that " + route_advice(),
-                  ErrorContext{.op = kOp})));
+                  ErrorContext{.op = kDiscoveryOp})));
     }
   }
 
@@ -353,14 +353,14 @@ class MulticastDiscovery::Impl {
           MismatchError("the process at " + address + " announces group '" + options_.group_name + "' on " + where_ +
                             " with world size " + std::to_string(heard.world_size) + ", this one with " +
                             std::to_string(options_.world_size) + "; start every process with the same world size",
-                        ErrorContext{.op = kOp}));
+                        ErrorContext{.op = kDiscoveryOp}));
     }
     if (heard.broken && !error_) {
       error_ = std::make_exception_ptr(
           MismatchError("the process at " + address + " heard more processes announce group '" + options_.group_name +
                             "' on " + where_ + " than its world size: another job uses the same address, port and " +
                             "group name; give each job its own group_name (or a job secret, COMM_JOB_TOKEN)",
-                        ErrorContext{.op = kOp}));
+                        ErrorContext{.op = kDiscoveryOp}));
     }
     Member member;
     member.address = address;
@@ -376,7 +376,7 @@ class MulticastDiscovery::Impl {
                 "' on " + where_ + " for a world of " + std::to_string(options_.world_size) + " (" + heard_list() +
                 "): another job uses the same address, port and group name; give each job its own group_name "
                 "(or a job secret, COMM_JOB_TOKEN)",
-            ErrorContext{.op = kOp}));
+            ErrorContext{.op = kDiscoveryOp}));
       }
     }
     changed_.notify_all();
@@ -458,7 +458,7 @@ class MulticastDiscovery::Impl {
         "that " +
         route_advice() + "; that COMM_MULTICAST_TTL (now " + std::to_string(ttl_) +
         ") covers the routers between hosts; and that no firewall drops UDP port " + std::to_string(options_.port);
-    throw TimeoutError(text, ErrorContext{.op = kOp});
+    throw TimeoutError(text, ErrorContext{.op = kDiscoveryOp});
   }
 
   DiscoveryOptions options_;

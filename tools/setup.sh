@@ -4,9 +4,10 @@
 # configures and builds everything in ./build, the torch backend against .venv's torch. Run as
 # root on Debian 12 (bookworm) or 13 (trixie); safe to run again.
 #   bash tools/setup.sh [extra meson setup options...]
-#   bash tools/setup.sh --main-job   (the same set-up, then only what the README's main job runs:
+#   bash tools/setup.sh --main-job   (the packages; then only what the README's main job runs,
 #                                     commrun and examples/hello in ./build-main, unoptimized
-#                                     and without CUDA or torch, so that a first run is quick)
+#                                     and without CUDA or torch; runs it (4 ranks of hello); then
+#                                     .venv. So a first run's lines come quickly.)
 #   PYTHON=python3.11 bash tools/setup.sh     (the Python .venv is made from; default: python3.11
 #                                              where there is one, else python3)
 set -euo pipefail
@@ -62,29 +63,37 @@ fi
 
 # The virtual environment: torch and what its test suite imports. pip does nothing when all of it
 # is there already.
-if [ ! -x .venv/bin/python ]; then
-  python=${PYTHON:-$(command -v python3.11 || command -v python3)}
-  echo "setup: making the virtual environment .venv with $python ($("$python" --version 2>&1))"
-  "$python" -m venv .venv
-fi
-if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r tools/python-requirements.txt \
-  >.venv/pip-install.log 2>&1; then
-  grep -v "is ignored: it is neither a file nor a directory" .venv/pip-install.log >&2
-  echo "setup: pip could not install tools/python-requirements.txt into .venv" >&2
-  exit 1
-fi
-.venv/bin/python -c "import torch" || { echo "setup: torch does not import in .venv" >&2; exit 1; }
+make_venv() {
+  if [ ! -x .venv/bin/python ]; then
+    python=${PYTHON:-$(command -v python3.11 || command -v python3)}
+    echo "setup: making the virtual environment .venv with $python ($("$python" --version 2>&1))"
+    "$python" -m venv .venv
+  fi
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r tools/python-requirements.txt \
+    >.venv/pip-install.log 2>&1; then
+    grep -v "is ignored: it is neither a file nor a directory" .venv/pip-install.log >&2
+    echo "setup: pip could not install tools/python-requirements.txt into .venv" >&2
+    exit 1
+  fi
+  .venv/bin/python -c "import torch" || { echo "setup: torch does not import in .venv" >&2; exit 1; }
+}
 
 if $main_job; then
   # Its own folder, so that ./build keeps the one configuration every test and bench uses.
-  # Optimizing the library is most of a full build's time, and hello does not need it.
+  # Optimizing the library is most of a full build's time, and hello does not need it. The main
+  # job runs before the virtual environment is made (the torch backend's, not hello's), so that
+  # its lines come first.
   [ -f build-main/build.ninja ] ||
     meson setup build-main --buildtype=plain -Dcuda=disabled -Dtorch=disabled -Dtests=false -Dbench=false \
       -Dnccl_abi=false "$@"
   ninja -C build-main rendezvous/programs/commrun examples/hello
+  echo "setup: the main job: build-main/rendezvous/programs/commrun -n 4 build-main/examples/hello"
+  build-main/rendezvous/programs/commrun -n 4 build-main/examples/hello
+  make_venv
   exit 0
 fi
 
+make_venv
 torch_python="-Dtorch_python=$PWD/.venv/bin/python"
 if [ ! -f build/build.ninja ]; then
   meson setup build "$torch_python" "$@"

@@ -8,7 +8,7 @@
 namespace comm::algorithms {
 namespace {
 
-struct Announcement {
+struct TransferAnnouncement {
   cuda::IpcMemoryHandle allocation;
   std::uint64_t offset;
   std::uint64_t bytes;
@@ -45,7 +45,7 @@ cuda::InterprocessEvent& IpcPointToPoint::imported(int peer, const cuda::IpcEven
 
 void IpcPointToPoint::send(transport::Transport& transport, int peer, const void* data, std::size_t bytes,
                            std::uint64_t tag, void* stream, std::chrono::milliseconds timeout) {
-  Announcement announcement{};
+  TransferAnnouncement announcement{};
   if (bytes > 0) {
     cuda::AllocationRange range = cuda::allocation_range(data, device_);
     announcement.allocation = cuda::export_memory(range.base, device_);
@@ -71,7 +71,7 @@ void IpcPointToPoint::send(transport::Transport& transport, int peer, const void
 
 std::size_t IpcPointToPoint::recv(transport::Transport& transport, int peer, void* data, std::size_t capacity,
                                   std::uint64_t tag, void* stream, std::chrono::milliseconds timeout) {
-  Announcement announcement{};
+  TransferAnnouncement announcement{};
   wait(transport.irecv(peer, &announcement, sizeof announcement, tag | kGpuAnnounceTagBit), timeout, peer, "recv");
   Answer answer{};
   answer.done = done_.handle();

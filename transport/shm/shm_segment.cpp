@@ -17,7 +17,7 @@ namespace {
 
 std::string mebibytes(unsigned long long bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
 
-[[noreturn]] void fail(const std::string& what, const std::string& name, int error) {
+[[noreturn]] void fail_segment(const std::string& what, const std::string& name, int error) {
   throw IoError(what + " shared memory '" + name + "': " + std::strerror(error) +
                     "; is /dev/shm mounted and writable? COMM_TRANSPORT=tcp avoids shared memory",
                 ErrorContext{.op = "transport.shm"});
@@ -45,7 +45,7 @@ std::string shortage(std::size_t bytes, const std::string& name, int error) {
 CreatedSegment create_segment(const std::string& name, std::size_t bytes) {
   CreatedSegment created;
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) fail("cannot create", name, errno);
+  if (fd < 0) fail_segment("cannot create", name, errno);
   ::shm_unlink(name.c_str());  // nothing named stays behind, whatever happens next
   created.file = OwnedDescriptor(fd);
   if (int error = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); error != 0) {
@@ -61,12 +61,12 @@ OwnedDescriptor open_segment(const std::string& path, std::size_t bytes) {
   // Only the paths create_segment publishes: a store others may write must not make this rank
   // open (and write into) any other file.
   static const std::regex kForm("/proc/[0-9]{1,10}/fd/[0-9]{1,10}");
-  if (!std::regex_match(path, kForm)) fail("refusing to open", path, EINVAL);
+  if (!std::regex_match(path, kForm)) fail_segment("refusing to open", path, EINVAL);
   OwnedDescriptor file(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!file.valid() && errno == ENOENT) return file;  // its creator has let go of it: it ended
-  if (!file.valid()) fail("cannot open", path, errno);
+  if (!file.valid()) fail_segment("cannot open", path, errno);
   struct stat status {};
-  if (::fstat(file.get(), &status) != 0) fail("cannot inspect", path, errno);
+  if (::fstat(file.get(), &status) != 0) fail_segment("cannot inspect", path, errno);
   if (!S_ISREG(status.st_mode) || status.st_uid != ::geteuid() || static_cast<std::size_t>(status.st_size) != bytes) {
     throw IoError("refusing shared memory at " + path + ": not a segment of this user of " + std::to_string(bytes) +
                       " bytes (a stranger's answer in the store?)",
