@@ -18,7 +18,33 @@
 #include "rendezvous/multicast_announcement.hpp"
 
 namespace comm {
+
+// The types the discovery's Impl holds: outside the anonymous namespace, since a class with
+// external linkage may not hold members of a type private to one file (unity builds compile
+// several files as one, where GCC says so).
+namespace discovery {
+
+struct Member {
+  std::string address;  // as this process heard it (the source of its announcements)
+  std::uint16_t store_port = 0;
+  std::uint64_t sequence = 0;  // of its latest announcement: replays and duplicates are not newer
+  std::string view;            // the processes it has heard, as announcement_view gives them
+};
+
+// The interface to announce on: COMM_SOCKET_IFNAME's first match that is up, can multicast and
+// (for IPv4, whose membership names an address) has an address of the group's family.
+struct ChosenInterface {
+  std::string name;  // "" when the routing table chooses
+  unsigned index = 0;
+  asio::ip::address_v4 address_v4{};
+};
+
+}  // namespace discovery
+
 namespace {
+
+using discovery::ChosenInterface;
+using discovery::Member;
 
 using asio::ip::udp;
 using Clock = std::chrono::steady_clock;
@@ -50,25 +76,10 @@ std::string hex_of(std::string_view text) {
   return hex_text(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
-struct Member {
-  std::string address;  // as this process heard it (the source of its announcements)
-  std::uint16_t store_port = 0;
-  std::uint64_t sequence = 0;  // of its latest announcement: replays and duplicates are not newer
-  std::string view;            // the processes it has heard, as announcement_view gives them
-};
-
 std::int64_t wall_clock_milliseconds() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-// The interface to announce on: COMM_SOCKET_IFNAME's first match that is up, can multicast and
-// (for IPv4, whose membership names an address) has an address of the group's family.
-struct ChosenInterface {
-  std::string name;  // "" when the routing table chooses
-  unsigned index = 0;
-  asio::ip::address_v4 address_v4{};
-};
 
 ChosenInterface choose_interface(bool v4) {
   auto filter = environment::get("COMM_SOCKET_IFNAME");
