@@ -15,6 +15,7 @@
 #include "algorithms/hierarchical.hpp"
 #include "algorithms/tuner.hpp"
 #include "comm/types.hpp"
+#include "libcomm/base/algorithm.hpp"
 
 namespace comm::algorithms {
 

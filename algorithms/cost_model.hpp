@@ -10,6 +10,7 @@
 #include "algorithms/hierarchical.hpp"
 #include "algorithms/link_model.hpp"
 #include "comm/types.hpp"
+#include "libcomm/base/algorithm.hpp"
 
 namespace comm::algorithms {
 

@@ -27,6 +27,7 @@
 
 #include "algorithms/collective_context.hpp"
 #include "comm/types.hpp"
+#include "libcomm/base/algorithm.hpp"
 
 namespace comm::algorithms {
 

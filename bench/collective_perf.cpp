@@ -15,7 +15,6 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using comm::Algorithm;
 using comm::Buffer;
 using comm::DType;
 using comm::ReduceOp;
@@ -106,7 +105,7 @@ struct Plan {
 };
 
 Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::bench::BenchOptions& options,
-          std::size_t count, bool in_place, Algorithm algorithm, Buffers& b) {
+          std::size_t count, bool in_place, std::string_view algorithm, Buffers& b) {
   using comm::Collective;
   int n = group.size(), rank = group.rank(), root = options.root;
   DType dtype = options.dtype;
@@ -249,7 +248,7 @@ int main(int argc, char** argv) {
     auto& group = context.group;
     const auto& options = context.options;
     int n = group.size();
-    Algorithm requested = comm::parse_algorithm(options.algorithm, "-a");
+    std::string_view requested = options.algorithm;  // a name the group checks (algorithm_for)
     std::size_t split = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
                                 collective == Collective::AllToAll || collective == Collective::Gather ||
                                 collective == Collective::Scatter
@@ -257,12 +256,12 @@ int main(int argc, char** argv) {
                             : 1;
     std::size_t count = context.count / split * split;  // whole blocks only
     std::size_t per_rank_bytes = count * comm::element_size(options.dtype) / split;
-    Algorithm used = group.algorithm_for(collective, per_rank_bytes, requested);
+    const char* used = group.algorithm_for(collective, per_rank_bytes, requested);
     std::vector<comm::bench::Measurement> rows;
     for (bool in_place : {false, true}) {
       if ((in_place && !has_in_place) || (!in_place && !has_out_of_place)) continue;
       comm::bench::Measurement row{
-          name,     comm::to_string(used),
+          name,     used,
           in_place, collective == Collective::Barrier ? 0 : count * comm::element_size(options.dtype),
           {},       bus_factor(collective, n),
           1.0,      -1};

@@ -17,10 +17,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "tests/support/reduce_reference.hpp"
 
-using comm::Algorithm;
 using comm::Buffer;
 using comm::DType;
 using comm::ReduceOp;
@@ -38,8 +38,8 @@ void check(bool condition, const std::string& what) {
 bool bitwise_op(ReduceOp op) { return op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor; }
 
 // One all_reduce, checked against the reference and against every other rank's bytes.
-void check_all_reduce(comm::ProcessGroup& group, DType dtype, ReduceOp op, std::size_t count, Algorithm algorithm,
-                      unsigned salt) {
+void check_all_reduce(comm::ProcessGroup& group, DType dtype, ReduceOp op, std::size_t count,
+                      std::string_view algorithm, unsigned salt) {
   auto inputs = comm::testing::all_inputs(group.size(), dtype, count, salt);
   auto data = inputs[static_cast<std::size_t>(group.rank())];
   group.all_reduce(Buffer(data.data(), count, dtype), op, algorithm);
@@ -73,7 +73,7 @@ void check_gather_and_scatter(comm::ProcessGroup& group, DType dtype, ReduceOp o
       source = output.data() + block * static_cast<std::size_t>(rank);
     }
     group.all_gather(Buffer(output.data(), count * static_cast<std::size_t>(size), dtype), Buffer(source, count, dtype),
-                     Algorithm::Hierarchical);
+                     "hierarchical");
     check(output == expected, "all_gather " + what + (in_place ? " in place" : "") + ": wrong blocks");
   }
   // reduce_scatter: block r of every rank's input, reduced, to rank r.
@@ -89,8 +89,7 @@ void check_gather_and_scatter(comm::ProcessGroup& group, DType dtype, ReduceOp o
     std::vector<std::uint8_t> separate(block, 0xEE);
     std::uint8_t* output = in_place ? input.data() + block * static_cast<std::size_t>(rank) : separate.data();
     group.reduce_scatter(Buffer(output, count, dtype),
-                         Buffer(input.data(), count * static_cast<std::size_t>(size), dtype), op,
-                         Algorithm::Hierarchical);
+                         Buffer(input.data(), count * static_cast<std::size_t>(size), dtype), op, "hierarchical");
     std::vector<std::uint8_t> result(output, output + block);
     std::size_t wrong = comm::testing::count_wrong(result, blocks_for_me, dtype, op, count);
     check(wrong == 0, "reduce_scatter " + what + " " + comm::to_string(op) + (in_place ? " in place" : "") + ": " +
@@ -108,11 +107,11 @@ void check_broadcast_and_reduce(comm::ProcessGroup& group, DType dtype, ReduceOp
   const auto& mine = inputs[static_cast<std::size_t>(group.rank())];
   for (int root = 0; root < group.size(); ++root) {
     auto data = mine;
-    group.broadcast(Buffer(data.data(), count, dtype), root, Algorithm::Hierarchical);
+    group.broadcast(Buffer(data.data(), count, dtype), root, "hierarchical");
     check(data == inputs[static_cast<std::size_t>(root)],
           "broadcast " + what + " from " + std::to_string(root) + ": not root's bytes");
     data = mine;
-    group.reduce(Buffer(data.data(), count, dtype), root, op, Algorithm::Hierarchical);
+    group.reduce(Buffer(data.data(), count, dtype), root, op, "hierarchical");
     if (group.rank() == root) {
       std::size_t wrong = comm::testing::count_wrong(data, inputs, dtype, op, count);
       check(wrong == 0, "reduce " + what + " " + comm::to_string(op) + " to " + std::to_string(root) + ": " +
@@ -146,21 +145,20 @@ int main() try {
     bool refused = false;
     std::vector<float> data(100, 1.0f);
     try {
-      group->all_reduce(data, ReduceOp::Sum, Algorithm::Hierarchical);
+      group->all_reduce(data, ReduceOp::Sum, "hierarchical");
     } catch (const comm::InvalidArgumentError& error) {
       refused = std::string(error.what()).find("hierarchical needs") != std::string::npos;
     }
     check(refused, "hierarchical was not refused on uneven hosts");
     // Whatever the tuner picks for them, and every algorithm it may pick, right on every rank.
     unsigned salt = 0;
-    for (Algorithm algorithm :
-         {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::HalvingDoubling}) {
+    for (std::string_view algorithm : {"", "ring", "recursive_doubling", "halving_doubling"}) {
       for (std::size_t count : {std::size_t{1}, std::size_t{1001}, (std::size_t{1} << 20) + 7}) {
         check_all_reduce(*group, DType::Float32, ReduceOp::Sum, count, algorithm, ++salt);
         check_all_reduce(*group, DType::Int64, ReduceOp::Max, count, algorithm, ++salt);
       }
     }
-    check_all_reduce(*group, DType::Float64, ReduceOp::Avg, 3 << 20, Algorithm::Auto, ++salt);
+    check_all_reduce(*group, DType::Float64, ReduceOp::Avg, 3 << 20, "", ++salt);
   } else {
     // Across a link slower than the host's memory (the given COMM_LINK_GBPS; the namespaced
     // hosts measure theirs, unlimited and as fast as memory, so there the choice may go either
@@ -170,9 +168,9 @@ int main() try {
     // its large steps inside the hosts.
     for (std::size_t bytes : {std::size_t{16} << 20, std::size_t{64} << 20}) {
       if (real_hosts) break;
-      Algorithm chosen = group->algorithm_for(comm::Collective::AllReduce, bytes);
-      check(chosen == Algorithm::Hierarchical || chosen == Algorithm::HalvingDoubling,
-            "auto picked " + std::string(comm::to_string(chosen)) + " for " + std::to_string(bytes >> 20) +
+      std::string_view chosen = group->algorithm_for(comm::Collective::AllReduce, bytes);
+      check(chosen == "hierarchical" || chosen == "halving_doubling",
+            "auto picked " + std::string(chosen) + " for " + std::to_string(bytes >> 20) +
                 " MiB across hosts, not the hierarchy nor halving-doubling");
     }
     std::size_t p = static_cast<std::size_t>(per_host);
@@ -184,7 +182,7 @@ int main() try {
         bool is_float = comm::testing::is_float(dtype);
         if (bitwise_op(op) && is_float) continue;
         for (std::size_t count : {std::size_t{0}, std::size_t{1}, p - 1, p, p + 1, 7 * p + 3, std::size_t{20011}}) {
-          check_all_reduce(*group, dtype, op, count, Algorithm::Hierarchical, ++salt);
+          check_all_reduce(*group, dtype, op, count, "hierarchical", ++salt);
         }
       }
     }
@@ -202,16 +200,14 @@ int main() try {
         }
       }
     }
-    check(real_hosts || group->algorithm_for(comm::Collective::AllGather, 16 << 20) == Algorithm::Hierarchical,
+    check(real_hosts || std::string_view(group->algorithm_for(comm::Collective::AllGather, 16 << 20)) == "hierarchical",
           "auto did not pick hierarchical for a 16 MiB all_gather block across hosts");
     // Halving-doubling across the hosts, its halvings in several chunks of the link.
-    check_all_reduce(*group, DType::Float32, ReduceOp::Sum, (std::size_t{1} << 20) + 3, Algorithm::HalvingDoubling,
-                     ++salt);
-    check_all_reduce(*group, DType::Float64, ReduceOp::Avg, (std::size_t{1} << 19) + 1, Algorithm::HalvingDoubling,
-                     ++salt);
+    check_all_reduce(*group, DType::Float32, ReduceOp::Sum, (std::size_t{1} << 20) + 3, "halving_doubling", ++salt);
+    check_all_reduce(*group, DType::Float64, ReduceOp::Avg, (std::size_t{1} << 19) + 1, "halving_doubling", ++salt);
     // Past several ring chunks (2 MiB) per shard, through Auto.
-    check_all_reduce(*group, DType::Float32, ReduceOp::Sum, (std::size_t{3} << 20) + 5, Algorithm::Auto, ++salt);
-    check_all_reduce(*group, DType::Float64, ReduceOp::Avg, (std::size_t{1} << 20) + 3, Algorithm::Auto, ++salt);
+    check_all_reduce(*group, DType::Float32, ReduceOp::Sum, (std::size_t{3} << 20) + 5, "", ++salt);
+    check_all_reduce(*group, DType::Float64, ReduceOp::Avg, (std::size_t{1} << 20) + 3, "", ++salt);
   }
   group->barrier();
   std::printf("[rank %d on %s] hierarchical all_reduce: %d failures\n", group->rank(), host.c_str(), failures);

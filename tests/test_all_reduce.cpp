@@ -13,19 +13,18 @@
 #include "tests/support/reduce_reference.hpp"
 #include "tests/support/thread_ranks.hpp"
 
-using comm::Algorithm;
 using comm::testing::RankChecks;
 using comm::testing::run_ranks;
 using namespace comm::testing;
 
 namespace {
 
-constexpr Algorithm kAllReduceAlgorithms[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,
-                                              Algorithm::SharedMemory, Algorithm::HalvingDoubling};
+constexpr std::string_view kAllReduceAlgorithms[] = {"ring", "tree", "recursive_doubling", "shared_memory",
+                                                     "halving_doubling"};
 
 // Shared memory needs every rank on one host over shm (or a group of one).
-bool usable(Algorithm algorithm, const comm::ProcessGroup& group) {
-  return algorithm != Algorithm::SharedMemory || group.size() == 1 || std::string(group.transport_name()) == "shm";
+bool usable(std::string_view algorithm, const comm::ProcessGroup& group) {
+  return algorithm != "shared_memory" || group.size() == 1 || std::string(group.transport_name()) == "shm";
 }
 
 struct Case {
@@ -45,11 +44,12 @@ void check_all_reduce(int ranks, const std::string& transport, const std::vector
   }
   RankChecks checks;
   std::mutex mutex;
-  std::map<std::tuple<int, std::size_t, int>, std::vector<std::uint8_t>> results;  // (algorithm, case, rank)
+  std::map<std::tuple<std::string_view, std::size_t, int>, std::vector<std::uint8_t>>
+      results;  // (algorithm, case, rank)
   run_ranks(
       ranks,
       [&](comm::ProcessGroup& group) {
-        for (Algorithm algorithm : kAllReduceAlgorithms) {
+        for (std::string_view algorithm : kAllReduceAlgorithms) {
           if (!usable(algorithm, group)) continue;
           for (std::size_t c = 0; c < cases.size(); ++c) {
             auto [dtype, op, count] = cases[c];
@@ -57,11 +57,11 @@ void check_all_reduce(int ranks, const std::string& transport, const std::vector
             group.all_reduce(comm::Buffer(data.data(), count, dtype), op, algorithm);
             std::size_t wrong = count_wrong(data, inputs[c], dtype, op, count);
             checks.check(wrong == 0, "values match the reference", __LINE__,
-                         std::string(comm::to_string(algorithm)) + " " + comm::to_string(dtype) + " " +
-                             comm::to_string(op) + " count " + std::to_string(count) + ": " + std::to_string(wrong) +
-                             " wrong on rank " + std::to_string(group.rank()));
+                         std::string(algorithm) + " " + comm::to_string(dtype) + " " + comm::to_string(op) + " count " +
+                             std::to_string(count) + ": " + std::to_string(wrong) + " wrong on rank " +
+                             std::to_string(group.rank()));
             std::lock_guard lock(mutex);
-            results[{static_cast<int>(algorithm), c, group.rank()}] = std::move(data);
+            results[{algorithm, c, group.rank()}] = std::move(data);
           }
         }
       },
@@ -130,7 +130,10 @@ TEST_CASE("all_reduce rejects bad input on the calling rank", "[collectives][all
     std::vector<float> data(4, 1.0f);
     RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::BAnd), "band", "float32");
     RANK_CHECK_THROWS(checks, group.all_reduce(comm::Buffer(nullptr, 3, DType::Float32)), "null pointer");
-    RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::Sum, Algorithm::Direct), "all_reduce has no direct");
+    RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::Sum, "direct"), "all_reduce has no direct");
+    // Algorithms are named by strings: a misspelt one is refused with the names there are.
+    RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::Sum, "rnig"), "'rnig'", "recursive_doubling");
+    RANK_CHECK_THROWS(checks, group.iall_reduce(data, ReduceOp::Sum, "Ring"), "'Ring'", "known algorithms");
     group.all_reduce(data);  // the group still works afterwards
     RANK_CHECK(checks, data[0] == 2.0f);
   });
@@ -144,7 +147,7 @@ TEST_CASE("shared_memory needs every rank on one host over shm", "[collectives][
       [&](comm::ProcessGroup& group) {
         RANK_CHECK(checks, !group.shared_memory_usable());
         std::vector<float> data(4, 1.0f);
-        RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::Sum, Algorithm::SharedMemory), "shared_memory needs",
+        RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::Sum, "shared_memory"), "shared_memory needs",
                           "one host");
         group.all_reduce(data);  // the tuner picks another algorithm, and the group still works
         RANK_CHECK(checks, data[0] == 2.0f);
@@ -167,16 +170,15 @@ TEST_CASE("algorithm_for reports the tuner's choice from the transport's capabil
       ranks,
       [&](comm::ProcessGroup& group) {
         RANK_CHECK(checks, group.shared_memory_usable() == shm);
-        Algorithm small = group.algorithm_for(Collective::AllReduce, 8);
-        Algorithm mid = group.algorithm_for(Collective::AllReduce, std::size_t{1} << 20);
-        RANK_CHECK(checks, small == (shm ? Algorithm::SharedMemory : Algorithm::RecursiveDoubling));
-        RANK_CHECK(checks, mid == (!shm ? Algorithm::Ring : ranks == 2 ? Algorithm::Ring : Algorithm::SharedMemory));
-        RANK_CHECK(checks, group.algorithm_for(Collective::Barrier, 0) ==
-                               (shm ? Algorithm::SharedMemory : Algorithm::Dissemination));
-        RANK_CHECK(checks, group.algorithm_for(Collective::Gather, 1024) == Algorithm::Direct);
-        RANK_CHECK(checks, group.algorithm_for(Collective::Broadcast, 8, Algorithm::Ring) == Algorithm::Ring);
-        RANK_CHECK_THROWS(checks, group.algorithm_for(Collective::AllReduce, 8, Algorithm::Direct),
-                          "all_reduce has no direct");
+        std::string_view small = group.algorithm_for(Collective::AllReduce, 8);
+        std::string_view mid = group.algorithm_for(Collective::AllReduce, std::size_t{1} << 20);
+        RANK_CHECK(checks, small == (shm ? "shared_memory" : "recursive_doubling"));
+        RANK_CHECK(checks, mid == (!shm ? "ring" : ranks == 2 ? "ring" : "shared_memory"));
+        RANK_CHECK(checks, std::string_view(group.algorithm_for(Collective::Barrier, 0)) ==
+                               (shm ? "shared_memory" : "dissemination"));
+        RANK_CHECK(checks, std::string_view(group.algorithm_for(Collective::Gather, 1024)) == "direct");
+        RANK_CHECK(checks, std::string_view(group.algorithm_for(Collective::Broadcast, 8, "ring")) == "ring");
+        RANK_CHECK_THROWS(checks, group.algorithm_for(Collective::AllReduce, 8, "direct"), "all_reduce has no direct");
         // The choice is what runs: the call succeeds and sums.
         std::vector<float> data(std::size_t{1} << 18, 1.0f);
         group.all_reduce(data);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "comm/types.hpp"
+#include "libcomm/base/algorithm.hpp"
 
 namespace comm::detail {
 

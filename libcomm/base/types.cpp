@@ -52,21 +52,6 @@ const char* to_string(ReduceOp op) {
   return "unknown op";
 }
 
-const char* to_string(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::Auto: return "auto";
-    case Algorithm::Ring: return "ring";
-    case Algorithm::Tree: return "tree";
-    case Algorithm::RecursiveDoubling: return "recursive_doubling";
-    case Algorithm::Direct: return "direct";
-    case Algorithm::Dissemination: return "dissemination";
-    case Algorithm::SharedMemory: return "shared_memory";
-    case Algorithm::Hierarchical: return "hierarchical";
-    case Algorithm::HalvingDoubling: return "halving_doubling";
-  }
-  return "unknown algorithm";
-}
-
 const char* to_string(Collective collective) {
   switch (collective) {
     case Collective::Broadcast: return "broadcast";
@@ -80,21 +65,6 @@ const char* to_string(Collective collective) {
     case Collective::Barrier: return "barrier";
   }
   return "unknown collective";
-}
-
-Algorithm parse_algorithm(std::string_view name, const char* source) {
-  for (Algorithm algorithm :
-       {Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct,
-        Algorithm::Dissemination, Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::HalvingDoubling}) {
-    if (name == to_string(algorithm)) return algorithm;
-  }
-  if (name == "rd") return Algorithm::RecursiveDoubling;
-  if (name == "shm") return Algorithm::SharedMemory;
-  throw InvalidArgumentError(
-      std::string(source) + " is '" + std::string(name) +
-          "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination, "
-          "shared_memory (shm), hierarchical, halving_doubling",
-      ErrorContext{.op = "tuner"});
 }
 
 std::string to_string(Device device) {

@@ -31,6 +31,7 @@
 #include "algorithms/scratch.hpp"
 #include "algorithms/tuner.hpp"
 #include "comm/process_group.hpp"
+#include "libcomm/base/algorithm.hpp"
 #include "libcomm/src/collective_queue.hpp"
 #include "libcomm/src/completion_work.hpp"
 #include "libcomm/src/gpu_lane.hpp"

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/store.hpp"
@@ -61,14 +62,15 @@ class ProcessGroup {
   // "tcp" or "shm": the medium this group's messages travel over.
   const char* transport_name() const;
   // Whether the shared-memory collectives can run: every rank of the group shares this host
-  // over shm and the group's segment was made (Algorithm::SharedMemory).
+  // over shm and the group's segment was made (the algorithm "shared_memory").
   bool shared_memory_usable() const;
-  // The algorithm a call of `collective` on this group runs when each rank brings `bytes` (the
-  // input of all_reduce, broadcast, reduce and all_gather; the output of reduce_scatter; one
-  // block of gather, scatter and all_to_all), given the call's `requested` algorithm: what the
-  // tuner picks, or COMM_ALGO. A request the collective lacks is an InvalidArgumentError.
-  // Calls on GPU buffers take their own paths (docs/cuda.md).
-  Algorithm algorithm_for(Collective collective, std::size_t bytes, Algorithm requested = Algorithm::Auto) const;
+  // The name of the algorithm ("ring", "tree", ...) a call of `collective` on this group runs
+  // when each rank brings `bytes` (the input of all_reduce, broadcast, reduce and all_gather; the
+  // output of reduce_scatter; one block of gather, scatter and all_to_all), given the call's
+  // `requested` algorithm (a name; empty: none): what the tuner picks, or COMM_ALGO. A request
+  // the collective lacks is an InvalidArgumentError. Calls on GPU buffers take their own paths
+  // (docs/cuda.md).
+  const char* algorithm_for(Collective collective, std::size_t bytes, std::string_view requested = {}) const;
 
   // Point to point. Messages from one rank to another with one tag arrive in the order they
   // were sent; a recv from kAnySource reports the sender through Work::source_rank() (the
@@ -82,40 +84,42 @@ class ProcessGroup {
   // Collectives: every rank of the group calls them in the same order, with matching
   // arguments. Operations of one group complete in the order they were issued; the i-forms
   // return at once with a Work (their buffers must stay untouched until it completes).
-  // `algorithm` overrides the tuner for this call (see docs/collectives.md).
+  // `algorithm` overrides the tuner for this call: empty (or "auto") lets the tuner (or COMM_ALGO)
+  // choose; else the name of one of the collective's algorithms, as docs/collectives.md lists
+  // them ("ring", "tree", "recursive_doubling", ...). An unknown name, or one the collective
+  // lacks, is an InvalidArgumentError.
   //
   // broadcast: root's buffer to everyone.
-  void broadcast(Buffer buffer, int root, Algorithm algorithm = Algorithm::Auto);
+  void broadcast(Buffer buffer, int root, std::string_view algorithm = {});
   // all_reduce: in place; afterwards every rank holds bitwise-identical bytes.
-  void all_reduce(Buffer buffer, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);
+  void all_reduce(Buffer buffer, ReduceOp op = ReduceOp::Sum, std::string_view algorithm = {});
   // reduce: the result lands in root's buffer; the others' buffers are left as they were.
-  void reduce(Buffer buffer, int root, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);
+  void reduce(Buffer buffer, int root, ReduceOp op = ReduceOp::Sum, std::string_view algorithm = {});
   // all_gather: every rank's input, in rank order, into one output per rank or one flat buffer
   // of size() * input.count (in place when input is block rank() of output).
   void all_gather(std::span<Buffer> outputs, Buffer input);
-  void all_gather(Buffer output, Buffer input, Algorithm algorithm = Algorithm::Auto);
+  void all_gather(Buffer output, Buffer input, std::string_view algorithm = {});
   // gather: root receives input of rank r into outputs[r] (outputs ignored on other ranks).
   void gather(Buffer input, std::span<Buffer> outputs, int root);
   // scatter: rank r receives inputs[r] of root into output (inputs ignored on other ranks).
   void scatter(Buffer output, std::span<const Buffer> inputs, int root);
   // reduce_scatter: input holds size() blocks of output.count; block r is reduced into rank r's
   // output (in place when output is block rank() of input).
-  void reduce_scatter(Buffer output, Buffer input, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);
+  void reduce_scatter(Buffer output, Buffer input, ReduceOp op = ReduceOp::Sum, std::string_view algorithm = {});
   // all_to_all: block r of input (input.count / size() elements) goes to rank r, landing in
   // block rank() of its output.
   void all_to_all(Buffer output, Buffer input);
   void barrier();
 
-  std::shared_ptr<Work> ibroadcast(Buffer buffer, int root, Algorithm algorithm = Algorithm::Auto);
-  std::shared_ptr<Work> iall_reduce(Buffer buffer, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);
-  std::shared_ptr<Work> ireduce(Buffer buffer, int root, ReduceOp op = ReduceOp::Sum,
-                                Algorithm algorithm = Algorithm::Auto);
+  std::shared_ptr<Work> ibroadcast(Buffer buffer, int root, std::string_view algorithm = {});
+  std::shared_ptr<Work> iall_reduce(Buffer buffer, ReduceOp op = ReduceOp::Sum, std::string_view algorithm = {});
+  std::shared_ptr<Work> ireduce(Buffer buffer, int root, ReduceOp op = ReduceOp::Sum, std::string_view algorithm = {});
   std::shared_ptr<Work> iall_gather(std::span<Buffer> outputs, Buffer input);
-  std::shared_ptr<Work> iall_gather(Buffer output, Buffer input, Algorithm algorithm = Algorithm::Auto);
+  std::shared_ptr<Work> iall_gather(Buffer output, Buffer input, std::string_view algorithm = {});
   std::shared_ptr<Work> igather(Buffer input, std::span<Buffer> outputs, int root);
   std::shared_ptr<Work> iscatter(Buffer output, std::span<const Buffer> inputs, int root);
   std::shared_ptr<Work> ireduce_scatter(Buffer output, Buffer input, ReduceOp op = ReduceOp::Sum,
-                                        Algorithm algorithm = Algorithm::Auto);
+                                        std::string_view algorithm = {});
   std::shared_ptr<Work> iall_to_all(Buffer output, Buffer input);
   std::shared_ptr<Work> ibarrier();
 

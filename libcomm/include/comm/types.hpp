@@ -19,25 +19,6 @@ enum class ReduceOp { Sum, Product, Min, Max, Avg, BAnd, BOr, BXor };
 
 enum class Collective { Broadcast, Reduce, AllReduce, AllGather, ReduceScatter, Gather, Scatter, AllToAll, Barrier };
 
-// How a collective moves its data. Auto lets the tuner pick from the collective, the message
-// size, the group size and the transport (COMM_ALGO overrides Auto for every call).
-// SharedMemory: all_reduce and barrier through one segment every rank maps, for groups whose
-// ranks all share one host over shared memory (docs/collectives.md lists which collective has which).
-// Hierarchical: all_reduce inside each host, then among hosts, for groups with the same number
-// (more than one) of ranks on each of several hosts. HalvingDoubling: all_reduce as a reduce-scatter
-// by recursive halving and an all-gather by recursive doubling.
-enum class Algorithm {
-  Auto,
-  Ring,
-  Tree,
-  RecursiveDoubling,
-  Direct,
-  Dissemination,
-  SharedMemory,
-  Hierarchical,
-  HalvingDoubling
-};
-
 struct Device {
   enum class Kind { Cpu, Cuda } kind = Kind::Cpu;
   int index = 0;
@@ -46,11 +27,7 @@ struct Device {
 std::size_t element_size(DType dtype);
 const char* to_string(DType dtype);
 const char* to_string(ReduceOp op);
-const char* to_string(Algorithm algorithm);
 const char* to_string(Collective collective);  // "all_reduce", as the call is named
-// "ring" -> Algorithm::Ring, as COMM_ALGO and the benches' -a spell them (also "rd", "shm");
-// throws InvalidArgumentError naming `source` and listing the names otherwise.
-Algorithm parse_algorithm(std::string_view name, const char* source = "the algorithm");
 std::string to_string(Device device);
 
 // The C++ types whose dtype Buffer can deduce.
