@@ -131,36 +131,36 @@ Choice choose(const TunerQuery& query) {
     if (hierarchical) choice.across_hosts = across_hosts_algorithm(*query.hosts);
     return choice;
   };
-  // Whether the group has what the algorithm needs beyond messages (algorithm_table.hpp).
-  auto usable = [&](const AlgorithmEntry& entry) {
+  // What the group must be for an algorithm beyond exchanging messages (algorithm_table.hpp),
+  // in words; null: nothing more.
+  auto missing = [&](const AlgorithmEntry& entry) -> const char* {
     switch (entry.requirement) {
-      case Requirement::SharedMemory: return query.shared_memory;
-      case Requirement::Hierarchy: return hierarchical;
-      case Requirement::None: return true;
+      case Requirement::SharedMemory:
+        return query.shared_memory ? nullptr : "every rank of the group on one host over shared memory";
+      case Requirement::Hierarchy:
+        return hierarchical ? nullptr
+                            : "the group on several hosts with the same number (more than one) of its ranks on each";
+      case Requirement::None: return nullptr;
     }
-    return false;
+    return nullptr;
   };
   if (query.requested != Algorithm::Auto) {
     const AlgorithmEntry* entry = find_algorithm(query.collective, query.requested);
     COMM_CHECK(entry != nullptr, InvalidArgumentError,
                (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
                std::string(to_string(query.collective)) + " has no " + to_string(query.requested) +
-                   " algorithm; pass Algorithm::Auto or one the collective has (docs/collectives.md lists them)");
-    COMM_CHECK(entry->requirement != Requirement::SharedMemory || query.shared_memory, InvalidArgumentError,
+                   " algorithm; name one the collective has (docs/collectives.md lists them), or none to let the "
+                   "tuner choose");
+    const char* needs = missing(*entry);
+    COMM_CHECK(needs == nullptr, InvalidArgumentError,
                (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
-               std::string(to_string(query.collective)) + " with " + to_string(query.requested) +
-                   " needs every rank of the group on one "
-                   "host over shared memory; pass Algorithm::Auto or another algorithm");
-    COMM_CHECK(entry->requirement != Requirement::Hierarchy || hierarchical, InvalidArgumentError,
-               (ErrorContext{.rank = query.rank, .op = to_string(query.collective)}),
-               std::string(to_string(query.collective)) + " with " + to_string(query.requested) +
-                   " needs the group on several hosts with the same number (more than one) of "
-                   "its ranks on each; pass Algorithm::Auto or another algorithm");
+               std::string(to_string(query.collective)) + " with " + to_string(query.requested) + " needs " + needs +
+                   "; name another algorithm, or none to let the tuner choose");
     return choice_of(query.requested);
   }
   Algorithm forced = environment_algorithm();
   const AlgorithmEntry* forced_entry = find_algorithm(query.collective, forced);
-  if (forced_entry != nullptr && usable(*forced_entry)) {
+  if (forced_entry != nullptr && missing(*forced_entry) == nullptr) {
     log_once(query, forced, [] { return std::string("COMM_ALGO"); });
     return choice_of(forced);
   }
