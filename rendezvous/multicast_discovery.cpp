@@ -14,12 +14,12 @@
 #include "libcomm/base/duration_text.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
-#include "libcomm/base/network_interfaces.hpp"
 #include "rendezvous/multicast_announcement.hpp"
+#include "rendezvous/multicast_interface.hpp"
 
 namespace comm {
 
-// The types the discovery's Impl holds: outside the anonymous namespace, since a class with
+// A type the discovery's Impl holds: outside the anonymous namespace, since a class with
 // external linkage may not hold members of a type private to one file (unity builds compile
 // several files as one, where GCC says so).
 namespace discovery {
@@ -31,19 +31,10 @@ struct Member {
   std::string view;            // the processes it has heard, as announcement_view gives them
 };
 
-// The interface to announce on: COMM_SOCKET_IFNAME's first match that is up, can multicast and
-// (for IPv4, whose membership names an address) has an address of the group's family.
-struct ChosenInterface {
-  std::string name;  // "" when the routing table chooses
-  unsigned index = 0;
-  asio::ip::address_v4 address_v4{};
-};
-
 }  // namespace discovery
 
 namespace {
 
-using discovery::ChosenInterface;
 using discovery::Member;
 
 using asio::ip::udp;
@@ -79,26 +70,6 @@ std::string hex_of(std::string_view text) {
 std::int64_t wall_clock_milliseconds() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-ChosenInterface choose_interface(bool v4) {
-  auto filter = environment::get("COMM_SOCKET_IFNAME");
-  if (!filter) return {};
-  auto interfaces = network_interfaces();
-  for (const auto& interface : interfaces) {
-    if (!interface_matches(*filter, interface.name) || !(interface.multicast || interface.loopback)) continue;
-    if (v4 && interface.address.ss_family != AF_INET) continue;
-    ChosenInterface chosen{interface.name, interface.index};
-    if (v4) {
-      const auto* address = reinterpret_cast<const sockaddr_in*>(&interface.address);
-      chosen.address_v4 = asio::ip::address_v4(ntohl(address->sin_addr.s_addr));
-    }
-    return chosen;
-  }
-  throw InvalidArgumentError("COMM_SOCKET_IFNAME='" + *filter + "' matches no interface that is up, can multicast" +
-                                 (v4 ? " and has an IPv4 address" : "") +
-                                 "; this host has: " + interface_names(interfaces),
-                             ErrorContext{.op = kDiscoveryOp});
 }
 
 }  // namespace
