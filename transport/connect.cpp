@@ -8,6 +8,7 @@
 #include "comm/error.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
+#include "transport/job_failure.hpp"
 #include "transport/mesh_transport.hpp"
 #include "transport/shm/shm_stream.hpp"
 #include "transport/tcp/socket_stream.hpp"
@@ -51,31 +52,20 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
                                              const JobFailure& job_failure) {
   // Another rank's published cause wins (looked for while waiting for the others' addresses);
   // else this rank's finding is published, before its connections close.
-  WatchedStore watched_job(job_store, [&] { job_failure.check(); });
+  SettledJobFailure failure(job_failure);
+  WatchedStore watched_job(job_store, [&] { failure.check(); });
   MeshOptions mesh_options = options;
   mesh_options.host = host_identity();
   Mesh mesh = connect_mesh(
-      watched_job, mesh_options,
-      [&](const Error& error) {
-        job_failure.check();
-        job_failure.fail(error);
-      },
-      job_failure.check);
-  job_failure.connected();
+      watched_job, mesh_options, [&](const Error& error) { failure.fail(error); }, [&] { failure.check(); });
+  failure.connected();
   int rank = options.rank;
   // From here every rank holds a connection to every other: one that closes is a rank that
   // died, and the waits below say so at once.
   std::string phase = "the ranks were comparing their hosts";
+  auto look_at_peers = [&] { check_peers_alive(mesh, rank, phase); };
   // Throws the job's failure: another rank's published cause, else a dead peer the mesh sees.
-  auto throw_if_job_failed = [&] {
-    job_failure.check();
-    try {
-      check_peers_alive(mesh, rank, phase);
-    } catch (const Error& error) {
-      job_failure.fail(error);
-    }
-  };
-  WatchedStore store(job_store, throw_if_job_failed);
+  WatchedStore store(job_store, [&] { failure.check(look_at_peers); });
   // Every rank's host: which peers shared memory can reach (unless TCP is asked for), and the
   // host map hierarchical algorithms split groups by.
   std::vector<bool> same_host(options.size, false);
@@ -113,10 +103,8 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   phase = "the shared-memory pairs were being set up";
   // A segment found gone is a rank that failed: the rank that actually died is named if the
   // mesh shows one, else whatever cause a failing rank published before its segments went.
-  SharedMemoryPairs pairs(store, rank, options.size, job_id, same_host, options.timeout, [&](const Error& error) {
-    throw_if_job_failed();
-    job_failure.fail(error);
-  });
+  SharedMemoryPairs pairs(store, rank, options.size, job_id, same_host, options.timeout,
+                          [&](const Error& error) { failure.fail(error, look_at_peers); });
   std::string striped;
   for (int peer = 0; peer < options.size; ++peer) {
     if (peer == rank) continue;

@@ -406,6 +406,15 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+# Seeds whose cases once failed, run on every run beside the random ones (unless a seed is
+# given): their races are timing-dependent, so each was seen to fail most runs without its fix.
+REPLAYED_SEEDS = [
+    # kill-init over shm, 3 ranks, rank 2 dies while pairs are set up: rank 0 (the store's host)
+    # reports it and exits; rank 1 read that cause, then looked again and blamed rank 0.
+    827748281,
+]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("worker")
@@ -419,8 +428,12 @@ def main():
     detections = {"shm": [], "tcp": []}
     counts = {}
     started = time.time()
-    for index in range(options.cases):
-        case = Case(first_seed + index, options.worker, options.only)
+    seeds = [first_seed + index for index in range(options.cases)]
+    if options.seed is None and options.only is None:
+        seeds = REPLAYED_SEEDS + seeds
+        print("and %d replayed: %s" % (len(REPLAYED_SEEDS), ", ".join(map(str, REPLAYED_SEEDS))))
+    for seed in seeds:
+        case = Case(seed, options.worker, options.only)
         case.run()
         counts[case.kind] = counts.get(case.kind, 0) + 1
         detections[case.transport] += case.detections
@@ -438,7 +451,7 @@ def main():
         if values:
             print("detection over %s: %d survivors, p50 %.0f ms, p99 %.0f ms, max %.0f ms" %
                   (transport, len(values), percentile(values, 0.5), percentile(values, 0.99), max(values)))
-    print("%d of %d cases failed in %.0f s" % (failed, options.cases, time.time() - started))
+    print("%d of %d cases failed in %.0f s" % (failed, len(seeds), time.time() - started))
     return 1 if failed else 0
 
 
