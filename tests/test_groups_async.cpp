@@ -201,6 +201,43 @@ TEST_CASE("i-forms complete in issue order, and independent groups progress conc
   REQUIRE_RANK_CHECKS(checks);
 }
 
+// The value every form comes down to: Calls started and run, mixed with the methods, in one order.
+TEST_CASE("a Call started or run is the collective or transfer it describes", "[async]") {
+  RankChecks checks;
+  run_ranks(3, [&](comm::ProcessGroup& world) {
+    int me = world.rank(), n = world.size();
+    std::vector<double> summed(7, me + 1.0);
+    auto work = world.start({.operation = comm::Operation::AllReduce, .output = summed});
+    std::vector<std::int64_t> gathered(3 * 2, -1), mine{me * 10, me * 10 + 1};
+    world.run({.operation = comm::Operation::AllGather, .output = gathered, .input = mine});
+    work->wait();
+    RANK_CHECK(checks, summed[0] == 6.0 && summed[6] == 6.0);  // 1 + 2 + 3
+    for (int r = 0; r < n; ++r) RANK_CHECK(checks, gathered[2 * r] == r * 10 && gathered[2 * r + 1] == r * 10 + 1);
+    // Point to point, with the source of an any-source receive coming back from run.
+    std::vector<float> message(4, static_cast<float>(me));
+    if (me != 0) {
+      world.run({.operation = comm::Operation::Send, .input = message, .root = 0, .tag = 5});
+    } else {
+      int sum_of_sources = 0;
+      for (int i = 1; i < n; ++i) {
+        std::vector<float> into(4, -1.0f);
+        int source =
+            world.run({.operation = comm::Operation::Recv, .output = into, .root = comm::kAnySource, .tag = 5});
+        RANK_CHECK(checks, into[3] == static_cast<float>(source));
+        sum_of_sources += source;
+      }
+      RANK_CHECK(checks, sum_of_sources == 3);
+    }
+    // A bad Call is refused on the calling rank like a bad method call.
+    std::vector<float> small(1);
+    std::vector<float> big(5);
+    RANK_CHECK_THROWS(checks, world.run({.operation = comm::Operation::AllGather, .output = small, .input = big}),
+                      "output holds 1 elements", "needs");
+    world.run({.operation = comm::Operation::Barrier});
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}
+
 // What torch's Future (and any event loop) needs of a Work: news of its completion without a
 // thread that waits on it.
 TEST_CASE("a Work's completion callback runs once, without anyone waiting, with the outcome", "[async]") {

@@ -9,6 +9,8 @@
 #include "tensor_buffers.hpp"
 
 namespace torch_libcomm {
+
+using comm::Operation;
 namespace {
 
 using c10d::OpType;
@@ -57,12 +59,17 @@ WorkList LibcommBackend::exchange_blocks(const std::vector<at::Tensor>& sends, c
       receive.copy_(send);
       continue;
     }
-    works.push_back(group->irecv(buffer_of(receive, operation, "output tensor"), peer, tag));
+    works.push_back(group->start({.operation = Operation::Recv,
+                                  .output = buffer_of(receive, operation, "output tensor"),
+                                  .root = peer,
+                                  .tag = tag}));
   }
   for (int peer = 0; peer < getSize(); ++peer) {
     if (peer == getRank()) continue;
-    works.push_back(
-        group->isend(buffer_of(sends[static_cast<std::size_t>(peer)], operation, "input tensor"), peer, tag));
+    works.push_back(group->start({.operation = Operation::Send,
+                                  .input = buffer_of(sends[static_cast<std::size_t>(peer)], operation, "input tensor"),
+                                  .root = peer,
+                                  .tag = tag}));
   }
   return works;
 }
@@ -80,8 +87,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::alltoall_base(at::Tensor& output,
                 "group size");
     auto output_buffer = buffer_of(output, "alltoall_base", "output tensor");
     auto input_buffer = buffer_of(input, "alltoall_base", "input tensor");
-    return make_work(OpType::ALLTOALL_BASE, {group->iall_to_all(output_buffer, input_buffer)}, {output}, {input},
-                     options.timeout);
+    return make_work(OpType::ALLTOALL_BASE,
+                     {group->start({.operation = Operation::AllToAll, .output = output_buffer, .input = input_buffer})},
+                     {output}, {input}, options.timeout);
   }
   buffer_of(output, "alltoall_base", "output tensor");  // contiguous, of a known dtype
   buffer_of(input, "alltoall_base", "input tensor");
@@ -106,7 +114,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::send(std::vector<at::Tensor>& ten
   check_single_tensor(tensors, "send");
   auto buffer = buffer_of(tensors[0], "send");
   order_on_current_stream(*group, "send", tensors);
-  return make_point_to_point_work(OpType::SEND, {group->isend(buffer, destination, tag)}, {}, tensors);
+  return make_point_to_point_work(
+      OpType::SEND, {group->start({.operation = Operation::Send, .input = buffer, .root = destination, .tag = tag})},
+      {}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::recv(std::vector<at::Tensor>& tensors, int source, int tag) {
@@ -114,7 +124,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::recv(std::vector<at::Tensor>& ten
   check_single_tensor(tensors, "recv");
   auto buffer = buffer_of(tensors[0], "recv");
   order_on_current_stream(*group, "recv", tensors);
-  return make_point_to_point_work(OpType::RECV, {group->irecv(buffer, source, tag)}, tensors, {});
+  return make_point_to_point_work(
+      OpType::RECV, {group->start({.operation = Operation::Recv, .output = buffer, .root = source, .tag = tag})},
+      tensors, {});
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
@@ -122,11 +134,15 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::recvAnysource(std::vector<at::Ten
   check_single_tensor(tensors, "recv");
   auto buffer = buffer_of(tensors[0], "recv");
   order_on_current_stream(*group, "recv", tensors);
-  return make_point_to_point_work(OpType::RECVANYSOURCE, {group->irecv(buffer, comm::kAnySource, tag)}, tensors, {});
+  return make_point_to_point_work(
+      OpType::RECVANYSOURCE,
+      {group->start({.operation = Operation::Recv, .output = buffer, .root = comm::kAnySource, .tag = tag})}, tensors,
+      {});
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::barrier(const c10d::BarrierOptions& options) {
-  return make_work(OpType::BARRIER, {group("barrier")->ibarrier()}, {}, {}, options.timeout);
+  return make_work(OpType::BARRIER, {group("barrier")->start({.operation = Operation::Barrier})}, {}, {},
+                   options.timeout);
 }
 
 // torch's monitored barrier, as Gloo does it: every rank reports to rank 0, which names the

@@ -8,6 +8,8 @@
 #include "tensor_buffers.hpp"
 
 namespace torch_libcomm {
+
+using comm::Operation;
 namespace {
 
 using c10d::OpType;
@@ -152,8 +154,10 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::broadcast(std::vector<at::Tensor>
   check_single_tensor(tensors, "broadcast");
   auto buffer = buffer_of(tensors[0], "broadcast");
   order_on_current_stream(*group, "broadcast", tensors);
-  return make_work(OpType::BROADCAST, {group->ibroadcast(buffer, static_cast<int>(options.rootRank))}, tensors, {},
-                   options.timeout);
+  return make_work(
+      OpType::BROADCAST,
+      {group->start({.operation = Operation::Broadcast, .output = buffer, .root = static_cast<int>(options.rootRank)})},
+      tensors, {}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -163,7 +167,8 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allreduce(std::vector<at::Tensor>
   auto buffer = buffer_of(tensors[0], "allreduce");
   auto op = reduce_op_of(options.reduceOp, "allreduce");
   order_on_current_stream(*group, "allreduce", tensors);
-  return make_work(OpType::ALLREDUCE, {group->iall_reduce(buffer, op)}, tensors, {}, options.timeout);
+  return make_work(OpType::ALLREDUCE, {group->start({.operation = Operation::AllReduce, .output = buffer, .op = op})},
+                   tensors, {}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -174,7 +179,8 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allreduce_coalesced(std::vector<a
   auto buffers = buffers_of(tensors, "allreduce_coalesced", "tensor");
   order_on_current_stream(*group, "allreduce_coalesced", tensors);
   WorkList works;
-  for (auto& buffer : buffers) works.push_back(group->iall_reduce(buffer, op));
+  for (auto& buffer : buffers)
+    works.push_back(group->start({.operation = Operation::AllReduce, .output = buffer, .op = op}));
   return make_work(OpType::ALLREDUCE_COALESCED, std::move(works), tensors, {}, options.timeout);
 }
 
@@ -185,8 +191,11 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce(std::vector<at::Tensor>& t
   auto buffer = buffer_of(tensors[0], "reduce");
   auto op = reduce_op_of(options.reduceOp, "reduce");
   order_on_current_stream(*group, "reduce", tensors);
-  return make_work(OpType::REDUCE, {group->ireduce(buffer, static_cast<int>(options.rootRank), op)}, tensors, {},
-                   options.timeout);
+  return make_work(
+      OpType::REDUCE,
+      {group->start(
+          {.operation = Operation::Reduce, .output = buffer, .op = op, .root = static_cast<int>(options.rootRank)})},
+      tensors, {}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -200,8 +209,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather(std::vector<std::vector
   auto input = buffer_of(inputs[0], "allgather", "input tensor");
   auto output_buffers = buffers_of(outputs[0], "allgather", "output tensor");
   order_on_current_stream(*group, "allgather", outputs, inputs);
-  return make_work(OpType::ALLGATHER, {group->iall_gather(std::span(output_buffers), input)}, outputs[0], inputs,
-                   options.timeout);
+  return make_work(OpType::ALLGATHER,
+                   {group->start({.operation = Operation::AllGather, .input = input, .blocks = output_buffers})},
+                   outputs[0], inputs, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -213,8 +223,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::_allgather_base(at::Tensor& outpu
   auto output_buffer = buffer_of(output, "_allgather_base", "output tensor");
   auto input_buffer = buffer_of(input, "_allgather_base", "input tensor");
   order_on_current_stream(*group, "_allgather_base", output, input);
-  return make_work(OpType::_ALLGATHER_BASE, {group->iall_gather(output_buffer, input_buffer)}, {output}, {input},
-                   options.timeout);
+  return make_work(OpType::_ALLGATHER_BASE,
+                   {group->start({.operation = Operation::AllGather, .output = output_buffer, .input = input_buffer})},
+                   {output}, {input}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -235,7 +246,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather_coalesced(std::vector<s
     }
     check_same_type_and_size(inputs[i], of_input, "allgather_coalesced");
     auto output_buffers = buffers_of(of_input, "allgather_coalesced", "output tensor");
-    works.push_back(group->iall_gather(std::span(output_buffers), buffer_of(inputs[i], "allgather_coalesced")));
+    works.push_back(group->start({.operation = Operation::AllGather,
+                                  .input = buffer_of(inputs[i], "allgather_coalesced"),
+                                  .blocks = output_buffers}));
     flat_outputs.insert(flat_outputs.end(), of_input.begin(), of_input.end());
   }
   return make_work(OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat_outputs), inputs, options.timeout);
@@ -254,8 +267,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather_into_tensor_coalesced(s
                 ": dtypes differ");
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize(), "ProcessGroup libcomm: ", operation,
                 ": each output must hold the group size times its input's elements");
-    works.push_back(group->iall_gather(buffer_of(outputs[i], operation, "output tensor"),
-                                       buffer_of(inputs[i], operation, "input tensor")));
+    works.push_back(group->start({.operation = Operation::AllGather,
+                                  .output = buffer_of(outputs[i], operation, "output tensor"),
+                                  .input = buffer_of(inputs[i], operation, "input tensor")}));
   }
   return make_work(OpType::COALESCED, std::move(works), outputs, inputs, options.timeout);
 }
@@ -279,8 +293,10 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::gather(std::vector<std::vector<at
   }
   auto input = buffer_of(inputs[0], "gather", "input tensor");
   order_on_current_stream(*group, "gather", outputs, inputs);
-  return make_work(OpType::GATHER, {group->igather(input, std::span(output_buffers), root)}, std::move(results), inputs,
-                   options.timeout);
+  return make_work(
+      OpType::GATHER,
+      {group->start({.operation = Operation::Gather, .input = input, .blocks = output_buffers, .root = root})},
+      std::move(results), inputs, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -302,9 +318,10 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::scatter(std::vector<at::Tensor>& 
   }
   auto output = buffer_of(outputs[0], "scatter", "output tensor");
   order_on_current_stream(*group, "scatter", outputs, inputs);
-  std::span<const comm::Buffer> sources(input_buffers);
-  return make_work(OpType::SCATTER, {group->iscatter(output, sources, root)}, outputs, std::move(keep_alive),
-                   options.timeout);
+  return make_work(
+      OpType::SCATTER,
+      {group->start({.operation = Operation::Scatter, .output = output, .blocks = input_buffers, .root = root})},
+      outputs, std::move(keep_alive), options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -323,8 +340,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter(std::vector<at::Te
   at::Tensor flat = at::cat(flat_parts);
   auto output = buffer_of(outputs[0], "reduce_scatter", "output tensor");
   auto input = buffer_of(flat, "reduce_scatter", "input tensor");
-  return make_work(OpType::REDUCE_SCATTER, {group->ireduce_scatter(output, input, op)}, outputs, {flat},
-                   options.timeout);
+  return make_work(OpType::REDUCE_SCATTER,
+                   {group->start({.operation = Operation::ReduceScatter, .output = output, .input = input, .op = op})},
+                   outputs, {flat}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -338,8 +356,10 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::_reduce_scatter_base(at::Tensor& 
   auto output_buffer = buffer_of(output, "_reduce_scatter_base", "output tensor");
   auto input_buffer = buffer_of(input, "_reduce_scatter_base", "input tensor");
   order_on_current_stream(*group, "_reduce_scatter_base", output, input);
-  return make_work(OpType::_REDUCE_SCATTER_BASE, {group->ireduce_scatter(output_buffer, input_buffer, op)}, {output},
-                   {input}, options.timeout);
+  return make_work(
+      OpType::_REDUCE_SCATTER_BASE,
+      {group->start({.operation = Operation::ReduceScatter, .output = output_buffer, .input = input_buffer, .op = op})},
+      {output}, {input}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter_tensor_coalesced(
@@ -355,8 +375,10 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter_tensor_coalesced(
                 ": dtypes differ");
     TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize(), "ProcessGroup libcomm: ", operation,
                 ": each input must hold the group size times its output's elements");
-    works.push_back(group->ireduce_scatter(buffer_of(outputs[i], operation, "output tensor"),
-                                           buffer_of(inputs[i], operation, "input tensor"), op));
+    works.push_back(group->start({.operation = Operation::ReduceScatter,
+                                  .output = buffer_of(outputs[i], operation, "output tensor"),
+                                  .input = buffer_of(inputs[i], operation, "input tensor"),
+                                  .op = op}));
   }
   return make_work(OpType::COALESCED, std::move(works), outputs, inputs, options.timeout);
 }

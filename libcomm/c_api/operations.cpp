@@ -1,10 +1,12 @@
 // The C API's collectives, point-to-point calls and groups: NCCL's arguments turned into
 // libcomm's Buffers and calls. libcomm's collectives work in place; where NCCL's out-of-place
 // form has a separate input that libcomm would overwrite (all_reduce, broadcast's root, reduce's
-// root), the input is copied to the output first. Host operations outside a group run as
-// libcomm's blocking calls; device ones, and every operation in a group, as its i-forms.
+// root), the input is copied to the output first. Every operation is one comm::Call submitted
+// one way: outside a group, host operations run (libcomm's blocking form) and device ones start
+// (the i-form, completing on the stream); in a group, every operation starts at the group's end.
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 using comm::Buffer;
 using comm::Device;
 using comm::DType;
+using comm::Operation;
 using comm::ProcessGroup;
 using comm::ReduceOp;
 using comm::c_api::CallError;
@@ -130,26 +133,40 @@ void copy_input(const Buffer& output, const Buffer& input, void* stream) {
   }
 }
 
-// Runs the operation: queued inside a group; enqueued on the stream for device memory (kept
-// until it completes); else now, with libcomm's blocking call.
-template <class Blocking, class Start>
-comm_result_t run(const Call& call, Blocking&& blocking, Start&& start) {
+// One operation as libcomm's Call, with what it needs kept with it: the blocks its Call points
+// at, and NCCL's separate input where libcomm works in place.
+struct Submission {
+  comm::Call call;
+  std::vector<Buffer> blocks{};
+  std::optional<Buffer> copied_input{};  // copied into call.output first
+};
+
+// Every operation's one path: queued inside a group; started on the stream for device memory
+// (kept until it completes); else run now, libcomm's blocking form.
+comm_result_t submit(const Call& arguments, Submission submission) {
+  auto issue = [device = arguments.device, stream = arguments.stream](ProcessGroup& group, Submission& submission,
+                                                                      bool wait) -> std::shared_ptr<comm::Work> {
+    if (device) group.set_cuda_stream(stream);
+    if (submission.copied_input) copy_input(submission.call.output, *submission.copied_input, stream);
+    submission.call.blocks = submission.blocks;
+    if (!wait) return group.start(submission.call);
+    group.run(submission.call);
+    return nullptr;
+  };
   if (comm::c_api::in_group()) {
     comm::c_api::queue_operation(
-        call.comm,
-        [device = call.device, stream = call.stream, start](ProcessGroup& group) mutable {
-          if (device) group.set_cuda_stream(stream);
-          return start(group);
+        arguments.comm,
+        [issue, submission = std::move(submission)](ProcessGroup& group) mutable {
+          return issue(group, submission, false);
         },
-        call.device);
+        arguments.device);
     return COMM_SUCCESS;
   }
-  auto& group = call.comm->group();
-  if (call.device) {
-    group.set_cuda_stream(call.stream);
-    call.comm->keep_in_flight(start(group));
+  auto& group = arguments.comm->group();
+  if (arguments.device) {
+    arguments.comm->keep_in_flight(issue(group, submission, false));
   } else {
-    blocking(group);
+    issue(group, submission, true);
   }
   return COMM_SUCCESS;
 }
@@ -181,16 +198,8 @@ comm_result_t comm_all_reduce(const void* sendbuff, void* recvbuff, size_t count
     ReduceOp reduce = op_of(op);
     Buffer input = call.buffer(sendbuff, count, "sendbuff");
     Buffer output = call.buffer(recvbuff, count, "recvbuff");
-    return run(
-        call,
-        [&](ProcessGroup& group) {
-          copy_input(output, input, stream);
-          group.all_reduce(output, reduce);
-        },
-        [=](ProcessGroup& group) {
-          copy_input(output, input, stream);
-          return group.iall_reduce(output, reduce);
-        });
+    return submit(call,
+                  {.call = {.operation = Operation::AllReduce, .output = output, .op = reduce}, .copied_input = input});
   });
 }
 
@@ -202,16 +211,8 @@ comm_result_t comm_broadcast(const void* sendbuff, void* recvbuff, size_t count,
     bool is_root = call.rank() == root;
     Buffer input = call.buffer(is_root ? sendbuff : nullptr, is_root ? count : 0, "sendbuff");
     Buffer output = call.buffer(recvbuff, count, "recvbuff");
-    return run(
-        call,
-        [&](ProcessGroup& group) {
-          copy_input(output, input, stream);
-          group.broadcast(output, root);
-        },
-        [=](ProcessGroup& group) {
-          copy_input(output, input, stream);
-          return group.ibroadcast(output, root);
-        });
+    return submit(call,
+                  {.call = {.operation = Operation::Broadcast, .output = output, .root = root}, .copied_input = input});
   });
 }
 
@@ -225,16 +226,8 @@ comm_result_t comm_reduce(const void* sendbuff, void* recvbuff, size_t count, co
     // The root reduces into recvbuff; the others lend sendbuff, which libcomm leaves as it was.
     bool is_root = call.rank() == root;
     Buffer output = is_root ? call.buffer(recvbuff, count, "recvbuff") : input;
-    return run(
-        call,
-        [&](ProcessGroup& group) {
-          copy_input(output, input, stream);
-          group.reduce(output, root, reduce);
-        },
-        [=](ProcessGroup& group) {
-          copy_input(output, input, stream);
-          return group.ireduce(output, root, reduce);
-        });
+    return submit(call, {.call = {.operation = Operation::Reduce, .output = output, .op = reduce, .root = root},
+                         .copied_input = input});
   });
 }
 
@@ -244,9 +237,7 @@ comm_result_t comm_all_gather(const void* sendbuff, void* recvbuff, size_t sendc
     Call call(comm, datatype, stream);
     Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
     Buffer output = call.buffer(recvbuff, call.times_ranks(sendcount, "sendcount"), "recvbuff");
-    return run(
-        call, [&](ProcessGroup& group) { group.all_gather(output, input); },
-        [=](ProcessGroup& group) { return group.iall_gather(output, input); });
+    return submit(call, {.call = {.operation = Operation::AllGather, .output = output, .input = input}});
   });
 }
 
@@ -257,9 +248,8 @@ comm_result_t comm_reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
     ReduceOp reduce = op_of(op);
     Buffer input = call.buffer(sendbuff, call.times_ranks(recvcount, "recvcount"), "sendbuff");
     Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
-    return run(
-        call, [&](ProcessGroup& group) { group.reduce_scatter(output, input, reduce); },
-        [=](ProcessGroup& group) { return group.ireduce_scatter(output, input, reduce); });
+    return submit(call,
+                  {.call = {.operation = Operation::ReduceScatter, .output = output, .input = input, .op = reduce}});
   });
 }
 
@@ -270,9 +260,7 @@ comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count
     std::size_t total = call.times_ranks(count, "count");
     Buffer input = call.buffer(sendbuff, total, "sendbuff");
     Buffer output = call.buffer(recvbuff, total, "recvbuff");
-    return run(
-        call, [&](ProcessGroup& group) { group.all_to_all(output, input); },
-        [=](ProcessGroup& group) { return group.iall_to_all(output, input); });
+    return submit(call, {.call = {.operation = Operation::AllToAll, .output = output, .input = input}});
   });
 }
 
@@ -284,9 +272,8 @@ comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount
     Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
     std::vector<Buffer> outputs;
     if (call.rank() == root) outputs = blocks(call, recvbuff, sendcount, "recvbuff", "sendcount");
-    return run(
-        call, [&](ProcessGroup& group) { group.gather(input, outputs, root); },
-        [=](ProcessGroup& group) mutable { return group.igather(input, outputs, root); });
+    return submit(
+        call, {.call = {.operation = Operation::Gather, .input = input, .root = root}, .blocks = std::move(outputs)});
   });
 }
 
@@ -298,17 +285,15 @@ comm_result_t comm_scatter(const void* sendbuff, void* recvbuff, size_t recvcoun
     Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
     std::vector<Buffer> inputs;
     if (call.rank() == root) inputs = blocks(call, sendbuff, recvcount, "sendbuff", "recvcount");
-    return run(
-        call, [&](ProcessGroup& group) { group.scatter(output, inputs, root); },
-        [=](ProcessGroup& group) { return group.iscatter(output, inputs, root); });
+    return submit(
+        call, {.call = {.operation = Operation::Scatter, .output = output, .root = root}, .blocks = std::move(inputs)});
   });
 }
 
 comm_result_t comm_barrier(comm_t comm, void* stream) {
   return guarded(comm, "comm_barrier", [&] {
     Call call(comm, COMM_UINT8, stream);
-    return run(
-        call, [](ProcessGroup& group) { group.barrier(); }, [](ProcessGroup& group) { return group.ibarrier(); });
+    return submit(call, {.call = {.operation = Operation::Barrier}});
   });
 }
 
@@ -317,9 +302,7 @@ comm_result_t comm_send(const void* sendbuff, size_t count, comm_datatype_t data
   return guarded(comm, "comm_send", [&] {
     Call call(comm, datatype, stream);
     Buffer input = call.buffer(sendbuff, count, "sendbuff");
-    return run(
-        call, [&](ProcessGroup& group) { group.send(input, peer); },
-        [=](ProcessGroup& group) { return group.isend(input, peer); });
+    return submit(call, {.call = {.operation = Operation::Send, .input = input, .root = peer}});
   });
 }
 
@@ -328,9 +311,7 @@ comm_result_t comm_recv(void* recvbuff, size_t count, comm_datatype_t datatype, 
     Call call(comm, datatype, stream);
     require(peer >= 0, COMM_INVALID_ARGUMENT, "peer must be a rank of the communicator (there is no any-source)");
     Buffer output = call.buffer(recvbuff, count, "recvbuff");
-    return run(
-        call, [&](ProcessGroup& group) { group.recv(output, peer); },
-        [=](ProcessGroup& group) { return group.irecv(output, peer); });
+    return submit(call, {.call = {.operation = Operation::Recv, .output = output, .root = peer}});
   });
 }
 

@@ -1,5 +1,5 @@
-// Making groups (the world's, new_group's), how a group moves GPU buffers, and what the tuner
-// picks for it. The calls themselves are in the files group.hpp lists.
+// Making groups (the world's, new_group's), and what the tuner picks for them. The calls themselves are in the files
+// group.hpp lists.
 #include "libcomm/src/group.hpp"
 
 #include <algorithm>
@@ -25,6 +25,9 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
       timeout_(timeout),
       layout_(std::move(layout)),
       scratch_(std::make_unique<algorithms::ScratchPool>()),
+      checks_(rank(), size(), name(), layout_.members.empty()),
+      devices_(rank(), size(), layout_.id, *transport_),
+      point_to_point_(rank(), timeout_, layout_, *transport_, checks_, devices_),
       queue_(std::make_unique<detail::CollectiveQueue>()) {
   // Every member constructs the group at the same point (init_process_group, new_group), so the
   // segment of the shared-memory collectives is made here, collectively.
@@ -79,30 +82,6 @@ void ProcessGroup::Impl::abort() {
   transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank()));
 }
 
-// CUDA IPC needs every rank of the group on this host, which a group over shared memory has;
-// anything else stages. COMM_CUDA_PATH overrides (it must be the same on every rank: ranks on
-// different paths get a mismatch error on their first GPU call).
-ProcessGroup::Impl::GpuPath ProcessGroup::Impl::gpu_path(const char* op) {
-  if (gpu_path_) return *gpu_path_;
-  std::string requested = environment::get("COMM_CUDA_PATH").value_or("auto");
-  bool one_host = size() == 1 || transport_->capabilities().same_host_shared_memory;
-  ErrorContext context{.rank = rank(), .op = op};
-  COMM_CHECK(requested == "auto" || requested == "ipc" || requested == "staging", InvalidArgumentError, context,
-             "COMM_CUDA_PATH=" + requested + " is not one of auto, ipc, staging");
-  COMM_CHECK(requested != "ipc" || one_host, InvalidArgumentError, context,
-             std::string("COMM_CUDA_PATH=ipc, but this group's peers are reached over ") + transport_name() +
-                 ": CUDA IPC needs every rank on one host; unset it to stage through host memory");
-  GpuPath path = requested == "staging" || !one_host ? GpuPath::Staging : GpuPath::Ipc;
-  std::string why = requested != "auto" ? "COMM_CUDA_PATH=" + requested
-                    : one_host          ? std::string("every rank on this host")
-                                        : std::string("peers reached over ") + transport_name();
-  log::get(log::Subsystem::Cuda)
-      .info("GPU buffers of group {} go {} ({})", layout_.id,
-            path == GpuPath::Ipc ? "through CUDA IPC" : "staged through pinned host memory", why);
-  gpu_path_ = path;
-  return path;
-}
-
 Algorithm ProcessGroup::Impl::algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const {
   return choose(collective, bytes, requested).algorithm;
 }
@@ -154,20 +133,11 @@ void ProcessGroup::Impl::read_link() {
           algorithms::link_chunk_bytes(link_) / 1024);
 }
 
-int ProcessGroup::Impl::transport_rank(int rank) const {
-  return layout_.members.empty() ? rank : layout_.members[static_cast<std::size_t>(rank)];
-}
-
-std::uint64_t ProcessGroup::Impl::point_to_point_tag(int tag) const {
-  // User tags are >= 0 ints (31 bits); the group id sits above them, below the collective bit.
-  return (std::uint64_t{layout_.id & 0x7FFF} << algorithms::kGroupIdShift) | static_cast<std::uint64_t>(tag);
-}
-
 std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<int> ranks,
                                                                   std::optional<std::string> key,
                                                                   std::optional<std::chrono::milliseconds> timeout) {
   const char* op = "new_group";
-  check_member(op);
+  checks_.check_member(op);
   ErrorContext context{.rank = rank(), .op = op};
   COMM_CHECK(!ranks.empty(), InvalidArgumentError, context, "the list of ranks is empty; a group needs at least one");
   COMM_CHECK(!timeout || timeout->count() > 0, InvalidArgumentError, context,
@@ -204,7 +174,7 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<in
   GroupLayout layout{id, {}};
   int position = -1;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    layout.members.push_back(transport_rank(ranks[i]));
+    layout.members.push_back(layout_.transport_rank(ranks[i]));
     if (ranks[i] == rank()) position = static_cast<int>(i);
   }
   Identity identity{position, static_cast<int>(ranks.size()), -1, -1, name() + "/group" + std::to_string(id)};

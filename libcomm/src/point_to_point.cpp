@@ -1,78 +1,77 @@
-// send, recv, isend, irecv of host buffers: argument checks, then one transport call each
-// (GPU buffers go to device_point_to_point.cpp).
+#include "libcomm/src/point_to_point.hpp"
+
+#include "algorithms/collective_context.hpp"
 #include "comm/error.hpp"
 #include "libcomm/base/completion.hpp"
-#include "libcomm/src/group.hpp"
-#include "transport/transport.hpp"
 
 namespace comm {
+namespace {
 
-// The callers check the arguments first (check_send, check_recv).
-detail::CompletionWork ProcessGroup::Impl::start_send(Buffer buffer, int dst, int tag) {
-  return detail::CompletionWork(
-      transport_->isend(transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
-      detail::WorkLabel{"send", rank(), dst, tag, buffer.bytes()});
+bool on_gpu(const Buffer& buffer) { return buffer.device.kind == Device::Kind::Cuda; }
+
+}  // namespace
+
+std::uint64_t PointToPoint::tag_of(int tag) const {
+  // User tags are >= 0 ints (31 bits); the group id sits above them, below the collective bit.
+  return (std::uint64_t{layout_.id & 0x7FFF} << algorithms::kGroupIdShift) | static_cast<std::uint64_t>(tag);
 }
 
-detail::CompletionWork ProcessGroup::Impl::start_recv(Buffer buffer, int src, int tag) {
-  return detail::CompletionWork(
-      transport_->irecv(source_rank_of(src), buffer.data, buffer.bytes(), point_to_point_tag(tag)), timeout_,
-      detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
+// The callers check the arguments first.
+detail::CompletionWork PointToPoint::start_send(Buffer buffer, int dst, int tag) {
+  return detail::CompletionWork(transport_.isend(layout_.transport_rank(dst), buffer.data, buffer.bytes(), tag_of(tag)),
+                                timeout_, detail::WorkLabel{"send", rank_, dst, tag, buffer.bytes()});
 }
 
-// kAnySource stays itself; a named group rank becomes its transport rank.
-int ProcessGroup::Impl::source_rank_of(int src) const { return src == kAnySource ? src : transport_rank(src); }
-
-// A small message the transport takes at once needs no Completion: the Work is done already.
-bool ProcessGroup::Impl::send_at_once(const Buffer& buffer, int dst, int tag) {
-  return transport_->send_now(transport_rank(dst), buffer.data, buffer.bytes(), point_to_point_tag(tag));
+detail::CompletionWork PointToPoint::start_recv(Buffer buffer, int src, int tag) {
+  return detail::CompletionWork(transport_.irecv(source_rank_of(src), buffer.data, buffer.bytes(), tag_of(tag)),
+                                timeout_, detail::WorkLabel{"recv", rank_, src, tag, buffer.bytes()});
 }
 
-std::shared_ptr<Work> ProcessGroup::Impl::isend(Buffer buffer, int dst, int tag) {
-  if (buffer.device.kind == Device::Kind::Cuda) return gpu_transfer(buffer, dst, tag, false, true);
-  check_send(buffer, dst, tag);
-  detail::WorkLabel label{"send", rank(), dst, tag, buffer.bytes()};
-  if (send_at_once(buffer, dst, tag)) return std::make_shared<detail::CompletionWork>(nullptr, timeout_, label);
-  return std::make_shared<detail::CompletionWork>(start_send(buffer, dst, tag));
+bool PointToPoint::send_at_once(const Buffer& buffer, int dst, int tag) {
+  return transport_.send_now(layout_.transport_rank(dst), buffer.data, buffer.bytes(), tag_of(tag));
 }
 
-std::shared_ptr<Work> ProcessGroup::Impl::irecv(Buffer buffer, int src, int tag) {
-  if (buffer.device.kind == Device::Kind::Cuda) return gpu_transfer(buffer, src, tag, true, true);
-  check_recv(buffer, src, tag);
-  return std::make_shared<detail::CompletionWork>(start_recv(buffer, src, tag));
+std::shared_ptr<Work> PointToPoint::start(const Call& call) {
+  bool sending = call.operation == Operation::Send;
+  const Buffer& buffer = sending ? call.input : call.output;
+  if (on_gpu(buffer)) return start_gpu_transfer(call);
+  if (sending) {
+    checks_.send(buffer, call.root, call.tag);
+    detail::WorkLabel label{"send", rank_, call.root, call.tag, buffer.bytes()};
+    if (send_at_once(buffer, call.root, call.tag))
+      return std::make_shared<detail::CompletionWork>(nullptr, timeout_, label);
+    return std::make_shared<detail::CompletionWork>(start_send(buffer, call.root, call.tag));
+  }
+  checks_.recv(buffer, call.root, call.tag);
+  return std::make_shared<detail::CompletionWork>(start_recv(buffer, call.root, call.tag));
 }
 
 // The blocking forms keep their Work on the stack: one allocation fewer per message.
-void ProcessGroup::Impl::send(Buffer buffer, int dst, int tag) {
-  if (buffer.device.kind == Device::Kind::Cuda) {
-    gpu_transfer(buffer, dst, tag, false, false);
-    return;
-  }
-  check_send(buffer, dst, tag);
-  if (send_at_once(buffer, dst, tag)) return;
-  start_send(buffer, dst, tag).wait();
+int PointToPoint::run(const Call& call) {
+  bool sending = call.operation == Operation::Send;
+  const Buffer& buffer = sending ? call.input : call.output;
+  if (on_gpu(buffer)) return run_gpu_transfer(call);
+  if (!sending) return wait_recv(buffer, call.root, call.tag);
+  checks_.send(buffer, call.root, call.tag);
+  if (!send_at_once(buffer, call.root, call.tag)) start_send(buffer, call.root, call.tag).wait();
+  return -1;
 }
 
 // The blocking receive waits on a Completion on its own stack: no allocation, no reference
 // counting on the path from the message's arrival to the caller. The transport never touches a
 // completion after finishing it; one that times out is withdrawn first (or, if its message is
 // already on its way in, waited for), so nothing refers to it once this returns.
-int ProcessGroup::Impl::recv(Buffer buffer, int src, int tag) {
-  if (buffer.device.kind == Device::Kind::Cuda) {
-    int source = src;
-    gpu_transfer(buffer, src, tag, true, false, &source);
-    return source;
-  }
-  check_recv(buffer, src, tag);
+int PointToPoint::wait_recv(Buffer buffer, int src, int tag) {
+  checks_.recv(buffer, src, tag);
   int source = source_rank_of(src);
-  detail::Completion completion(transport_.get(), source);
+  detail::Completion completion(&transport_, source);
   std::shared_ptr<detail::Completion> borrowed(std::shared_ptr<void>(), &completion);  // not owned
-  transport_->irecv_into(borrowed, source, buffer.data, buffer.bytes(), point_to_point_tag(tag));
-  detail::CompletionWork work(borrowed, timeout_, detail::WorkLabel{"recv", rank(), src, tag, buffer.bytes()});
+  transport_.irecv_into(borrowed, source, buffer.data, buffer.bytes(), tag_of(tag));
+  detail::CompletionWork work(borrowed, timeout_, detail::WorkLabel{"recv", rank_, src, tag, buffer.bytes()});
   try {
     work.wait();
   } catch (const TimeoutError&) {
-    if (!transport_->cancel(&completion)) completion.wait();  // its message is on its way in
+    if (!transport_.cancel(&completion)) completion.wait();  // its message is on its way in
     throw;
   }
   return work.source_rank();

@@ -1,5 +1,6 @@
-// The public ProcessGroup: each call, blocking or its i-form, handed to the implementation
-// (group.hpp). Nothing else happens here, so users never see the library's internals.
+// The public ProcessGroup: each call, blocking or its i-form, made one Call value and handed to
+// the implementation (group.hpp). Nothing else happens here, so users never see the library's
+// internals.
 #include "comm/process_group.hpp"
 #include "libcomm/base/algorithm.hpp"
 
@@ -35,63 +36,95 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, st
   return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks), std::string(key), timeout));
 }
 
-void ProcessGroup::send(Buffer buffer, int dst, int tag) { impl_->send(buffer, dst, tag); }
-int ProcessGroup::recv(Buffer buffer, int src, int tag) { return impl_->recv(buffer, src, tag); }
-std::shared_ptr<Work> ProcessGroup::isend(Buffer buffer, int dst, int tag) { return impl_->isend(buffer, dst, tag); }
-std::shared_ptr<Work> ProcessGroup::irecv(Buffer buffer, int src, int tag) { return impl_->irecv(buffer, src, tag); }
+std::shared_ptr<Work> ProcessGroup::start(const Call& call) { return impl_->start(call); }
+int ProcessGroup::run(const Call& call) { return impl_->run(call); }
+
+// Every form below is one Call, started (the i-forms) or run.
+namespace {
+
+Call transfer(Operation operation, Buffer buffer, int peer, int tag) {
+  Call call{.operation = operation, .root = peer, .tag = tag};
+  (operation == Operation::Send ? call.input : call.output) = buffer;
+  return call;
+}
+Call in_place(Operation operation, Buffer buffer, int root, ReduceOp op, std::string_view algorithm) {
+  return {.operation = operation, .output = buffer, .op = op, .root = root, .algorithm = algorithm};
+}
+Call paired(Operation operation, Buffer output, Buffer input, ReduceOp op = ReduceOp::Sum,
+            std::string_view algorithm = {}) {
+  return {.operation = operation, .output = output, .input = input, .op = op, .algorithm = algorithm};
+}
+Call listed(Operation operation, Buffer own, std::span<const Buffer> blocks, int root) {
+  Call call{.operation = operation, .blocks = blocks, .root = root};
+  (operation == Operation::Scatter ? call.output : call.input) = own;
+  return call;
+}
+
+}  // namespace
+
+void ProcessGroup::send(Buffer buffer, int dst, int tag) { run(transfer(Operation::Send, buffer, dst, tag)); }
+int ProcessGroup::recv(Buffer buffer, int src, int tag) { return run(transfer(Operation::Recv, buffer, src, tag)); }
+std::shared_ptr<Work> ProcessGroup::isend(Buffer buffer, int dst, int tag) {
+  return start(transfer(Operation::Send, buffer, dst, tag));
+}
+std::shared_ptr<Work> ProcessGroup::irecv(Buffer buffer, int src, int tag) {
+  return start(transfer(Operation::Recv, buffer, src, tag));
+}
 
 void ProcessGroup::broadcast(Buffer buffer, int root, std::string_view algorithm) {
-  impl_->broadcast(buffer, root, parse_algorithm(algorithm, "the algorithm"), false);
+  run(in_place(Operation::Broadcast, buffer, root, ReduceOp::Sum, algorithm));
 }
 std::shared_ptr<Work> ProcessGroup::ibroadcast(Buffer buffer, int root, std::string_view algorithm) {
-  return impl_->broadcast(buffer, root, parse_algorithm(algorithm, "the algorithm"), true);
+  return start(in_place(Operation::Broadcast, buffer, root, ReduceOp::Sum, algorithm));
 }
 void ProcessGroup::all_reduce(Buffer buffer, ReduceOp op, std::string_view algorithm) {
-  impl_->all_reduce(buffer, op, parse_algorithm(algorithm, "the algorithm"), false);
+  run(in_place(Operation::AllReduce, buffer, 0, op, algorithm));
 }
 std::shared_ptr<Work> ProcessGroup::iall_reduce(Buffer buffer, ReduceOp op, std::string_view algorithm) {
-  return impl_->all_reduce(buffer, op, parse_algorithm(algorithm, "the algorithm"), true);
+  return start(in_place(Operation::AllReduce, buffer, 0, op, algorithm));
 }
 void ProcessGroup::reduce(Buffer buffer, int root, ReduceOp op, std::string_view algorithm) {
-  impl_->reduce(buffer, root, op, parse_algorithm(algorithm, "the algorithm"), false);
+  run(in_place(Operation::Reduce, buffer, root, op, algorithm));
 }
 std::shared_ptr<Work> ProcessGroup::ireduce(Buffer buffer, int root, ReduceOp op, std::string_view algorithm) {
-  return impl_->reduce(buffer, root, op, parse_algorithm(algorithm, "the algorithm"), true);
+  return start(in_place(Operation::Reduce, buffer, root, op, algorithm));
 }
-void ProcessGroup::all_gather(std::span<Buffer> outputs, Buffer input) { impl_->all_gather(outputs, input, false); }
+void ProcessGroup::all_gather(std::span<Buffer> outputs, Buffer input) {
+  run(listed(Operation::AllGather, input, outputs, 0));
+}
 std::shared_ptr<Work> ProcessGroup::iall_gather(std::span<Buffer> outputs, Buffer input) {
-  return impl_->all_gather(outputs, input, true);
+  return start(listed(Operation::AllGather, input, outputs, 0));
 }
 void ProcessGroup::all_gather(Buffer output, Buffer input, std::string_view algorithm) {
-  impl_->all_gather(output, input, parse_algorithm(algorithm, "the algorithm"), false);
+  run(paired(Operation::AllGather, output, input, ReduceOp::Sum, algorithm));
 }
 std::shared_ptr<Work> ProcessGroup::iall_gather(Buffer output, Buffer input, std::string_view algorithm) {
-  return impl_->all_gather(output, input, parse_algorithm(algorithm, "the algorithm"), true);
+  return start(paired(Operation::AllGather, output, input, ReduceOp::Sum, algorithm));
 }
 void ProcessGroup::gather(Buffer input, std::span<Buffer> outputs, int root) {
-  impl_->gather(input, outputs, root, false);
+  run(listed(Operation::Gather, input, outputs, root));
 }
 std::shared_ptr<Work> ProcessGroup::igather(Buffer input, std::span<Buffer> outputs, int root) {
-  return impl_->gather(input, outputs, root, true);
+  return start(listed(Operation::Gather, input, outputs, root));
 }
 void ProcessGroup::scatter(Buffer output, std::span<const Buffer> inputs, int root) {
-  impl_->scatter(output, inputs, root, false);
+  run(listed(Operation::Scatter, output, inputs, root));
 }
 std::shared_ptr<Work> ProcessGroup::iscatter(Buffer output, std::span<const Buffer> inputs, int root) {
-  return impl_->scatter(output, inputs, root, true);
+  return start(listed(Operation::Scatter, output, inputs, root));
 }
 void ProcessGroup::reduce_scatter(Buffer output, Buffer input, ReduceOp op, std::string_view algorithm) {
-  impl_->reduce_scatter(output, input, op, parse_algorithm(algorithm, "the algorithm"), false);
+  run(paired(Operation::ReduceScatter, output, input, op, algorithm));
 }
 std::shared_ptr<Work> ProcessGroup::ireduce_scatter(Buffer output, Buffer input, ReduceOp op,
                                                     std::string_view algorithm) {
-  return impl_->reduce_scatter(output, input, op, parse_algorithm(algorithm, "the algorithm"), true);
+  return start(paired(Operation::ReduceScatter, output, input, op, algorithm));
 }
-void ProcessGroup::all_to_all(Buffer output, Buffer input) { impl_->all_to_all(output, input, false); }
+void ProcessGroup::all_to_all(Buffer output, Buffer input) { run(paired(Operation::AllToAll, output, input)); }
 std::shared_ptr<Work> ProcessGroup::iall_to_all(Buffer output, Buffer input) {
-  return impl_->all_to_all(output, input, true);
+  return start(paired(Operation::AllToAll, output, input));
 }
-void ProcessGroup::barrier() { impl_->barrier(false); }
-std::shared_ptr<Work> ProcessGroup::ibarrier() { return impl_->barrier(true); }
+void ProcessGroup::barrier() { run({.operation = Operation::Barrier}); }
+std::shared_ptr<Work> ProcessGroup::ibarrier() { return start({.operation = Operation::Barrier}); }
 
 }  // namespace comm

@@ -17,13 +17,12 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/call.hpp"
 #include "comm/store.hpp"
 #include "comm/types.hpp"
 #include "comm/work.hpp"
 
 namespace comm {
-
-constexpr int kAnySource = -1;
 
 struct InitOptions {
   // env:// | tcp://host:port | file:///path | tcp://MULTICAST_ADDRESS:port (processes find each
@@ -71,6 +70,12 @@ class ProcessGroup {
   // the collective lacks is an InvalidArgumentError. Calls on GPU buffers take their own paths
   // (docs/cuda.md).
   const char* algorithm_for(Collective collective, std::size_t bytes, std::string_view requested = {}) const;
+
+  // Any call below as one value (comm/call.hpp): start returns its Work at once (the i-form);
+  // run is the same call waited on, and returns a recv's source rank (else -1). The per-call
+  // forms below are these two with a Call made for you.
+  std::shared_ptr<Work> start(const Call& call);
+  int run(const Call& call);
 
   // Point to point. Messages from one rank to another with one tag arrive in the order they
   // were sent; a recv from kAnySource reports the sender through Work::source_rank() (the

@@ -1,0 +1,131 @@
+// The one path of every collective, on host and GPU buffers alike: the call's arguments are
+// checked (call_checks.cpp) into the descriptor algorithms take; its algorithm is chosen (the
+// caller's, COMM_ALGO's or the tuner's, from the algorithm table; on GPU buffers, the group's
+// path); it is numbered and fingerprinted; then it runs, here when the caller waits for it and
+// nothing is queued before it, else on the group's queue, completing the Work it handed out.
+#include <memory>
+#include <utility>
+
+#include "algorithms/algorithm_table.hpp"
+#include "comm/error.hpp"
+#include "cuda/memory.hpp"
+#include "libcomm/base/fingerprint.hpp"
+#include "libcomm/src/collective_call.hpp"
+#include "libcomm/src/group.hpp"
+
+namespace comm {
+
+const char* to_string(Operation operation) {
+  switch (operation) {
+    case Operation::Send: return "send";
+    case Operation::Recv: return "recv";
+    default: return to_string(static_cast<Collective>(operation));
+  }
+}
+
+namespace {
+
+bool is_transfer(const Call& call) { return call.operation == Operation::Send || call.operation == Operation::Recv; }
+
+}  // namespace
+
+// Operation's collectives are Collective's, in its order.
+static_assert(static_cast<int>(Operation::Barrier) == static_cast<int>(Collective::Barrier));
+static_assert(static_cast<int>(Operation::AllToAll) == static_cast<int>(Collective::AllToAll));
+
+std::shared_ptr<Work> ProcessGroup::Impl::start(const Call& call) {
+  if (is_transfer(call)) return point_to_point_.start(call);
+  PreparedCall prepared = prepare(call);
+  std::size_t bytes = prepared.call.bytes();
+  const char* op = to_string(prepared.call.collective);
+  std::uint64_t sequence = prepared.sequence;
+  auto completion = queue_->submit([this, prepared = std::move(prepared)] { execute(prepared); }, bytes);
+  return std::make_shared<detail::CompletionWork>(
+      std::move(completion), timeout_, detail::WorkLabel{op, rank(), -1, static_cast<std::int64_t>(sequence), bytes});
+}
+
+int ProcessGroup::Impl::run(const Call& call) {
+  if (is_transfer(call)) return point_to_point_.run(call);
+  PreparedCall prepared = prepare(call);
+  queue_->run([&] { execute(prepared); });
+  return -1;
+}
+
+ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
+  PreparedCall prepared{.call = checks_.collective(call)};
+  const algorithms::HostCall& described = prepared.call;
+  Collective collective = described.collective;
+  Device device = device_of(call);
+  Algorithm algorithm = Algorithm::Auto;
+  if (device.kind == Device::Kind::Cuda) {
+    const char* op = to_string(collective);
+    Store* one_host_store = arena_ != nullptr ? store_.get() : nullptr;
+    prepared.device_resources = devices_.resources(op, device.index, one_host_store);
+    const auto& entry = algorithms::find_device_algorithm(collective, devices_.path(op));
+    prepared.device = entry.run;
+    prepared.device_index = device.index;
+    algorithm = entry.algorithm;
+  } else {
+    // One output per rank goes through a flat copy, which only the ring does.
+    bool listed = collective == Collective::AllGather && !described.output_blocks.empty();
+    Algorithm requested = listed ? Algorithm::Ring : parse_algorithm(call.algorithm, "the algorithm");
+    prepared.resources = {choose(collective, described.bytes(), requested), &host_layout_, arena_.get()};
+    algorithm = prepared.resources.choice.algorithm;
+    prepared.host = algorithms::find_algorithm(collective, algorithm)->run;
+  }
+  bool barrier = collective == Collective::Barrier;
+  bool reduces = collective == Collective::AllReduce || collective == Collective::Reduce ||
+                 collective == Collective::ReduceScatter;
+  Buffer typed(nullptr, described.count, described.dtype, device);
+  prepared.fingerprint =
+      call_fingerprint(collective, algorithm, barrier ? nullptr : &typed, reduces ? static_cast<int>(described.op) : -1,
+                       described.root, described.count);
+  prepared.sequence = collective_sequence_++;
+  return prepared;
+}
+
+void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
+  const algorithms::HostCall& call = prepared.call;
+  const char* op = to_string(call.collective);
+  bool barrier = call.collective == Collective::Barrier;
+  CallShape shape{call.collective, barrier ? -1 : static_cast<int>(call.dtype), call.count, call.root};
+  CallRecord* record = hang_watch_ ? &hang_watch_->record() : nullptr;
+  algorithms::CollectiveContext context{
+      *transport_, rank(),          size(), prepared.sequence,    timeout_,       op,
+      layout_.id,  layout_.members, 0,      prepared.fingerprint, scratch_.get(), record ? record->waiting() : nullptr};
+  // The hang watch sees the call from here to its end (a few stores to memory each way).
+  struct InCall {
+    CallRecord* record;
+    ~InCall() {
+      if (record) record->end();
+    }
+  } in_call{record};
+  if (record) record->begin(shape, prepared.sequence);
+  try {
+    if (prepared.host != nullptr) {
+      prepared.host(context, call, prepared.resources);
+    } else {
+      prepared.device(context, call, prepared.device_resources);
+      // The call completes when the stream has run it.
+      cuda::Stream::synchronize_handle(prepared.device_resources.stream, prepared.device_index);
+    }
+  } catch (Error& error) {
+    error.add_context(ErrorContext{.rank = rank(), .op = op, .sequence = static_cast<std::int64_t>(prepared.sequence)});
+    if (error.code() == ErrorCode::Timeout && hang_watch_) {
+      // The timeout's message is the verdict: where every rank of the group is now.
+      std::string verdict = hang_watch_->verdict_now(timeout_) + " (" + error.message() + ")";
+      TimeoutError timeout(verdict, error.context());
+      transport_->abort(timeout.what(), &timeout);
+      throw timeout;
+    }
+    // Transfers of the failed call may still be posted into its buffers, and peers may be
+    // waiting for data this rank will not send: stop the transport, which tells them, so
+    // nothing lands here later and nobody waits out a timeout (as with NCCL, a group is
+    // unusable after a failed call). Argument checks fail before the call starts, not here:
+    // an InvalidArgumentError here is the transport's (a message that did not fit).
+    transport_->abort(error.what(), &error);
+    throw;
+  }
+}
+
+}  // namespace comm

@@ -1,0 +1,62 @@
+// A group's send and recv, on host buffers (point_to_point.cpp: one transport call each) and on
+// GPU buffers (device_point_to_point.cpp: CUDA IPC or staged, in issue order per peer lane).
+// start gives the i-form's Work; run is the same transfer waited on, its Work on the stack.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "comm/call.hpp"
+#include "comm/work.hpp"
+#include "libcomm/src/call_checks.hpp"
+#include "libcomm/src/completion_work.hpp"
+#include "libcomm/src/group_devices.hpp"
+#include "libcomm/src/group_layout.hpp"
+#include "transport/transport.hpp"
+
+namespace comm {
+
+class PointToPoint {
+ public:
+  PointToPoint(int rank, std::chrono::milliseconds timeout, const GroupLayout& layout, transport::Transport& transport,
+               const CallChecks& checks, GroupDevices& devices)
+      : rank_(rank), timeout_(timeout), layout_(layout), transport_(transport), checks_(checks), devices_(devices) {}
+
+  std::shared_ptr<Work> start(const Call& call);
+  // Returns the source rank of a recv (the peer named, or the sender for kAnySource); else -1.
+  int run(const Call& call);
+
+ private:
+  detail::CompletionWork start_send(Buffer buffer, int dst, int tag);
+  detail::CompletionWork start_recv(Buffer buffer, int src, int tag);
+  // A small message the transport takes at once needs no Completion: the Work is done already.
+  bool send_at_once(const Buffer& buffer, int dst, int tag);
+  int wait_recv(Buffer buffer, int src, int tag);
+
+  // A GPU send/recv, checked, on its lane (device_point_to_point.cpp).
+  struct GpuTransfer;
+  GpuTransfer prepare_gpu_transfer(const Call& call);
+  std::shared_ptr<Work> start_gpu_transfer(const Call& call);
+  int run_gpu_transfer(const Call& call);
+  // The transfer on one path: (bytes moved, source rank).
+  std::pair<std::size_t, int> staged_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer, int tag,
+                                              bool receiving);
+  std::pair<std::size_t, int> ipc_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer, int tag,
+                                           bool receiving);
+
+  // kAnySource stays itself; a named group rank becomes its transport rank.
+  int source_rank_of(int src) const { return src == kAnySource ? src : layout_.transport_rank(src); }
+  std::uint64_t tag_of(int tag) const;
+
+  int rank_;
+  std::chrono::milliseconds timeout_;
+  const GroupLayout& layout_;
+  transport::Transport& transport_;
+  const CallChecks& checks_;
+  GroupDevices& devices_;
+};
+
+}  // namespace comm
