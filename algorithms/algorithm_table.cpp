@@ -123,7 +123,9 @@ void all_to_all_direct(const CollectiveContext& context, const HostCall& call, c
 void barrier_dissemination(const CollectiveContext& context, const HostCall&, const Resources&) {
   dissemination_barrier(context);
 }
+// A group of one has no segment (nobody to share it with), and nobody to wait for.
 void barrier_shared_memory(const CollectiveContext& context, const HostCall&, const Resources& resources) {
+  if (context.size == 1) return;
   shared_memory_barrier(context, *resources.arena);
 }
 

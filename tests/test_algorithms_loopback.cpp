@@ -2,7 +2,8 @@
 // loopback medium (tests/support/loopback_transport.hpp) for 1-9 ranks and awkward counts, its
 // results checked against references computed here. The multi-process tests run the same
 // algorithms over TCP and shared memory; these find a wrong rank arithmetic in seconds, with the
-// algorithm named.
+// algorithm named. The same scenarios run over the real message protocol (MeshTransport) on a
+// second, in-memory medium (tests/support/memory_stream.hpp): what a new medium must provide.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/generators/catch_generators_range.hpp>
@@ -14,6 +15,7 @@
 #include <future>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/algorithm_table.hpp"
@@ -21,6 +23,8 @@
 #include "comm/store.hpp"
 #include "libcomm/base/fingerprint.hpp"
 #include "tests/support/loopback_transport.hpp"
+#include "tests/support/memory_stream.hpp"
+#include "transport/mesh_transport.hpp"
 
 using comm::Algorithm;
 using comm::Collective;
@@ -206,9 +210,34 @@ void check(const Scenario& s, int rank, const RankBuffers& buffers) {
   }
 }
 
+// What the ranks' messages travel over: the loopback transport, or MeshTransport (the message
+// protocol of the real media) over in-memory byte streams.
+enum class Medium { Loopback, MemoryStreams };
+
+// The transport of one rank over `medium`.
+std::shared_ptr<comm::transport::Transport> transport_of(
+    Medium medium, comm::testing::LoopbackWorld& world,
+    std::vector<std::unique_ptr<comm::transport::ByteStream>>& streams, const std::vector<int>& hosts, int rank) {
+  if (medium == Medium::Loopback) {
+    // Even ranks reduce messages as they arrive, odd ones receive into scratch and reduce after:
+    // both paths of every reducing algorithm run in every call.
+    return std::make_shared<comm::testing::LoopbackTransport>(world, rank, rank % 2 == 0 ? -1 : 0);
+  }
+  int ranks = static_cast<int>(streams.size());
+  std::vector<std::string> names;
+  for (int r = 0; r < ranks; ++r) names.push_back("rank " + std::to_string(r));
+  std::vector<int> numbered = hosts.empty() ? std::vector<int>(static_cast<std::size_t>(ranks), 0) : hosts;
+  return comm::transport::MeshTransport::create(rank, std::move(names), std::move(streams), std::move(numbered));
+}
+
 // Runs the scenario on every rank, each a thread over one LoopbackWorld, then checks every rank.
-void run(const Scenario& s) {
+void run(const Scenario& s, Medium medium = Medium::Loopback) {
   comm::testing::LoopbackWorld world(s.ranks, s.hosts);
+  auto streams =
+      medium == Medium::MemoryStreams
+          ? comm::testing::memory_stream_mesh(s.ranks)
+          : std::vector<std::vector<std::unique_ptr<comm::transport::ByteStream>>>(static_cast<std::size_t>(s.ranks));
+  std::atomic<int> finished{0};
   comm::HashStore store;
   std::vector<RankBuffers> buffers(static_cast<std::size_t>(s.ranks));
   std::atomic<int> arrived{0}, left_early{0};
@@ -219,9 +248,8 @@ void run(const Scenario& s) {
   std::vector<std::future<void>> ranks;
   for (int rank = 0; rank < s.ranks; ++rank) {
     ranks.push_back(std::async(std::launch::async, [&, rank] {
-      // Even ranks reduce messages as they arrive, odd ones receive into scratch and reduce after:
-      // both paths of every reducing algorithm run in every call.
-      comm::testing::LoopbackTransport transport(world, rank, rank % 2 == 0 ? -1 : 0);
+      auto owned = transport_of(medium, world, streams[static_cast<std::size_t>(rank)], s.hosts, rank);
+      comm::transport::Transport& transport = *owned;
       comm::algorithms::ScratchPool scratch;
       // What the scratch held before (another call's bytes) must never reach a result.
       for (int slot = 0; slot < comm::algorithms::ScratchPool::kSlots; ++slot) {
@@ -241,6 +269,9 @@ void run(const Scenario& s) {
       ++arrived;
       s.entry->run(context, call, resources);
       if (arrived.load() != s.ranks) ++left_early;
+      // Nobody leaves (a MeshTransport says goodbye) while a peer may still be reading.
+      ++finished;
+      while (finished.load() != s.ranks) std::this_thread::yield();
     }));
   }
   for (auto& rank : ranks) rank.get();
@@ -278,7 +309,7 @@ bool reduces(Collective collective) {
 }
 
 // Every scenario of one table entry at `ranks` ranks.
-void run_entry(const AlgorithmEntry& entry, int ranks) {
+void run_entry(const AlgorithmEntry& entry, int ranks, Medium medium = Medium::Loopback) {
   std::vector<std::vector<int>> layouts{{}};
   if (entry.requirement == Requirement::Hierarchy) layouts = hierarchies(ranks);
   std::vector<int> roots{0};
@@ -296,10 +327,10 @@ void run_entry(const AlgorithmEntry& entry, int ranks) {
         for (ReduceOp op : ops) {
           for (Algorithm between : across) {
             for (int variant = 0; variant < (has_in_place ? 2 : 1); ++variant) {
-              run({&entry, ranks, count, op, root, variant == 1, false, hosts, between});
+              run({&entry, ranks, count, op, root, variant == 1, false, hosts, between}, medium);
             }
             if (entry.collective == Collective::AllGather && entry.algorithm == Algorithm::Ring) {
-              run({&entry, ranks, count, op, root, false, true, hosts, between});
+              run({&entry, ranks, count, op, root, false, true, hosts, between}, medium);
             }
           }
         }
@@ -320,6 +351,19 @@ TEST_CASE("every algorithm of every collective on the loopback medium, 1 to 9 ra
     if (entry.requirement == Requirement::Hierarchy && hierarchies(ranks).empty()) continue;
     DYNAMIC_SECTION(to_string(entry.collective) << " " << to_string(entry.algorithm) << " on " << ranks << " ranks") {
       run_entry(entry, ranks);
+    }
+  }
+}
+
+TEST_CASE("every algorithm of every collective over the message protocol on a second medium, 1 to 6 ranks",
+          "[medium]") {
+  auto table = comm::algorithms::algorithm_table();
+  auto index = static_cast<std::size_t>(GENERATE(Catch::Generators::range(0, 21)));
+  const AlgorithmEntry& entry = table[index];
+  for (int ranks = 1; ranks <= 6; ++ranks) {
+    if (entry.requirement == Requirement::Hierarchy && hierarchies(ranks).empty()) continue;
+    DYNAMIC_SECTION(to_string(entry.collective) << " " << to_string(entry.algorithm) << " on " << ranks << " ranks") {
+      run_entry(entry, ranks, Medium::MemoryStreams);
     }
   }
 }

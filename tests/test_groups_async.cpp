@@ -9,6 +9,7 @@
 #include <numeric>
 #include <thread>
 
+#include "algorithms/algorithm_table.hpp"
 #include "tests/support/thread_ranks.hpp"
 
 using comm::Buffer;
@@ -234,6 +235,36 @@ TEST_CASE("a Call started or run is the collective or transfer it describes", "[
     RANK_CHECK_THROWS(checks, world.run({.operation = comm::Operation::AllGather, .output = small, .input = big}),
                       "output holds 1 elements", "needs");
     world.run({.operation = comm::Operation::Barrier});
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}
+
+// A group of one has no shared segment: an algorithm that uses one must still run (it crashed
+// the shared-memory barrier, asked for by name or by COMM_ALGO).
+TEST_CASE("a group of one runs every algorithm it may be asked for", "[async]") {
+  RankChecks checks;
+  run_ranks(1, [&](comm::ProcessGroup& world) {
+    for (const auto& entry : comm::algorithms::algorithm_table()) {
+      if (entry.requirement == comm::algorithms::Requirement::Hierarchy) continue;
+      std::vector<std::int32_t> input{1, 2, 3, 4}, output(4, 0);
+      std::vector<Buffer> block{Buffer(output)};
+      comm::Call call{.operation = static_cast<comm::Operation>(entry.collective),
+                      .output = output,
+                      .input = input,
+                      .algorithm = to_string(entry.algorithm)};
+      if (entry.collective == comm::Collective::Broadcast || entry.collective == comm::Collective::AllReduce ||
+          entry.collective == comm::Collective::Reduce) {
+        output = input;
+      } else if (entry.collective == comm::Collective::Gather) {
+        call.blocks = block;
+      } else if (entry.collective == comm::Collective::Scatter) {
+        block = {Buffer(input)};
+        call.blocks = block;
+      }
+      INFO(to_string(entry.collective) << " " << to_string(entry.algorithm));
+      world.run(call);
+      if (entry.collective != comm::Collective::Barrier) RANK_CHECK(checks, output == input);
+    }
   });
   REQUIRE_RANK_CHECKS(checks);
 }
