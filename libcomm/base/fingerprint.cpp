@@ -5,6 +5,7 @@
 namespace comm::detail {
 namespace {
 
+// The layout fingerprint() packs (fingerprint.hpp).
 constexpr int kCollectiveShift = 60, kDTypeShift = 56, kOpShift = 52, kAlgorithmShift = 49, kRootShift = 39,
               kGpuShift = 38;
 constexpr std::uint64_t kCountMask = (std::uint64_t{1} << 38) - 1;
@@ -14,15 +15,6 @@ std::uint64_t field(std::uint64_t fingerprint, int shift, int bits) {
 }
 
 }  // namespace
-
-std::uint64_t fingerprint(const CallSignature& call) {
-  auto root = static_cast<std::uint64_t>(std::min(call.root + 1, 1023));
-  return static_cast<std::uint64_t>(call.collective + 1) << kCollectiveShift |
-         static_cast<std::uint64_t>(call.dtype + 1) << kDTypeShift |
-         static_cast<std::uint64_t>(call.op + 1) << kOpShift |
-         static_cast<std::uint64_t>(call.algorithm) << kAlgorithmShift | root << kRootShift |
-         static_cast<std::uint64_t>(call.gpu) << kGpuShift | (static_cast<std::uint64_t>(call.count) & kCountMask);
-}
 
 std::string describe_fingerprint(std::uint64_t fingerprint) {
   auto collective = static_cast<int>(field(fingerprint, kCollectiveShift, 4)) - 1;

@@ -24,7 +24,18 @@ struct CallSignature {
   bool gpu = false;  // the call's buffers are GPU memory (a different protocol from host buffers)
 };
 
-std::uint64_t fingerprint(const CallSignature& call);
+// Inline: every collective call computes one.
+constexpr std::uint64_t fingerprint(const CallSignature& call) {
+  constexpr int kCollectiveShift = 60, kDTypeShift = 56, kOpShift = 52, kAlgorithmShift = 49, kRootShift = 39,
+                kGpuShift = 38;
+  constexpr std::uint64_t kCountMask = (std::uint64_t{1} << 38) - 1;
+  auto root = static_cast<std::uint64_t>(call.root + 1 < 1023 ? call.root + 1 : 1023);
+  return static_cast<std::uint64_t>(call.collective + 1) << kCollectiveShift |
+         static_cast<std::uint64_t>(call.dtype + 1) << kDTypeShift |
+         static_cast<std::uint64_t>(call.op + 1) << kOpShift |
+         static_cast<std::uint64_t>(call.algorithm) << kAlgorithmShift | root << kRootShift |
+         static_cast<std::uint64_t>(call.gpu) << kGpuShift | (static_cast<std::uint64_t>(call.count) & kCountMask);
+}
 // "all_reduce(float32 x 1000, sum, ring)"; "a point-to-point message" for 0.
 std::string describe_fingerprint(std::uint64_t fingerprint);
 

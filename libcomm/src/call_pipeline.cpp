@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "algorithms/algorithm_table.hpp"
+#include "algorithms/tuner.hpp"
 #include "comm/error.hpp"
 #include "cuda/memory.hpp"
 #include "libcomm/base/fingerprint.hpp"
-#include "libcomm/src/collective_call.hpp"
 #include "libcomm/src/group.hpp"
 
 namespace comm {
@@ -76,12 +76,24 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
   bool barrier = collective == Collective::Barrier;
   bool reduces = collective == Collective::AllReduce || collective == Collective::Reduce ||
                  collective == Collective::ReduceScatter;
-  Buffer typed(nullptr, described.count, described.dtype, device);
-  prepared.fingerprint =
-      call_fingerprint(collective, algorithm, barrier ? nullptr : &typed, reduces ? static_cast<int>(described.op) : -1,
-                       described.root, described.count);
+  prepared.fingerprint = detail::fingerprint({.collective = static_cast<int>(collective),
+                                              .dtype = barrier ? -1 : static_cast<int>(described.dtype),
+                                              .op = reduces ? static_cast<int>(described.op) : -1,
+                                              .algorithm = algorithm,
+                                              .root = described.root,
+                                              .count = described.count,
+                                              .gpu = device.kind == Device::Kind::Cuda});
   prepared.sequence = collective_sequence_++;
   return prepared;
+}
+
+Algorithm ProcessGroup::Impl::algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const {
+  return choose(collective, bytes, requested).algorithm;
+}
+
+algorithms::Choice ProcessGroup::Impl::choose(Collective collective, std::size_t bytes, Algorithm requested) const {
+  return algorithms::choose(
+      {collective, bytes, size(), requested, rank(), shared_memory_usable(), &host_layout_, &link_});
 }
 
 void ProcessGroup::Impl::execute(const PreparedCall& prepared) {

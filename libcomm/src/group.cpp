@@ -9,8 +9,8 @@
 #include "algorithms/tuner.hpp"
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/environment.hpp"
+#include "libcomm/base/fingerprint.hpp"
 #include "libcomm/base/log.hpp"
-#include "libcomm/src/collective_call.hpp"  // call_fingerprint
 #include "rendezvous/join.hpp"
 #include "transport/watched_store.hpp"
 
@@ -82,15 +82,6 @@ void ProcessGroup::Impl::abort() {
   transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank()));
 }
 
-Algorithm ProcessGroup::Impl::algorithm_for(Collective collective, std::size_t bytes, Algorithm requested) const {
-  return choose(collective, bytes, requested).algorithm;
-}
-
-algorithms::Choice ProcessGroup::Impl::choose(Collective collective, std::size_t bytes, Algorithm requested) const {
-  return algorithms::choose(
-      {collective, bytes, size(), requested, rank(), shared_memory_usable(), &host_layout_, &link_});
-}
-
 namespace {
 
 // The tag slot of the link probe: the last sequence number, which the group's own calls reach
@@ -106,17 +97,18 @@ void ProcessGroup::Impl::read_link() {
   } else {
     // In a slot of its own, outside the numbering of the group's calls: the user's first
     // collective stays #0 in what errors and the hang watch say.
-    algorithms::CollectiveContext context{*transport_,
-                                          rank(),
-                                          size(),
-                                          kLinkProbeSequence,
-                                          timeout_,
-                                          "init_process_group (measuring the link between hosts)",
-                                          layout_.id,
-                                          layout_.members,
-                                          0,
-                                          call_fingerprint(Collective::Barrier, Algorithm::Direct, nullptr, -1, -1, 0),
-                                          scratch_.get()};
+    algorithms::CollectiveContext context{
+        *transport_,
+        rank(),
+        size(),
+        kLinkProbeSequence,
+        timeout_,
+        "init_process_group (measuring the link between hosts)",
+        layout_.id,
+        layout_.members,
+        0,
+        detail::fingerprint({.collective = static_cast<int>(Collective::Barrier), .algorithm = Algorithm::Direct}),
+        scratch_.get()};
     try {
       link_ = algorithms::probe_link(context, host_layout_.first_remote_rank());
     } catch (Error& error) {

@@ -1,9 +1,9 @@
 // ProcessGroup::Impl: what a process group is inside the library. The public ProcessGroup
 // hands every call here as one Call value (process_group.cpp); the work is spread by
 // responsibility:
-//   group.cpp                  making groups (init, new_group), the tuner query
+//   group.cpp                  making groups (init, new_group)
 //   call_pipeline.cpp          the one path of every collective: checked, its algorithm chosen,
-//                              numbered, then run here or queued (a Work)
+//                              numbered, then run here or queued (a Work); the tuner query
 //   call_checks.cpp            every check of a caller's arguments, before anything starts
 //   point_to_point.cpp         send/recv of host buffers (point_to_point.hpp)
 //   device_point_to_point.cpp  send/recv of GPU buffers (per-peer lanes)
