@@ -10,73 +10,76 @@
 namespace comm::transport {
 
 // Where a matched receive wants its payload: its buffer, overwritten or combined into.
-StreamConnection::PayloadTarget MeshTransport::target_of(const PostedReceive& receive) {
+StreamConnection::PayloadTarget MeshTransport::FrameReceiver::target_of(const PostedReceive& receive) {
   return {static_cast<std::uint8_t*>(receive.data), receive.reduction ? &receive.reduction : nullptr};
 }
 
-StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& connection, const FrameHeader& header) {
+StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamConnection& connection,
+                                                                        const FrameHeader& header) {
   int peer = connection.peer();
-  Peer& state = peers_[peer];
+  Peer& state = mesh_.peers_[peer];
   state.arrival = {};
   // A mismatch found earlier in this read: nothing after it may complete (a receive of the next
   // call would let this rank leave that call before the group stops).
-  if (pending_mismatch_) return {nullptr};
+  if (mesh_.pending_mismatch_) return {nullptr};
   switch (header.kind) {
     case FrameKind::Eager: {
       // Eager and ReadyToSend frames carry the sender's call fingerprint in `extra`.
-      if (contradicts_my_call(peer, header.tag, header.extra)) return {nullptr};  // dropped: the group stops
+      if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return {nullptr};  // dropped: the group stops
       if (is_probe(header.tag)) {
         state.probe_tag = header.tag;
         state.probe_fingerprint = header.extra;
-        fail_conflicting(peer, header.tag, header.extra);
+        mesh_.fail_conflicting(peer, header.tag, header.extra);
         return {nullptr};
       }
-      if (auto receive = matcher_.take_receive(peer, header.tag)) {
+      if (auto receive = mesh_.matcher_.take_receive(peer, header.tag)) {
         if (conflicting(receive->fingerprint, header.extra)) {
-          fail_mismatch(*receive, peer, header.extra);
+          mesh_.fail_mismatch(*receive, peer, header.extra);
           return {nullptr};
         }
-        if (!fits(*receive, peer, header.tag, header.bytes, 0)) return {nullptr};
+        if (!mesh_.fits(*receive, peer, header.tag, header.bytes, 0)) return {nullptr};
         state.arrival.receive = std::move(receive);
         return target_of(*state.arrival.receive);
       }
       UnexpectedMessage message{peer, header.tag, header.bytes, false, 0, false, {}, std::nullopt, header.extra};
       message.payload.resize(header.bytes);
-      state.arrival.unexpected = &matcher_.add_unexpected(std::move(message));
-      fail_conflicting(peer, header.tag, header.extra);
+      state.arrival.unexpected = &mesh_.matcher_.add_unexpected(std::move(message));
+      mesh_.fail_conflicting(peer, header.tag, header.extra);
       return {state.arrival.unexpected->payload.data()};
     }
     case FrameKind::ReadyToSend:
-      if (contradicts_my_call(peer, header.tag, header.extra)) return {};
-      if (auto receive = matcher_.take_receive(peer, header.tag)) {
+      if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return {};
+      if (auto receive = mesh_.matcher_.take_receive(peer, header.tag)) {
         // On a mismatch the sender's message is never cleared: the receiver's failed collective
         // aborts its group, and the Goodbye fails the sender's pending send.
         if (conflicting(receive->fingerprint, header.extra)) {
-          fail_mismatch(*receive, peer, header.extra);
-        } else if (fits(*receive, peer, header.tag, header.bytes, header.id)) {
-          clear_to_send(peer, header.id, std::move(*receive));
+          mesh_.fail_mismatch(*receive, peer, header.extra);
+        } else if (mesh_.fits(*receive, peer, header.tag, header.bytes, header.id)) {
+          mesh_.clear_to_send(peer, header.id, std::move(*receive));
         }
       } else {
-        matcher_.add_unexpected(
+        mesh_.matcher_.add_unexpected(
             {peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra});
-        fail_conflicting(peer, header.tag, header.extra);
+        mesh_.fail_conflicting(peer, header.tag, header.extra);
       }
       return {};
     case FrameKind::ClearToSend: {
       auto found = state.awaiting_clearance.find(header.id);
       if (found == state.awaiting_clearance.end()) {
-        throw IoError(peer_name(peer) + " cleared an unknown message; protocol error", ErrorContext{.peer = peer});
+        throw IoError(mesh_.peer_name(peer) + " cleared an unknown message; protocol error",
+                      ErrorContext{.peer = peer});
       }
       PendingSend send = std::move(found->second);
       state.awaiting_clearance.erase(found);
-      send_frame(peer, make_frame(FrameKind::Data, send.tag, send.bytes, header.id), send.data,
-                 std::move(send.completion));
+      mesh_.send_frame(peer, make_frame(FrameKind::Data, send.tag, send.bytes, header.id), send.data,
+                       std::move(send.completion));
       return {};
     }
     case FrameKind::Data: {
       auto found = state.cleared.find(header.id);
       if (found == state.cleared.end() || header.bytes > found->second.capacity) {
-        throw IoError(peer_name(peer) + " sent data nobody asked for; protocol error", ErrorContext{.peer = peer});
+        throw IoError(mesh_.peer_name(peer) + " sent data nobody asked for; protocol error",
+                      ErrorContext{.peer = peer});
       }
       state.arrival.receive = std::move(found->second);
       state.cleared.erase(found);
@@ -91,10 +94,10 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
       return {reinterpret_cast<std::uint8_t*>(state.goodbye_reason.data())};
     case FrameKind::Refused: {
       std::string message = "the send of " + std::to_string(header.bytes) + " bytes with tag " +
-                            std::to_string(header.tag) + " to " + peer_name(peer) +
+                            std::to_string(header.tag) + " to " + mesh_.peer_name(peer) +
                             " did not fit its receive buffer of " + std::to_string(header.extra) +
                             " bytes; post a receive at least as large as what is sent";
-      auto error = make_error<InvalidArgumentError>(message, peer, "send");
+      auto error = mesh_.make_error<InvalidArgumentError>(message, peer, "send");
       if (auto found = state.awaiting_clearance.find(header.id);
           header.id != 0 && found != state.awaiting_clearance.end()) {
         found->second.completion->fail(error);
@@ -108,28 +111,29 @@ StreamConnection::PayloadTarget MeshTransport::on_header(StreamConnection& conne
       return {};
     }
   }
-  throw IoError(peer_name(peer) + " sent a frame of unknown kind " + std::to_string(static_cast<int>(header.kind)),
-                ErrorContext{.peer = peer});
+  throw IoError(
+      mesh_.peer_name(peer) + " sent a frame of unknown kind " + std::to_string(static_cast<int>(header.kind)),
+      ErrorContext{.peer = peer});
 }
 
-bool MeshTransport::on_payload(StreamConnection& connection, const FrameHeader& header) {
-  Peer& state = peers_[connection.peer()];
+bool MeshTransport::FrameReceiver::on_payload(StreamConnection& connection, const FrameHeader& header) {
+  Peer& state = mesh_.peers_[connection.peer()];
   bool completed = false;
   if (state.arrival.receive) {
     state.arrival.receive->completion->complete(header.bytes, connection.peer());
-    completed = state.arrival.receive->completion.get() == awaited_;
+    completed = state.arrival.receive->completion.get() == mesh_.awaited_;
   } else if (UnexpectedMessage* message = state.arrival.unexpected) {
     message->arrived = true;
     if (message->dropped) {
-      matcher_.remove_unexpected(message);
+      mesh_.matcher_.remove_unexpected(message);
     } else if (message->claimed_by) {
       PostedReceive receive = std::move(*message->claimed_by);
-      if (fits(receive, message->source, message->tag, message->bytes, 0)) {
+      if (mesh_.fits(receive, message->source, message->tag, message->bytes, 0)) {
         deliver(receive, message->payload.data(), message->bytes);
         receive.completion->complete(message->bytes, message->source);
-        completed = receive.completion.get() == awaited_;
+        completed = receive.completion.get() == mesh_.awaited_;
       }
-      matcher_.remove_unexpected(message);
+      mesh_.matcher_.remove_unexpected(message);
     }
   }
   state.arrival = {};

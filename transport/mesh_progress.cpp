@@ -14,7 +14,7 @@ std::shared_ptr<MeshTransport> MeshTransport::create(int rank, std::vector<std::
                                                      std::vector<int> hosts) {
   auto transport = std::make_shared<MeshTransport>(rank, std::move(peer_names), std::move(streams));
   transport->hosts_ = std::move(hosts);
-  transport->progress_.start(*transport);
+  transport->progress_.start(transport->driver_);
   return transport;
 }
 
@@ -45,7 +45,7 @@ void MeshTransport::service(int peer) {
   if (!state.connection) return;
   try {
     servicing_peer_ = peer;
-    state.connection->receive(*this);
+    state.connection->receive(frames_);
     servicing_peer_ = -1;
     if (state.connection && state.connection->has_output() && state.connection->flush()) watch_output(peer, false);
   } catch (const Error&) {
@@ -80,7 +80,7 @@ bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
 std::exception_ptr MeshTransport::poll() {
   if (!poll_due()) return nullptr;
   std::lock_guard lock(mutex_);
-  service_all();
+  driver_.service_all();
   // Due again only once a message-based call is noted; a stopped transport stays due.
   poll_due_.store(aborted_ != nullptr, std::memory_order_relaxed);
   return aborted_;
@@ -96,36 +96,36 @@ void MeshTransport::spinning(bool on) { progress_.spinning(on); }
 void MeshTransport::waiter_sleeps() { progress_.waiter_sleeps(); }
 
 // Arms every stream's wake-up before sleeping; false when one already has work.
-bool MeshTransport::prepare_to_sleep() {
-  for (int peer = 0; peer < size_; ++peer) {
-    auto& connection = peers_[peer].connection;
+bool MeshTransport::Driver::prepare_to_sleep() {
+  for (int peer = 0; peer < mesh_.size_; ++peer) {
+    auto& connection = mesh_.peers_[peer].connection;
     if (connection && !connection->stream().prepare_to_sleep(connection->has_output())) return false;
   }
   return true;
 }
 
-void MeshTransport::woke_up() {
-  for (auto& state : peers_) {
+void MeshTransport::Driver::woke_up() {
+  for (auto& state : mesh_.peers_) {
     if (state.connection) state.connection->stream().woke_up();
   }
 }
 
-void MeshTransport::service_all() {
-  for (int peer = 0; peer < size_; ++peer) service(peer);
+void MeshTransport::Driver::service_all() {
+  for (int peer = 0; peer < mesh_.size_; ++peer) mesh_.service(peer);
 }
 
-void MeshTransport::ready(std::uint64_t key) {
+void MeshTransport::Driver::ready(std::uint64_t key) {
   auto peer = static_cast<int>(key);
-  if (!peers_[peer].connection) return;
+  if (!mesh_.peers_[peer].connection) return;
   try {
-    peers_[peer].connection->stream().on_wakeup();
+    mesh_.peers_[peer].connection->stream().on_wakeup();
   } catch (const Error&) {
-    lose_peer(peer, std::current_exception());
+    mesh_.lose_peer(peer, std::current_exception());
     return;
   }
-  service(peer);
+  mesh_.service(peer);
 }
 
-void MeshTransport::thread_failed(const std::string& reason) { abort(reason); }
+void MeshTransport::Driver::thread_failed(const std::string& reason) { mesh_.abort(reason); }
 
 }  // namespace comm::transport

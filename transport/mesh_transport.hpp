@@ -29,10 +29,7 @@
 
 namespace comm::transport {
 
-class MeshTransport final : public Transport,
-                            private StreamConnection::Sink,
-                            private ProgressThread::Driver,
-                            public std::enable_shared_from_this<MeshTransport> {
+class MeshTransport final : public Transport, public std::enable_shared_from_this<MeshTransport> {
  public:
   static constexpr std::size_t kEagerBytes = 64 * 1024;
 
@@ -98,10 +95,17 @@ class MeshTransport final : public Transport,
     std::uint64_t probe_tag = 0, probe_fingerprint = 0;  // its latest probe (see is_probe)
   };
 
-  StreamConnection::PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) override;
-  bool on_payload(StreamConnection& connection, const FrameHeader& header) override;
+  // What each arriving frame does (mesh_frames.cpp): the receiving side of the protocol.
+  class FrameReceiver final : public StreamConnection::Sink {
+   public:
+    explicit FrameReceiver(MeshTransport& mesh) : mesh_(mesh) {}
+    StreamConnection::PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) override;
+    bool on_payload(StreamConnection& connection, const FrameHeader& header) override;
 
-  static StreamConnection::PayloadTarget target_of(const PostedReceive& receive);
+   private:
+    static StreamConnection::PayloadTarget target_of(const PostedReceive& receive);
+    MeshTransport& mesh_;
+  };
 
   // All under mutex_.
   void post_receive(PostedReceive receive);
@@ -147,13 +151,20 @@ class MeshTransport final : public Transport,
   std::optional<Disagreement> disagreement(const PostedReceive& receive) const;
   void watch_output(int peer, bool on);
 
-  // What the progress thread drives (mesh_progress.cpp).
-  std::mutex& mutex() override { return mutex_; }
-  bool prepare_to_sleep() override;
-  void woke_up() override;
-  void service_all() override;
-  void ready(std::uint64_t peer) override;
-  void thread_failed(const std::string& reason) override;
+  // What the progress thread drives (mesh_progress.cpp): the streams' wake-ups and reads.
+  class Driver final : public ProgressThread::Driver {
+   public:
+    explicit Driver(MeshTransport& mesh) : mesh_(mesh) {}
+    std::mutex& mutex() override { return mesh_.mutex_; }
+    bool prepare_to_sleep() override;
+    void woke_up() override;
+    void service_all() override;
+    void ready(std::uint64_t peer) override;
+    void thread_failed(const std::string& reason) override;
+
+   private:
+    MeshTransport& mesh_;
+  };
 
   int rank_;
   int size_;
@@ -182,6 +193,8 @@ class MeshTransport final : public Transport,
   std::array<CallRecord, kRecordedCalls> calls_{};
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
+  FrameReceiver frames_{*this};
+  Driver driver_{*this};
   ProgressThread progress_;  // last: stopped before the members it reads are destroyed
 };
 
