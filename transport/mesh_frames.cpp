@@ -25,16 +25,17 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
   switch (header.kind) {
     case FrameKind::Eager: {
       // Eager and ReadyToSend frames carry the sender's call fingerprint in `extra`.
-      if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return {nullptr};  // dropped: the group stops
+      if (mesh_.mismatches_.contradicts_my_call(peer, header.tag, header.extra))
+        return {nullptr};  // dropped: the group stops
       if (is_probe(header.tag)) {
         state.probe_tag = header.tag;
         state.probe_fingerprint = header.extra;
-        mesh_.fail_conflicting(peer, header.tag, header.extra);
+        mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
         return {nullptr};
       }
       if (auto receive = mesh_.matcher_.take_receive(peer, header.tag)) {
         if (conflicting(receive->fingerprint, header.extra)) {
-          mesh_.fail_mismatch(*receive, peer, header.extra);
+          mesh_.mismatches_.fail_mismatch(*receive, peer, header.extra);
           return {nullptr};
         }
         if (!mesh_.fits(*receive, peer, header.tag, header.bytes, 0)) return {nullptr};
@@ -44,23 +45,23 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
       UnexpectedMessage message{peer, header.tag, header.bytes, false, 0, false, {}, std::nullopt, header.extra};
       message.payload.resize(header.bytes);
       state.arrival.unexpected = &mesh_.matcher_.add_unexpected(std::move(message));
-      mesh_.fail_conflicting(peer, header.tag, header.extra);
+      mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
       return {state.arrival.unexpected->payload.data()};
     }
     case FrameKind::ReadyToSend:
-      if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return {};
+      if (mesh_.mismatches_.contradicts_my_call(peer, header.tag, header.extra)) return {};
       if (auto receive = mesh_.matcher_.take_receive(peer, header.tag)) {
         // On a mismatch the sender's message is never cleared: the receiver's failed collective
         // aborts its group, and the Goodbye fails the sender's pending send.
         if (conflicting(receive->fingerprint, header.extra)) {
-          mesh_.fail_mismatch(*receive, peer, header.extra);
+          mesh_.mismatches_.fail_mismatch(*receive, peer, header.extra);
         } else if (mesh_.fits(*receive, peer, header.tag, header.bytes, header.id)) {
           mesh_.clear_to_send(peer, header.id, std::move(*receive));
         }
       } else {
         mesh_.matcher_.add_unexpected(
             {peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra});
-        mesh_.fail_conflicting(peer, header.tag, header.extra);
+        mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
       }
       return {};
     case FrameKind::ClearToSend: {

@@ -54,7 +54,7 @@ void MeshTransport::service(int peer) {
     // news: the mismatch is what everything fails with.
     if (!pending_mismatch_) lose_peer(peer, std::current_exception());
   }
-  if (pending_mismatch_) shut_down_on(std::exchange(pending_mismatch_, nullptr));
+  if (pending_mismatch_) mismatches_.shut_down_on(std::exchange(pending_mismatch_, nullptr));
   for (auto& [lost, error] : std::exchange(write_losses_, {})) lose_after_write_error(lost, error);
 }
 

@@ -21,7 +21,7 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
                                                          std::uint64_t tag, std::uint64_t fingerprint) {
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);
-  note_call(tag, fingerprint);
+  mismatches_.note_call(tag, fingerprint);
   if (aborted_) {
     completion->fail(aborted_);
   } else if (peer == rank_) {
@@ -45,7 +45,7 @@ bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std:
                              std::uint64_t fingerprint) {
   if (bytes > kEagerBytes || peer == rank_) return false;
   std::lock_guard lock(mutex_);
-  note_call(tag, fingerprint);
+  mismatches_.note_call(tag, fingerprint);
   Peer& state = peers_[peer];
   if (aborted_ || state.error || !state.connection) return false;
   try {
@@ -91,7 +91,7 @@ void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, i
 }
 
 void MeshTransport::post_receive(PostedReceive receive) {
-  note_call(receive.tag, receive.fingerprint);
+  mismatches_.note_call(receive.tag, receive.fingerprint);
   if (aborted_) {
     receive.completion->fail(aborted_);
     return;
@@ -100,12 +100,12 @@ void MeshTransport::post_receive(PostedReceive receive) {
   std::uint64_t tag = receive.tag, fingerprint = receive.fingerprint;
   UnexpectedMessage* message = matcher_.find_unexpected(receive);
   if (message != nullptr && conflicting(message->fingerprint, fingerprint)) {
-    fail_mismatch(receive, message->source, message->fingerprint);  // the message stays unclaimed
+    mismatches_.fail_mismatch(receive, message->source, message->fingerprint);  // the message stays unclaimed
     return;
   }
   if (message == nullptr) {
-    if (auto other = disagreement(receive)) {
-      fail_mismatch(receive, other->source, other->fingerprint);
+    if (auto other = mismatches_.disagreement(receive)) {
+      mismatches_.fail_mismatch(receive, other->source, other->fingerprint);
       return;
     }
     // Messages that arrived before a peer left are still delivered (above); nothing more will.
@@ -164,7 +164,7 @@ void MeshTransport::clear_to_send(int peer, std::uint64_t id, PostedReceive rece
 void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint) {
   if (auto receive = matcher_.take_receive(rank_, tag)) {
     if (conflicting(receive->fingerprint, fingerprint)) {
-      fail_mismatch(*receive, rank_, fingerprint);
+      mismatches_.fail_mismatch(*receive, rank_, fingerprint);
     } else if (fits(*receive, rank_, tag, bytes, 0)) {
       deliver(*receive, data, bytes);
       receive->completion->complete(bytes, rank_);
@@ -175,7 +175,7 @@ void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::ui
   auto* begin = static_cast<const std::uint8_t*>(data);
   message.payload.assign(begin, begin + bytes);
   matcher_.add_unexpected(std::move(message));
-  fail_conflicting(rank_, tag, fingerprint);
+  mismatches_.fail_conflicting(rank_, tag, fingerprint);
 }
 
 void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* payload,

@@ -114,9 +114,6 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
   bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
   void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
-  void fail_mismatch(const PostedReceive& receive, int source, std::uint64_t message_fingerprint);
-  std::exception_ptr mismatch_error(std::uint64_t mine, int source, std::uint64_t theirs) const;
-  void fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint);
   void service(int peer);
   void lose_peer(int peer, std::exception_ptr error);
   void lose_after_write_error(int peer, std::exception_ptr error);
@@ -132,24 +129,49 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   void say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about);
   // Fails everything with `error` and tells the peers (abort's work, with a chosen error).
   void shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code, std::uint64_t about = 0);
-  // Whether a collective message or probe from `peer` belongs to a call this rank began with
-  // another fingerprint (calls_); if so the mismatch is handled (at once, or after the peer's
-  // receive() unwinds) and the message must be dropped.
-  bool contradicts_my_call(int peer, std::uint64_t tag, std::uint64_t fingerprint);
-  // Records that this rank sends or receives in the call of `tag` (calls_); the first time,
-  // compares what arrived of that call before. A mismatch stops the transport (aborted_).
-  void note_call(std::uint64_t tag, std::uint64_t fingerprint);
-  void fail_on_mismatch(int peer, std::uint64_t mine, std::uint64_t theirs);
-  void shut_down_on(std::exception_ptr mismatch);
+  // Stops the transport over `cause` (a mismatch), which every peer then gets as its own error.
   void stop_over(const Error& cause);
-  // A message or probe of the same call as `receive`, from its source (or any), whose
-  // fingerprint differs: where it came from and what it says.
-  struct Disagreement {
-    int source;
-    std::uint64_t fingerprint;
-  };
-  std::optional<Disagreement> disagreement(const PostedReceive& receive) const;
   void watch_output(int peer, bool on);
+
+  // Collective mismatches the transport sees (mesh_mismatch.cpp): a message or probe whose call
+  // fingerprint differs from that of the receive of the same slot fails it with an error naming
+  // both calls. All under the transport's mutex.
+  class Mismatches {
+   public:
+    explicit Mismatches(MeshTransport& mesh) : mesh_(mesh) {}
+    std::exception_ptr mismatch_error(std::uint64_t mine, int source, std::uint64_t theirs) const;
+    // Fails a receive whose call differs from the one a message of its slot came from.
+    void fail_mismatch(const PostedReceive& receive, int source, std::uint64_t message_fingerprint);
+    // Fails the posted receives of the same call as a message that disagrees with them.
+    void fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint);
+    // Whether a collective message or probe from `peer` belongs to a call this rank began with
+    // another fingerprint (calls_); if so the mismatch is handled (at once, or after the peer's
+    // receive() unwinds) and the message must be dropped.
+    bool contradicts_my_call(int peer, std::uint64_t tag, std::uint64_t fingerprint);
+    // Records that this rank sends or receives in the call of `tag` (calls_); the first time,
+    // compares what arrived of that call before. A mismatch stops the transport (aborted_).
+    void note_call(std::uint64_t tag, std::uint64_t fingerprint);
+    void fail_on_mismatch(int peer, std::uint64_t mine, std::uint64_t theirs);
+    void shut_down_on(std::exception_ptr mismatch);
+    // A message or probe of the same call as `receive`, from its source (or any), whose
+    // fingerprint differs: where it came from and what it says.
+    struct Disagreement {
+      int source;
+      std::uint64_t fingerprint;
+    };
+    std::optional<Disagreement> disagreement(const PostedReceive& receive) const;
+
+   private:
+    // The collective calls this rank sent or received in last (slot: the tag above the step),
+    // by slot; calls of a group run in order, so a few dozen cover what can still arrive.
+    struct CallRecord {
+      std::uint64_t slot = 0;
+      std::uint64_t fingerprint = 0;
+    };
+    static constexpr std::size_t kRecordedCalls = 64;
+    std::array<CallRecord, kRecordedCalls> calls_{};
+    MeshTransport& mesh_;
+  };
 
   // What the progress thread drives (mesh_progress.cpp): the streams' wake-ups and reads.
   class Driver final : public ProgressThread::Driver {
@@ -182,17 +204,10 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   // Peers a write failed to while another peer's receive() was on the stack: lost (after a last
   // read of what they sent) once it is over.
   std::vector<std::pair<int, std::exception_ptr>> write_losses_;
-  std::exception_ptr pending_mismatch_;  // found inside that receive(): handled after it
-  // The collective calls this rank sent or received in last (slot: the tag above the step),
-  // by slot; calls of a group run in order, so a few dozen cover what can still arrive.
-  struct CallRecord {
-    std::uint64_t slot = 0;
-    std::uint64_t fingerprint = 0;
-  };
-  static constexpr std::size_t kRecordedCalls = 64;
-  std::array<CallRecord, kRecordedCalls> calls_{};
+  std::exception_ptr pending_mismatch_;          // found inside that receive(): handled after it
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
+  Mismatches mismatches_{*this};
   FrameReceiver frames_{*this};
   Driver driver_{*this};
   ProgressThread progress_;  // last: stopped before the members it reads are destroyed
