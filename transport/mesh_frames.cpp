@@ -38,7 +38,7 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
           mesh_.mismatches_.fail_mismatch(*receive, peer, header.extra);
           return {nullptr};
         }
-        if (!mesh_.fits(*receive, peer, header.tag, header.bytes, 0)) return {nullptr};
+        if (!fits(*receive, peer, header.tag, header.bytes, 0)) return {nullptr};
         state.arrival.receive = std::move(receive);
         return target_of(*state.arrival.receive);
       }
@@ -55,8 +55,8 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
         // aborts its group, and the Goodbye fails the sender's pending send.
         if (conflicting(receive->fingerprint, header.extra)) {
           mesh_.mismatches_.fail_mismatch(*receive, peer, header.extra);
-        } else if (mesh_.fits(*receive, peer, header.tag, header.bytes, header.id)) {
-          mesh_.clear_to_send(peer, header.id, std::move(*receive));
+        } else if (fits(*receive, peer, header.tag, header.bytes, header.id)) {
+          clear_to_send(peer, header.id, std::move(*receive));
         }
       } else {
         mesh_.matcher_.add_unexpected(
@@ -129,7 +129,7 @@ bool MeshTransport::FrameReceiver::on_payload(StreamConnection& connection, cons
       mesh_.matcher_.remove_unexpected(message);
     } else if (message->claimed_by) {
       PostedReceive receive = std::move(*message->claimed_by);
-      if (mesh_.fits(receive, message->source, message->tag, message->bytes, 0)) {
+      if (fits(receive, message->source, message->tag, message->bytes, 0)) {
         deliver(receive, message->payload.data(), message->bytes);
         receive.completion->complete(message->bytes, message->source);
         completed = receive.completion.get() == mesh_.awaited_;
@@ -139,6 +139,25 @@ bool MeshTransport::FrameReceiver::on_payload(StreamConnection& connection, cons
   }
   state.arrival = {};
   return completed;
+}
+
+// Checks the receive buffer holds the message; if not, fails the receive and tells the sender.
+bool MeshTransport::FrameReceiver::fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes,
+                                        std::uint64_t id) {
+  if (bytes <= receive.capacity) return true;
+  receive.completion->fail(mesh_.make_error<InvalidArgumentError>(
+      "the message from " + mesh_.peer_name(source) + " with tag " + std::to_string(tag) + " has " +
+          std::to_string(bytes) + " bytes but the receive buffer holds " + std::to_string(receive.capacity) +
+          "; post a receive at least as large as what is sent (nothing was truncated: the message is dropped)",
+      source, "recv"));
+  if (source != mesh_.rank_)
+    mesh_.send_frame(source, make_frame(FrameKind::Refused, tag, bytes, id, receive.capacity), nullptr, nullptr);
+  return false;
+}
+
+void MeshTransport::FrameReceiver::clear_to_send(int peer, std::uint64_t id, PostedReceive receive) {
+  mesh_.peers_[peer].cleared.emplace(id, std::move(receive));
+  mesh_.send_frame(peer, make_frame(FrameKind::ClearToSend, 0, 0, id), nullptr, nullptr);
 }
 
 }  // namespace comm::transport

@@ -102,7 +102,7 @@ void MeshTransport::Mismatches::shut_down_on(std::exception_ptr mismatch) {
     std::rethrow_exception(mismatch);
   } catch (const Error& error) {
     log::get(log::Subsystem::Transport).error("{}", error.what());
-    mesh_.stop_over(error);
+    mesh_.peer_loss_.stop_over(error);
   }
 }
 

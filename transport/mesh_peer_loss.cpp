@@ -19,64 +19,58 @@ constexpr auto kGoodbyeFlushTime = std::chrono::milliseconds(250);
 
 }  // namespace
 
-std::exception_ptr MeshTransport::failure(int peer) {
-  std::lock_guard lock(mutex_);
-  if (aborted_) return aborted_;
-  return peer >= 0 && peer < size_ && peer != rank_ ? peers_[peer].error : nullptr;
-}
-
-bool MeshTransport::all_peers_lost() const {
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_ && peers_[peer].connection) return false;
+bool MeshTransport::PeerLoss::all_peers_lost() const {
+  for (int peer = 0; peer < mesh_.size_; ++peer) {
+    if (peer != mesh_.rank_ && mesh_.peers_[peer].connection) return false;
   }
-  return size_ > 1;
+  return mesh_.size_ > 1;
 }
 
 // A write failed because the peer closed: it may have said why just before (a Goodbye naming a
 // mismatch, say), and that, not "broken pipe", is what this rank's operations should fail with.
-void MeshTransport::lose_after_write_error(int peer, std::exception_ptr error) {
+void MeshTransport::PeerLoss::lose_after_write_error(int peer, std::exception_ptr error) {
   // Reads what the peer sent last (a goodbye naming the rank it stopped over, often), and loses
   // it properly at its end of file; not from inside another peer's receive(), which servicing
-  // would unseat: then once that receive is over (service()).
-  if (servicing_peer_ >= 0) {
-    if (std::none_of(write_losses_.begin(), write_losses_.end(),
+  // would unseat: then once that receive is over (MeshTransport::service).
+  if (mesh_.servicing_peer_ >= 0) {
+    if (std::none_of(mesh_.write_losses_.begin(), mesh_.write_losses_.end(),
                      [&](const auto& loss) { return loss.first == peer; })) {
-      write_losses_.emplace_back(peer, error);
+      mesh_.write_losses_.emplace_back(peer, error);
     }
     return;
   }
-  service(peer);
-  if (peers_[peer].connection) lose_peer(peer, error);
+  mesh_.driver_.service(peer);
+  if (mesh_.peers_[peer].connection) lose_peer(peer, error);
 }
 
-void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
-  Peer& state = peers_[peer];
+void MeshTransport::PeerLoss::lose_peer(int peer, std::exception_ptr error) {
+  Peer& state = mesh_.peers_[peer];
   if (state.departing && state.goodbye_code != 0) {
     // The peer stopped over an error: the same error here, of its type, with its message and the
     // rank it named (a dead rank, both sides of a mismatch), not a wrapper about the rank that
     // passed it on, which would be a healthy one.
     int about = state.goodbye_peer > 0 ? static_cast<int>(state.goodbye_peer - 1) : -1;
     auto code = static_cast<ErrorCode>(state.goodbye_code - 1);
-    error = detail::error_of_code(code, state.goodbye_reason, ErrorContext{.rank = rank_, .peer = about});
+    error = detail::error_of_code(code, state.goodbye_reason, ErrorContext{.rank = mesh_.rank_, .peer = about});
   } else if (state.departing) {
     std::string why =
         state.goodbye_reason.empty() ? "it finished, aborted, or destroyed the group" : state.goodbye_reason;
-    error = make_error<PeerClosedError>(
-        peer_name(peer) + " has shut down its process group (" + why + ") while this operation still needed it", peer,
-        "transport");
+    error = mesh_.make_error<PeerClosedError>(
+        mesh_.peer_name(peer) + " has shut down its process group (" + why + ") while this operation still needed it",
+        peer, "transport");
   } else {
     try {
       std::rethrow_exception(error);
     } catch (Error& cause) {
-      cause.add_context(ErrorContext{.rank = rank_, .peer = peer});
-      if (!aborted_) log::get(log::Subsystem::Transport).warn("{}", cause.what());
+      cause.add_context(ErrorContext{.rank = mesh_.rank_, .peer = peer});
+      if (!mesh_.aborted_) log::get(log::Subsystem::Transport).warn("{}", cause.what());
       error = std::make_exception_ptr(cause);
     } catch (...) {
     }
   }
   if (!state.error) state.error = error;
   if (state.connection) {
-    progress_.unwatch(state.connection->fd());
+    mesh_.progress_.unwatch(state.connection->fd());
     for (auto& completion : state.connection->take_queued()) completion->fail(error);
     state.connection.reset();
   }
@@ -86,35 +80,30 @@ void MeshTransport::lose_peer(int peer, std::exception_ptr error) {
   state.cleared.clear();
   if (state.arrival.receive) state.arrival.receive->completion->fail(error);
   state.arrival = {};
-  for (auto& receive : matcher_.take_receives_from(peer, all_peers_lost())) receive.completion->fail(error);
+  for (auto& receive : mesh_.matcher_.take_receives_from(peer, all_peers_lost())) receive.completion->fail(error);
   // Messages that fully arrived stay deliverable; half-arrived and announced ones never will be.
-  for (auto& message : matcher_.take_incomplete_from(peer)) {
+  for (auto& message : mesh_.matcher_.take_incomplete_from(peer)) {
     if (message.claimed_by) message.claimed_by->completion->fail(error);
   }
 }
 
-void MeshTransport::abort(const std::string& reason, const Error* cause) {
-  std::lock_guard lock(mutex_);
-  if (cause != nullptr) return stop_over(*cause);
-  shut_down(make_error<PeerClosedError>("aborted: " + reason, -1, "transport"), reason, 0);
-}
-
 // This rank and its peers fail with the cause itself (of its type, with its message, about the
 // rank it names), not with "rank r aborted" around it.
-void MeshTransport::stop_over(const Error& cause) {
-  shut_down(detail::error_of_code(cause.code(), cause.message(), ErrorContext{.rank = rank_, .peer = cause.peer()}),
-            cause.message(), 1 + static_cast<std::uint64_t>(cause.code()),
-            cause.peer() >= 0 ? 1 + static_cast<std::uint64_t>(cause.peer()) : 0);
+void MeshTransport::PeerLoss::stop_over(const Error& cause) {
+  shut_down(
+      detail::error_of_code(cause.code(), cause.message(), ErrorContext{.rank = mesh_.rank_, .peer = cause.peer()}),
+      cause.message(), 1 + static_cast<std::uint64_t>(cause.code()),
+      cause.peer() >= 0 ? 1 + static_cast<std::uint64_t>(cause.peer()) : 0);
 }
 
-void MeshTransport::shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code,
-                              std::uint64_t about) {
+void MeshTransport::PeerLoss::shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code,
+                                        std::uint64_t about) {
   say_goodbye(reason, code, about);
   // What is queued before the Goodbye (a large message's data, say) gets a moment to leave, so
   // peers learn why rather than see an end of file; their input is dropped meanwhile, so a peer
   // blocked writing to us cannot block our writing to it.
   auto deadline = std::chrono::steady_clock::now() + kGoodbyeFlushTime;
-  for (auto& state : peers_) {
+  for (auto& state : mesh_.peers_) {
     if (!state.connection) continue;
     try {
       while (state.connection->has_output() && !state.connection->flush() &&
@@ -135,24 +124,24 @@ void MeshTransport::shut_down(std::exception_ptr error, const std::string& reaso
   // which would then blame this rank (within what is left of the flush time).
   while (code != 0 && std::chrono::steady_clock::now() < deadline) {
     bool all = true;
-    for (auto& state : peers_) {
+    for (auto& state : mesh_.peers_) {
       if (state.connection && !state.connection->stream().drained_to_end()) all = false;
     }
     if (all) break;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  if (!aborted_) aborted_ = error;
-  poll_due_.store(true, std::memory_order_relaxed);  // poll() reports the stop
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_ && peers_[peer].connection) lose_peer(peer, aborted_);
+  if (!mesh_.aborted_) mesh_.aborted_ = error;
+  mesh_.poll_due_.store(true, std::memory_order_relaxed);  // poll() reports the stop
+  for (int peer = 0; peer < mesh_.size_; ++peer) {
+    if (peer != mesh_.rank_ && mesh_.peers_[peer].connection) lose_peer(peer, mesh_.aborted_);
   }
-  for (auto& receive : matcher_.take_receives_from(rank_, true)) receive.completion->fail(aborted_);
+  for (auto& receive : mesh_.matcher_.take_receives_from(mesh_.rank_, true)) receive.completion->fail(mesh_.aborted_);
 }
 
 // Tells every live peer we are going, and why (`code`: 1 + the ErrorCode of the cause, 0: none
 // in particular), so it sees an orderly shutdown rather than a crash.
-void MeshTransport::say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about) {
-  for (auto& state : peers_) {
+void MeshTransport::PeerLoss::say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about) {
+  for (auto& state : mesh_.peers_) {
     if (!state.connection) continue;
     state.connection->queue(make_frame(FrameKind::Goodbye, 0, reason.size(), about, code), reason.data(), nullptr);
     try {
@@ -161,6 +150,18 @@ void MeshTransport::say_goodbye(const std::string& reason, std::uint64_t code, s
       // That peer is gone already; nothing to tell it.
     }
   }
+}
+
+std::exception_ptr MeshTransport::failure(int peer) {
+  std::lock_guard lock(mutex_);
+  if (aborted_) return aborted_;
+  return peer >= 0 && peer < size_ && peer != rank_ ? peers_[peer].error : nullptr;
+}
+
+void MeshTransport::abort(const std::string& reason, const Error* cause) {
+  std::lock_guard lock(mutex_);
+  if (cause != nullptr) return peer_loss_.stop_over(*cause);
+  peer_loss_.shut_down(make_error<PeerClosedError>("aborted: " + reason, -1, "transport"), reason, 0);
 }
 
 }  // namespace comm::transport

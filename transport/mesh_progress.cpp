@@ -39,25 +39,6 @@ MeshTransport::~MeshTransport() {
   abort("the process group was destroyed");
 }
 
-void MeshTransport::service(int peer) {
-  if (peer == rank_) return;
-  Peer& state = peers_[peer];
-  if (!state.connection) return;
-  try {
-    servicing_peer_ = peer;
-    state.connection->receive(frames_);
-    servicing_peer_ = -1;
-    if (state.connection && state.connection->has_output() && state.connection->flush()) watch_output(peer, false);
-  } catch (const Error&) {
-    servicing_peer_ = -1;
-    // After a mismatch in this read the peer's end (it stopped over the same mismatch) is no
-    // news: the mismatch is what everything fails with.
-    if (!pending_mismatch_) lose_peer(peer, std::current_exception());
-  }
-  if (pending_mismatch_) mismatches_.shut_down_on(std::exchange(pending_mismatch_, nullptr));
-  for (auto& [lost, error] : std::exchange(write_losses_, {})) lose_after_write_error(lost, error);
-}
-
 bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return true;  // someone else is making progress right now
@@ -70,7 +51,7 @@ bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
   int last = peer_hint >= 0 && peer_hint != rank_ ? peer_hint : size_ - 1;
   for (int peer = first; peer <= last; ++peer) {
     before += moved(peer);
-    service(peer);
+    driver_.service(peer);
     after += moved(peer);
   }
   awaited_ = nullptr;
@@ -86,14 +67,34 @@ std::exception_ptr MeshTransport::poll() {
   return aborted_;
 }
 
-void MeshTransport::watch_output(int peer, bool on) {
-  if (!peers_[peer].connection->stream().writes_wake_through_fd()) return;  // prepare_to_sleep arms it
-  progress_.watch_output(peers_[peer].connection->fd(), static_cast<std::uint64_t>(peer), on);
-}
-
 void MeshTransport::spinning(bool on) { progress_.spinning(on); }
 
 void MeshTransport::waiter_sleeps() { progress_.waiter_sleeps(); }
+
+void MeshTransport::Driver::service(int peer) {
+  if (peer == mesh_.rank_) return;
+  Peer& state = mesh_.peers_[peer];
+  if (!state.connection) return;
+  try {
+    mesh_.servicing_peer_ = peer;
+    state.connection->receive(mesh_.frames_);
+    mesh_.servicing_peer_ = -1;
+    if (state.connection && state.connection->has_output() && state.connection->flush()) watch_output(peer, false);
+  } catch (const Error&) {
+    mesh_.servicing_peer_ = -1;
+    // After a mismatch in this read the peer's end (it stopped over the same mismatch) is no
+    // news: the mismatch is what everything fails with.
+    if (!mesh_.pending_mismatch_) mesh_.peer_loss_.lose_peer(peer, std::current_exception());
+  }
+  if (mesh_.pending_mismatch_) mesh_.mismatches_.shut_down_on(std::exchange(mesh_.pending_mismatch_, nullptr));
+  for (auto& [lost, error] : std::exchange(mesh_.write_losses_, {}))
+    mesh_.peer_loss_.lose_after_write_error(lost, error);
+}
+
+void MeshTransport::Driver::watch_output(int peer, bool on) {
+  if (!mesh_.peers_[peer].connection->stream().writes_wake_through_fd()) return;  // prepare_to_sleep arms it
+  mesh_.progress_.watch_output(mesh_.peers_[peer].connection->fd(), static_cast<std::uint64_t>(peer), on);
+}
 
 // Arms every stream's wake-up before sleeping; false when one already has work.
 bool MeshTransport::Driver::prepare_to_sleep() {
@@ -111,7 +112,7 @@ void MeshTransport::Driver::woke_up() {
 }
 
 void MeshTransport::Driver::service_all() {
-  for (int peer = 0; peer < mesh_.size_; ++peer) mesh_.service(peer);
+  for (int peer = 0; peer < mesh_.size_; ++peer) service(peer);
 }
 
 void MeshTransport::Driver::ready(std::uint64_t key) {
@@ -120,10 +121,10 @@ void MeshTransport::Driver::ready(std::uint64_t key) {
   try {
     mesh_.peers_[peer].connection->stream().on_wakeup();
   } catch (const Error&) {
-    mesh_.lose_peer(peer, std::current_exception());
+    mesh_.peer_loss_.lose_peer(peer, std::current_exception());
     return;
   }
-  mesh_.service(peer);
+  service(peer);
 }
 
 void MeshTransport::Driver::thread_failed(const std::string& reason) { mesh_.abort(reason); }

@@ -51,10 +51,10 @@ bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std:
   try {
     if (!state.connection->write_now(make_frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data)) return false;
   } catch (const Error&) {
-    lose_after_write_error(peer, std::current_exception());
+    peer_loss_.lose_after_write_error(peer, std::current_exception());
     return false;  // isend reports the loss
   }
-  if (state.connection->has_output()) watch_output(peer, true);
+  if (state.connection->has_output()) driver_.watch_output(peer, true);
   return true;
 }
 
@@ -113,7 +113,7 @@ void MeshTransport::post_receive(PostedReceive receive) {
       receive.completion->fail(peers_[peer].error);
       return;
     }
-    if (peer == kAnySource && all_peers_lost()) {
+    if (peer == kAnySource && peer_loss_.all_peers_lost()) {
       receive.completion->fail(make_error<PeerClosedError>(
           "every peer is gone; nobody is left to send to a receive from any source", -1, "recv"));
       return;
@@ -121,7 +121,7 @@ void MeshTransport::post_receive(PostedReceive receive) {
     matcher_.post(std::move(receive));
     return;
   }
-  if (!fits(receive, message->source, tag, message->bytes, message->rendezvous ? message->id : 0)) {
+  if (!frames_.fits(receive, message->source, tag, message->bytes, message->rendezvous ? message->id : 0)) {
     // One still arriving stays until its payload is in: the stream is writing into it.
     if (message->rendezvous || message->arrived) {
       matcher_.remove_unexpected(message);
@@ -132,7 +132,7 @@ void MeshTransport::post_receive(PostedReceive receive) {
     int source = message->source;
     std::uint64_t id = message->id;
     matcher_.remove_unexpected(message);
-    clear_to_send(source, id, std::move(receive));
+    frames_.clear_to_send(source, id, std::move(receive));
   } else if (message->arrived) {
     deliver(receive, message->payload.data(), message->bytes);
     receive.completion->complete(message->bytes, message->source);
@@ -142,30 +142,11 @@ void MeshTransport::post_receive(PostedReceive receive) {
   }
 }
 
-// Checks the receive buffer holds the message; if not, fails the receive and tells the sender.
-bool MeshTransport::fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes,
-                         std::uint64_t id) {
-  if (bytes <= receive.capacity) return true;
-  receive.completion->fail(make_error<InvalidArgumentError>(
-      "the message from " + peer_name(source) + " with tag " + std::to_string(tag) + " has " + std::to_string(bytes) +
-          " bytes but the receive buffer holds " + std::to_string(receive.capacity) +
-          "; post a receive at least as large as what is sent (nothing was truncated: the message is dropped)",
-      source, "recv"));
-  if (source != rank_)
-    send_frame(source, make_frame(FrameKind::Refused, tag, bytes, id, receive.capacity), nullptr, nullptr);
-  return false;
-}
-
-void MeshTransport::clear_to_send(int peer, std::uint64_t id, PostedReceive receive) {
-  peers_[peer].cleared.emplace(id, std::move(receive));
-  send_frame(peer, make_frame(FrameKind::ClearToSend, 0, 0, id), nullptr, nullptr);
-}
-
 void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint) {
   if (auto receive = matcher_.take_receive(rank_, tag)) {
     if (conflicting(receive->fingerprint, fingerprint)) {
       mismatches_.fail_mismatch(*receive, rank_, fingerprint);
-    } else if (fits(*receive, rank_, tag, bytes, 0)) {
+    } else if (frames_.fits(*receive, rank_, tag, bytes, 0)) {
       deliver(*receive, data, bytes);
       receive->completion->complete(bytes, rank_);
     }
@@ -187,12 +168,12 @@ void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* 
   }
   state.connection->queue(header, payload, std::move(on_written));
   try {
-    if (!state.connection->flush()) watch_output(peer, true);
+    if (!state.connection->flush()) driver_.watch_output(peer, true);
   } catch (const Error&) {
     // Inside that connection's receive() (answering a frame), the connection must outlive
-    // the call: service() loses the peer once receive() has unwound.
+    // the call: Driver::service loses the peer once receive() has unwound.
     if (peer == servicing_peer_) throw;
-    lose_after_write_error(peer, std::current_exception());
+    peer_loss_.lose_after_write_error(peer, std::current_exception());
   }
 }
 

@@ -101,6 +101,11 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     explicit FrameReceiver(MeshTransport& mesh) : mesh_(mesh) {}
     StreamConnection::PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) override;
     bool on_payload(StreamConnection& connection, const FrameHeader& header) override;
+    // Whether the receive buffer holds the message; if not, fails the receive and tells the
+    // sender (`id`: the sender's, for a large message).
+    bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
+    // Clears a peer's large message (ReadyToSend `id`) for `receive`.
+    void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
 
    private:
     static StreamConnection::PayloadTarget target_of(const PostedReceive& receive);
@@ -111,13 +116,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   void post_receive(PostedReceive receive);
   void send_frame(int peer, const FrameHeader& header, const void* payload,
                   std::shared_ptr<detail::Completion> on_written);
-  void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
-  bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
   void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
-  void service(int peer);
-  void lose_peer(int peer, std::exception_ptr error);
-  void lose_after_write_error(int peer, std::exception_ptr error);
-  bool all_peers_lost() const;
   std::shared_ptr<detail::Completion> new_completion(int peer);
   // An error of this rank's, about `peer` (-1: none), as the exception_ptr completions fail with.
   template <class Error>
@@ -125,13 +124,27 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     return std::make_exception_ptr(Error(message, ErrorContext{.rank = rank_, .peer = peer, .op = op}));
   }
 
-  // `code`: 1 + the ErrorCode of the cause (0: none); `about`: 1 + the rank it names (0: none).
-  void say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about);
-  // Fails everything with `error` and tells the peers (abort's work, with a chosen error).
-  void shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code, std::uint64_t about = 0);
-  // Stops the transport over `cause` (a mismatch), which every peer then gets as its own error.
-  void stop_over(const Error& cause);
-  void watch_output(int peer, bool on);
+  // Peers lost (a stream failed, or the peer said Goodbye) and this rank stopping
+  // (mesh_peer_loss.cpp): everything pending with a lost peer fails with the reason, and nothing
+  // waits on it again. All under the transport's mutex.
+  class PeerLoss {
+   public:
+    explicit PeerLoss(MeshTransport& mesh) : mesh_(mesh) {}
+    void lose_peer(int peer, std::exception_ptr error);
+    // A write failed because the peer closed: it may have said why just before (a Goodbye naming
+    // a mismatch, say), and that, not "broken pipe", is what this rank's operations fail with.
+    void lose_after_write_error(int peer, std::exception_ptr error);
+    bool all_peers_lost() const;
+    // Fails everything with `error` and tells the peers (abort's work, with a chosen error).
+    // `code`: 1 + the ErrorCode of the cause (0: none); `about`: 1 + the rank it names (0: none).
+    void shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code, std::uint64_t about = 0);
+    // Stops the transport over `cause` (a mismatch), which every peer then gets as its own error.
+    void stop_over(const Error& cause);
+
+   private:
+    void say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about);
+    MeshTransport& mesh_;
+  };
 
   // Collective mismatches the transport sees (mesh_mismatch.cpp): a message or probe whose call
   // fingerprint differs from that of the receive of the same slot fails it with an error naming
@@ -183,6 +196,10 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     void service_all() override;
     void ready(std::uint64_t peer) override;
     void thread_failed(const std::string& reason) override;
+    // Reads and answers one peer (a mismatch or lost write found inside is handled after).
+    void service(int peer);
+    // Whether the progress thread wakes when `peer`'s stream has room (queued output).
+    void watch_output(int peer, bool on);
 
    private:
     MeshTransport& mesh_;
@@ -207,6 +224,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   std::exception_ptr pending_mismatch_;          // found inside that receive(): handled after it
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
 
+  PeerLoss peer_loss_{*this};
   Mismatches mismatches_{*this};
   FrameReceiver frames_{*this};
   Driver driver_{*this};
