@@ -24,13 +24,6 @@ bool cpu_reduce_uses_avx2() {
 #endif
 }
 
-bool supports(DType dtype, ReduceOp op) {
-  bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
-  bool floating =
-      dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
-  return !(bitwise && floating);
-}
-
 void check_supported(DType dtype, ReduceOp op, int rank) {
   COMM_CHECK(supports(dtype, op), InvalidArgumentError, (ErrorContext{.rank = rank, .op = "reduce"}),
              std::string("op ") + to_string(op) + " is bitwise and dtype " + to_string(dtype) +

@@ -13,8 +13,14 @@
 
 namespace comm::algorithms {
 
-// Whether op may be applied to dtype (BAnd/BOr/BXor need integers or bool).
-bool supports(DType dtype, ReduceOp op);
+// Whether op may be applied to dtype (BAnd/BOr/BXor need integers or bool). Inline: every
+// reducing call asks.
+constexpr bool supports(DType dtype, ReduceOp op) {
+  bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
+  bool floating =
+      dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
+  return !(bitwise && floating);
+}
 
 // Throws InvalidArgumentError naming the pair when !supports(dtype, op).
 void check_supported(DType dtype, ReduceOp op, int rank = -1);

@@ -166,7 +166,7 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
       bool rooted = call.operation == Operation::Reduce;
       check_buffer(output, op);
       if (rooted) check_root(call.root, op);
-      algorithms::check_supported(output.dtype, call.op, rank_);
+      if (!algorithms::supports(output.dtype, call.op)) algorithms::check_supported(output.dtype, call.op, rank_);
       return {.collective = rooted ? Collective::Reduce : Collective::AllReduce,
               .dtype = output.dtype,
               .op = call.op,
@@ -223,7 +223,7 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
     }
     case Operation::ReduceScatter:
       check_pair_buffers(output, input, op);
-      algorithms::check_supported(input.dtype, call.op, rank_);
+      if (!algorithms::supports(input.dtype, call.op)) algorithms::check_supported(input.dtype, call.op, rank_);
       check_count(output.count <= input.count / n, op,
                   "the input holds " + std::to_string(input.count) + " elements; it needs size() x output count = " +
                       std::to_string(n) + " x " + std::to_string(output.count));
