@@ -24,10 +24,10 @@ bool cpu_reduce_uses_avx2() {
 #endif
 }
 
-void check_supported(DType dtype, ReduceOp op, int rank) {
-  COMM_CHECK(supports(dtype, op), InvalidArgumentError, (ErrorContext{.rank = rank, .op = "reduce"}),
-             std::string("op ") + to_string(op) + " is bitwise and dtype " + to_string(dtype) +
-                 " is floating point; bitwise ops take integer or bool data");
+void throw_unsupported(DType dtype, ReduceOp op, int rank) {
+  throw InvalidArgumentError(std::string("op ") + to_string(op) + " is bitwise and dtype " + to_string(dtype) +
+                                 " is floating point; bitwise ops take integer or bool data",
+                             ErrorContext{.rank = rank, .op = "reduce"});
 }
 
 void reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op, Device device, void* stream) {

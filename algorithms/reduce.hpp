@@ -22,8 +22,15 @@ constexpr bool supports(DType dtype, ReduceOp op) {
   return !(bitwise && floating);
 }
 
-// Throws InvalidArgumentError naming the pair when !supports(dtype, op).
-void check_supported(DType dtype, ReduceOp op, int rank = -1);
+// Throws InvalidArgumentError naming the pair (out of line: only the error is built there).
+[[noreturn]] void throw_unsupported(DType dtype, ReduceOp op, int rank);
+
+// Throws InvalidArgumentError naming the pair when !supports(dtype, op). Inline, so the common
+// case costs a compare on every reducing call.
+inline void check_supported(DType dtype, ReduceOp op, int rank = -1) {
+  if (!supports(dtype, op)) [[unlikely]]
+    throw_unsupported(dtype, op, rank);
+}
 
 // dst[i] = dst[i] op src[i] for i < count. dst and src may be the same buffer; other overlap
 // is not allowed. Avg reduces as Sum. On a CUDA device the work is enqueued on `stream` (a

@@ -144,29 +144,29 @@ struct Submission {
 // Every operation's one path: queued inside a group; started on the stream for device memory
 // (kept until it completes); else run now, libcomm's blocking form.
 comm_result_t submit(const Call& arguments, Submission submission) {
-  auto issue = [device = arguments.device, stream = arguments.stream](ProcessGroup& group, Submission& submission,
-                                                                      bool wait) -> std::shared_ptr<comm::Work> {
+  // Readies the call on its group when it is issued: the stream for device memory, NCCL's
+  // separate input copied in, the blocks pointed at where the submission keeps them.
+  auto ready = [device = arguments.device, stream = arguments.stream](ProcessGroup& group,
+                                                                      Submission& submission) -> const comm::Call& {
     if (device) group.set_cuda_stream(stream);
     if (submission.copied_input) copy_input(submission.call.output, *submission.copied_input, stream);
     submission.call.blocks = submission.blocks;
-    if (!wait) return group.start(submission.call);
-    group.run(submission.call);
-    return nullptr;
+    return submission.call;
   };
   if (comm::c_api::in_group()) {
     comm::c_api::queue_operation(
         arguments.comm,
-        [issue, submission = std::move(submission)](ProcessGroup& group) mutable {
-          return issue(group, submission, false);
+        [ready, submission = std::move(submission)](ProcessGroup& group) mutable {
+          return group.start(ready(group, submission));
         },
         arguments.device);
     return COMM_SUCCESS;
   }
   auto& group = arguments.comm->group();
   if (arguments.device) {
-    arguments.comm->keep_in_flight(issue(group, submission, false));
+    arguments.comm->keep_in_flight(group.start(ready(group, submission)));
   } else {
-    issue(group, submission, true);
+    group.run(ready(group, submission));
   }
   return COMM_SUCCESS;
 }

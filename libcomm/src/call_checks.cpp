@@ -139,8 +139,10 @@ void CallChecks::check_blocks(std::span<const Buffer> blocks, const Buffer& own,
 
 namespace {
 
-std::vector<void*> output_blocks(std::span<const Buffer> blocks) {
-  std::vector<void*> pointers;
+// The blocks' pointers, as HostCall holds them (void* for outputs, const void* for inputs).
+template <class Pointer>
+std::vector<Pointer> pointers_of(std::span<const Buffer> blocks) {
+  std::vector<Pointer> pointers;
   for (const Buffer& block : blocks) pointers.push_back(block.data);
   return pointers;
 }
@@ -166,7 +168,7 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
       bool rooted = call.operation == Operation::Reduce;
       check_buffer(output, op);
       if (rooted) check_root(call.root, op);
-      if (!algorithms::supports(output.dtype, call.op)) algorithms::check_supported(output.dtype, call.op, rank_);
+      algorithms::check_supported(output.dtype, call.op, rank_);
       return {.collective = rooted ? Collective::Reduce : Collective::AllReduce,
               .dtype = output.dtype,
               .op = call.op,
@@ -183,7 +185,7 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
                 .dtype = input.dtype,
                 .count = input.count,
                 .input = input.data,
-                .output_blocks = output_blocks(call.blocks)};
+                .output_blocks = pointers_of<void*>(call.blocks)};
       }
       check_pair_buffers(output, input, op);
       // Compared by division: size() x input count may not fit in a size_t.
@@ -204,26 +206,22 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
               .root = call.root,
               .count = input.count,
               .input = input.data,
-              .output_blocks = rank_ == call.root ? output_blocks(call.blocks) : std::vector<void*>{}};
+              .output_blocks = rank_ == call.root ? pointers_of<void*>(call.blocks) : std::vector<void*>{}};
     }
     case Operation::Scatter: {
       check_buffer(output, op);
       check_root(call.root, op);
-      std::vector<const void*> inputs;
-      if (rank_ == call.root) {
-        check_blocks(call.blocks, output, false, op);
-        for (const Buffer& block : call.blocks) inputs.push_back(block.data);
-      }
+      if (rank_ == call.root) check_blocks(call.blocks, output, false, op);
       return {.collective = Collective::Scatter,
               .dtype = output.dtype,
               .root = call.root,
               .count = output.count,
               .output = output.data,
-              .input_blocks = std::move(inputs)};
+              .input_blocks = rank_ == call.root ? pointers_of<const void*>(call.blocks) : std::vector<const void*>{}};
     }
     case Operation::ReduceScatter:
       check_pair_buffers(output, input, op);
-      if (!algorithms::supports(input.dtype, call.op)) algorithms::check_supported(input.dtype, call.op, rank_);
+      algorithms::check_supported(input.dtype, call.op, rank_);
       check_count(output.count <= input.count / n, op,
                   "the input holds " + std::to_string(input.count) + " elements; it needs size() x output count = " +
                       std::to_string(n) + " x " + std::to_string(output.count));
@@ -254,8 +252,8 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
 }
 
 Device device_of(const Call& call) {
-  bool by_input = call.operation == Operation::Gather || call.operation == Operation::Send ||
-                  (call.operation == Operation::AllGather && !call.blocks.empty());
+  bool by_input =
+      call.operation == Operation::Gather || (call.operation == Operation::AllGather && !call.blocks.empty());
   return by_input ? call.input.device : call.output.device;
 }
 

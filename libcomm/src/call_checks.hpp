@@ -14,8 +14,8 @@
 
 namespace comm {
 
-// Where a call's buffers live (all of them: the checks see to it): its own buffer, or the input
-// of a call whose outputs are blocks, or of a send.
+// Where a collective's buffers live (all of them: the checks see to it): its output, or the
+// input of a call whose outputs are blocks.
 Device device_of(const Call& call);
 
 class CallChecks {

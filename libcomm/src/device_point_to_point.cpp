@@ -29,7 +29,7 @@ struct PointToPoint::GpuTransfer {
 
 PointToPoint::GpuTransfer PointToPoint::prepare_gpu_transfer(const Call& call) {
   bool receiving = call.operation == Operation::Recv;
-  const Buffer& buffer = receiving ? call.output : call.input;
+  const Buffer& buffer = moved(call);
   const char* op = receiving ? "recv" : "send";
   checks_.check_buffer(buffer, op);  // before choosing a path: a build without CUDA says so first
   bool staged = devices_.path(op) == algorithms::DevicePath::Staging;

@@ -33,7 +33,7 @@ bool PointToPoint::send_at_once(const Buffer& buffer, int dst, int tag) {
 
 std::shared_ptr<Work> PointToPoint::start(const Call& call) {
   bool sending = call.operation == Operation::Send;
-  const Buffer& buffer = sending ? call.input : call.output;
+  const Buffer& buffer = moved(call);
   if (on_gpu(buffer)) return start_gpu_transfer(call);
   if (sending) {
     checks_.send(buffer, call.root, call.tag);
@@ -49,7 +49,7 @@ std::shared_ptr<Work> PointToPoint::start(const Call& call) {
 // The blocking forms keep their Work on the stack: one allocation fewer per message.
 int PointToPoint::run(const Call& call) {
   bool sending = call.operation == Operation::Send;
-  const Buffer& buffer = sending ? call.input : call.output;
+  const Buffer& buffer = moved(call);
   if (on_gpu(buffer)) return run_gpu_transfer(call);
   if (!sending) return wait_recv(buffer, call.root, call.tag);
   checks_.send(buffer, call.root, call.tag);

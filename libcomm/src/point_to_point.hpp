@@ -47,6 +47,8 @@ class PointToPoint {
   std::pair<std::size_t, int> ipc_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer, int tag,
                                            bool receiving);
 
+  // The buffer a transfer moves: a send's input, a recv's output.
+  static const Buffer& moved(const Call& call) { return call.operation == Operation::Send ? call.input : call.output; }
   // kAnySource stays itself; a named group rank becomes its transport rank.
   int source_rank_of(int src) const { return src == kAnySource ? src : layout_.transport_rank(src); }
   std::uint64_t tag_of(int tag) const;
