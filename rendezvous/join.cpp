@@ -71,7 +71,42 @@ int claim_automatic_rank(Store& store, int world_size, const std::string& where)
   return static_cast<int>(arrival - 1);
 }
 
+namespace {
+
+// A join that failed is published in "status"; the store may live in this process, which is
+// about to throw. The ranks waiting on it (those that joined) get up to 500 ms to read the cause
+// first, else a reply still on its way to them goes with the store and they see only a store
+// that vanished. Every rank that read it counts itself.
+void let_the_others_read_status(Store& store, const JoinRequest& request) {
+  if (!request.hosts_store) return;
+  try {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (store.add("status_read", 0) < store.add("joined", 0) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (const Error&) {
+    // The store is gone already: nobody is left to tell.
+  }
+}
+
+void join_group_or_fail(Store& store, const JoinRequest& request);
+
+}  // namespace
+
 void join_group(Store& store, const JoinRequest& request) {
+  try {
+    join_group_or_fail(store, request);
+  } catch (const MismatchError&) {
+    // Refused before joining (fail()), or the published status said so: either way the cause is
+    // in "status" for the others.
+    let_the_others_read_status(store, request);
+    throw;
+  }
+}
+
+namespace {
+
+void join_group_or_fail(Store& store, const JoinRequest& request) {
   if (!request.automatic_rank) agree_rank_assignment(store, false);
   std::string world_size = std::to_string(request.world_size);
   std::string agreed = store.compare_set("world_size", "", world_size);
@@ -110,9 +145,15 @@ void join_group(Store& store, const JoinRequest& request) {
                        ErrorContext{.op = "init_process_group"});
   }
   if (status != "ok") {
+    try {
+      store.add("status_read", 1);
+    } catch (const Error&) {
+    }
     throw MismatchError(status.substr(status.find(' ') + 1), ErrorContext{.op = "init_process_group"});
   }
 }
+
+}  // namespace
 
 void finish_join(Store& store, const JoinRequest& request) {
   store.set("acked/" + std::to_string(request.rank), "1");
