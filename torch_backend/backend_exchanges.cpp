@@ -14,7 +14,6 @@ using comm::Operation;
 namespace {
 
 using c10d::OpType;
-using WorkList = LibcommBackend::WorkList;
 
 constexpr int kExchangeTagBase = 1 << 30;
 constexpr int kExchangeTags = 1 << 20;
@@ -43,36 +42,39 @@ std::vector<at::Tensor> blocks_of(const at::Tensor& tensor, const std::vector<in
   return blocks;
 }
 
-}  // namespace
-
-WorkList LibcommBackend::exchange_blocks(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& receives,
-                                         const char* operation) {
-  auto group = this->group(operation);
-  int tag = kExchangeTagBase + (exchange_sequence_.fetch_add(1) % kExchangeTags);
+// All-to-all with uneven blocks: one send and one receive per peer (libcomm's all_to_all moves
+// equal blocks); this rank's own block is copied. On tags from 2^30 up, which torch programs'
+// own send/recv are not expected to use; `sequence` numbers the exchanges so that two in flight
+// never match each other's messages.
+WorkList exchange_blocks(comm::ProcessGroup& group, std::atomic<int>& sequence, const std::vector<at::Tensor>& sends,
+                         const std::vector<at::Tensor>& receives, const char* operation) {
+  int tag = kExchangeTagBase + (sequence.fetch_add(1) % kExchangeTags);
   WorkList works;
-  for (int peer = 0; peer < getSize(); ++peer) {
+  for (int peer = 0; peer < group.size(); ++peer) {
     const auto& send = sends[static_cast<std::size_t>(peer)];
     const auto& receive = receives[static_cast<std::size_t>(peer)];
-    if (peer == getRank()) {
+    if (peer == group.rank()) {
       TORCH_CHECK(send.numel() == receive.numel(), "ProcessGroup libcomm: ", operation,
                   ": this rank's block to itself differs in size on the two sides");
       receive.copy_(send);
       continue;
     }
-    works.push_back(group->start({.operation = Operation::Recv,
-                                  .output = buffer_of(receive, operation, "output tensor"),
-                                  .root = peer,
-                                  .tag = tag}));
+    works.push_back(group.start({.operation = Operation::Recv,
+                                 .output = buffer_of(receive, operation, "output tensor"),
+                                 .root = peer,
+                                 .tag = tag}));
   }
-  for (int peer = 0; peer < getSize(); ++peer) {
-    if (peer == getRank()) continue;
-    works.push_back(group->start({.operation = Operation::Send,
-                                  .input = buffer_of(sends[static_cast<std::size_t>(peer)], operation, "input tensor"),
-                                  .root = peer,
-                                  .tag = tag}));
+  for (int peer = 0; peer < group.size(); ++peer) {
+    if (peer == group.rank()) continue;
+    works.push_back(group.start({.operation = Operation::Send,
+                                 .input = buffer_of(sends[static_cast<std::size_t>(peer)], operation, "input tensor"),
+                                 .root = peer,
+                                 .tag = tag}));
   }
   return works;
 }
+
+}  // namespace
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                              std::vector<int64_t>& output_splits,
@@ -87,16 +89,18 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::alltoall_base(at::Tensor& output,
                 "group size");
     auto output_buffer = buffer_of(output, "alltoall_base", "output tensor");
     auto input_buffer = buffer_of(input, "alltoall_base", "input tensor");
-    return make_work(OpType::ALLTOALL_BASE,
-                     {group->start({.operation = Operation::AllToAll, .output = output_buffer, .input = input_buffer})},
-                     {output}, {input}, options.timeout);
+    return works_.collective(
+        OpType::ALLTOALL_BASE,
+        {group->start({.operation = Operation::AllToAll, .output = output_buffer, .input = input_buffer})}, {output},
+        {input}, options.timeout);
   }
   buffer_of(output, "alltoall_base", "output tensor");  // contiguous, of a known dtype
   buffer_of(input, "alltoall_base", "input tensor");
   auto sends = blocks_of(input, input_splits, getSize(), "alltoall_base", "input");
   auto receives = blocks_of(output, output_splits, getSize(), "alltoall_base", "output");
-  return make_work(OpType::ALLTOALL_BASE, exchange_blocks(sends, receives, "alltoall_base"), {output}, {input},
-                   options.timeout);
+  return works_.collective(OpType::ALLTOALL_BASE,
+                           exchange_blocks(*group, exchange_sequence_, sends, receives, "alltoall_base"), {output},
+                           {input}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::alltoall(std::vector<at::Tensor>& outputs,
@@ -106,7 +110,8 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::alltoall(std::vector<at::Tensor>&
   check_list_size(outputs.size(), getSize(), "alltoall", "the output list");
   check_list_size(inputs.size(), getSize(), "alltoall", "the input list");
   order_on_current_stream(*group, "alltoall", outputs, inputs);
-  return make_work(OpType::ALLTOALL, exchange_blocks(inputs, outputs, "alltoall"), outputs, inputs, options.timeout);
+  return works_.collective(OpType::ALLTOALL, exchange_blocks(*group, exchange_sequence_, inputs, outputs, "alltoall"),
+                           outputs, inputs, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::send(std::vector<at::Tensor>& tensors, int destination, int tag) {
@@ -114,7 +119,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::send(std::vector<at::Tensor>& ten
   check_single_tensor(tensors, "send");
   auto buffer = buffer_of(tensors[0], "send");
   order_on_current_stream(*group, "send", tensors);
-  return make_point_to_point_work(
+  return works_.point_to_point(
       OpType::SEND, {group->start({.operation = Operation::Send, .input = buffer, .root = destination, .tag = tag})},
       {}, tensors);
 }
@@ -124,7 +129,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::recv(std::vector<at::Tensor>& ten
   check_single_tensor(tensors, "recv");
   auto buffer = buffer_of(tensors[0], "recv");
   order_on_current_stream(*group, "recv", tensors);
-  return make_point_to_point_work(
+  return works_.point_to_point(
       OpType::RECV, {group->start({.operation = Operation::Recv, .output = buffer, .root = source, .tag = tag})},
       tensors, {});
 }
@@ -134,29 +139,28 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::recvAnysource(std::vector<at::Ten
   check_single_tensor(tensors, "recv");
   auto buffer = buffer_of(tensors[0], "recv");
   order_on_current_stream(*group, "recv", tensors);
-  return make_point_to_point_work(
+  return works_.point_to_point(
       OpType::RECVANYSOURCE,
       {group->start({.operation = Operation::Recv, .output = buffer, .root = comm::kAnySource, .tag = tag})}, tensors,
       {});
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::barrier(const c10d::BarrierOptions& options) {
-  return make_work(OpType::BARRIER, {group("barrier")->start({.operation = Operation::Barrier})}, {}, {},
-                   options.timeout);
+  return works_.collective(OpType::BARRIER, {group("barrier")->start({.operation = Operation::Barrier})}, {}, {},
+                           options.timeout);
 }
 
 // torch's monitored barrier, as Gloo does it: every rank reports to rank 0, which names the
 // ranks that did not report within the timeout, then releases the others.
 void LibcommBackend::monitoredBarrier(const c10d::BarrierOptions& options, bool wait_all_ranks) {
   auto group = this->group("monitored_barrier");
-  auto timeout =
-      options.timeout == c10d::kUnsetTimeout ? std::chrono::milliseconds(timeout_ms_.load()) : options.timeout;
+  auto timeout = options.timeout == c10d::kUnsetTimeout ? works_.timeout() : options.timeout;
   auto tokens = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(getSize()), 0);
   auto token = [&](int peer) { return comm::Buffer{tokens->data() + peer, 1, comm::DType::UInt8}; };
   // The backend keeps the bytes of a barrier that gave up: a late report or release may still
   // land in them.
   auto keep_tokens = [&] {
-    std::lock_guard lock(coalescing_mutex_);
+    std::lock_guard lock(monitored_tokens_mutex_);
     monitored_tokens_.push_back(tokens);
   };
   if (getRank() != 0) {

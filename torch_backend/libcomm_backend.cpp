@@ -4,7 +4,6 @@
 #include <span>
 
 #include "device_stream.hpp"
-#include "libcomm_work.hpp"
 #include "tensor_buffers.hpp"
 
 namespace torch_libcomm {
@@ -13,7 +12,6 @@ using comm::Operation;
 namespace {
 
 using c10d::OpType;
-using WorkList = LibcommBackend::WorkList;
 
 std::vector<comm::Buffer> buffers_of(const std::vector<at::Tensor>& tensors, const char* operation, const char* what) {
   std::vector<comm::Buffer> buffers;
@@ -33,8 +31,7 @@ void check_list_pairs(const std::vector<at::Tensor>& outputs, const std::vector<
 LibcommBackend::LibcommBackend(std::shared_ptr<comm::ProcessGroup> group, std::chrono::milliseconds timeout)
     : c10d::Backend(group->rank(), group->size()),
       group_(std::move(group)),
-      group_timeout_(group_->timeout()),
-      timeout_ms_(timeout.count()) {
+      works_(getRank(), group_->timeout(), timeout) {
   init();  // what torch asks of every Backend (its usage logging)
 }
 
@@ -46,70 +43,21 @@ std::shared_ptr<comm::ProcessGroup> LibcommBackend::group(const char* operation)
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> LibcommBackend::getBackendOptions() {
-  auto options = c10::make_intrusive<Options>("libcomm", std::chrono::milliseconds(timeout_ms_.load()));
+  auto options = c10::make_intrusive<Options>("libcomm", works_.timeout());
   options->group_name = getGroupUid();
   options->group_desc = getGroupDesc();
   return options;
 }
 
-void LibcommBackend::setTimeout(std::chrono::milliseconds timeout) { timeout_ms_.store(timeout.count()); }
+void LibcommBackend::setTimeout(std::chrono::milliseconds timeout) { works_.set_timeout(timeout); }
 
-std::chrono::milliseconds LibcommBackend::work_timeout() const {
-  // The group's own timeout is libcomm's to enforce (0 to the Work): its error names the late rank.
-  std::chrono::milliseconds timeout(timeout_ms_.load());
-  return timeout == group_timeout_ ? std::chrono::milliseconds(0) : timeout;
-}
+void LibcommBackend::setSequenceNumberForGroup() { works_.reset_sequence(); }
 
-void LibcommBackend::setSequenceNumberForGroup() { sequence_.store(0); }
+uint64_t LibcommBackend::getSequenceNumberForGroup() { return works_.sequence(); }
 
-uint64_t LibcommBackend::getSequenceNumberForGroup() { return sequence_.load(); }
+void LibcommBackend::startCoalescing() { works_.start_coalescing(); }
 
-void LibcommBackend::record_if_coalescing(const WorkList& works, const std::vector<at::Tensor>& outputs,
-                                          const std::vector<at::Tensor>& keep_alive) {
-  std::lock_guard lock(coalescing_mutex_);
-  if (!coalescing_) return;
-  coalesced_works_.insert(coalesced_works_.end(), works.begin(), works.end());
-  coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
-  coalesced_keep_alive_.insert(coalesced_keep_alive_.end(), keep_alive.begin(), keep_alive.end());
-}
-
-c10::intrusive_ptr<c10d::Work> LibcommBackend::make_work(OpType type, WorkList works, std::vector<at::Tensor> outputs,
-                                                         std::vector<at::Tensor> keep_alive,
-                                                         std::chrono::milliseconds timeout) {
-  ++sequence_;
-  record_if_coalescing(works, outputs, keep_alive);
-  return c10::make_intrusive<LibcommWork>(rank_, type, std::move(works), std::move(outputs), std::move(keep_alive),
-                                          timeout == c10d::kUnsetTimeout ? work_timeout() : timeout);
-}
-
-c10::intrusive_ptr<c10d::Work> LibcommBackend::make_point_to_point_work(OpType type, WorkList works,
-                                                                        std::vector<at::Tensor> outputs,
-                                                                        std::vector<at::Tensor> keep_alive) {
-  record_if_coalescing(works, outputs, keep_alive);
-  return c10::make_intrusive<LibcommWork>(rank_, type, std::move(works), std::move(outputs), std::move(keep_alive),
-                                          work_timeout());
-}
-
-// Every operation is issued at once, asynchronously, so a coalesced batch is already as
-// concurrent as libcomm makes it; coalescing collects the batch's Works into one.
-void LibcommBackend::startCoalescing() {
-  std::lock_guard lock(coalescing_mutex_);
-  TORCH_CHECK(!coalescing_, "ProcessGroup libcomm: startCoalescing called twice without endCoalescing");
-  coalescing_ = true;
-}
-
-c10::intrusive_ptr<c10d::Work> LibcommBackend::endCoalescing() {
-  std::lock_guard lock(coalescing_mutex_);
-  TORCH_CHECK(coalescing_, "ProcessGroup libcomm: endCoalescing without startCoalescing");
-  coalescing_ = false;
-  auto work =
-      c10::make_intrusive<LibcommWork>(rank_, OpType::COALESCED, std::move(coalesced_works_),
-                                       std::move(coalesced_outputs_), std::move(coalesced_keep_alive_), work_timeout());
-  coalesced_works_ = {};
-  coalesced_outputs_ = {};
-  coalesced_keep_alive_ = {};
-  return work;
-}
+c10::intrusive_ptr<c10d::Work> LibcommBackend::endCoalescing() { return works_.end_coalescing(); }
 
 // torch calls split on every rank of this group, each with the sorted ranks of its own part;
 // the part is a libcomm subgroup over this group's connections, keyed by torch's group name.
@@ -117,7 +65,7 @@ c10::intrusive_ptr<c10d::Backend> LibcommBackend::split(const c10::intrusive_ptr
                                                         const std::vector<int>& ranks,
                                                         const c10::intrusive_ptr<Options>& options) {
   if (std::find(ranks.begin(), ranks.end(), getRank()) == ranks.end()) return nullptr;
-  auto timeout = options ? options->timeout : std::chrono::milliseconds(timeout_ms_.load());
+  auto timeout = options ? options->timeout : works_.timeout();
   std::string key =
       "torch-split/" +
       (options && !options->group_name.empty() ? options->group_name : std::to_string(split_count_.fetch_add(1)));
@@ -154,7 +102,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::broadcast(std::vector<at::Tensor>
   check_single_tensor(tensors, "broadcast");
   auto buffer = buffer_of(tensors[0], "broadcast");
   order_on_current_stream(*group, "broadcast", tensors);
-  return make_work(
+  return works_.collective(
       OpType::BROADCAST,
       {group->start({.operation = Operation::Broadcast, .output = buffer, .root = static_cast<int>(options.rootRank)})},
       tensors, {}, options.timeout);
@@ -167,8 +115,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allreduce(std::vector<at::Tensor>
   auto buffer = buffer_of(tensors[0], "allreduce");
   auto op = reduce_op_of(options.reduceOp, "allreduce");
   order_on_current_stream(*group, "allreduce", tensors);
-  return make_work(OpType::ALLREDUCE, {group->start({.operation = Operation::AllReduce, .output = buffer, .op = op})},
-                   tensors, {}, options.timeout);
+  return works_.collective(OpType::ALLREDUCE,
+                           {group->start({.operation = Operation::AllReduce, .output = buffer, .op = op})}, tensors, {},
+                           options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -181,7 +130,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allreduce_coalesced(std::vector<a
   WorkList works;
   for (auto& buffer : buffers)
     works.push_back(group->start({.operation = Operation::AllReduce, .output = buffer, .op = op}));
-  return make_work(OpType::ALLREDUCE_COALESCED, std::move(works), tensors, {}, options.timeout);
+  return works_.collective(OpType::ALLREDUCE_COALESCED, std::move(works), tensors, {}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce(std::vector<at::Tensor>& tensors,
@@ -191,7 +140,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce(std::vector<at::Tensor>& t
   auto buffer = buffer_of(tensors[0], "reduce");
   auto op = reduce_op_of(options.reduceOp, "reduce");
   order_on_current_stream(*group, "reduce", tensors);
-  return make_work(
+  return works_.collective(
       OpType::REDUCE,
       {group->start(
           {.operation = Operation::Reduce, .output = buffer, .op = op, .root = static_cast<int>(options.rootRank)})},
@@ -209,9 +158,9 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather(std::vector<std::vector
   auto input = buffer_of(inputs[0], "allgather", "input tensor");
   auto output_buffers = buffers_of(outputs[0], "allgather", "output tensor");
   order_on_current_stream(*group, "allgather", outputs, inputs);
-  return make_work(OpType::ALLGATHER,
-                   {group->start({.operation = Operation::AllGather, .input = input, .blocks = output_buffers})},
-                   outputs[0], inputs, options.timeout);
+  return works_.collective(
+      OpType::ALLGATHER, {group->start({.operation = Operation::AllGather, .input = input, .blocks = output_buffers})},
+      outputs[0], inputs, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -223,9 +172,10 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::_allgather_base(at::Tensor& outpu
   auto output_buffer = buffer_of(output, "_allgather_base", "output tensor");
   auto input_buffer = buffer_of(input, "_allgather_base", "input tensor");
   order_on_current_stream(*group, "_allgather_base", output, input);
-  return make_work(OpType::_ALLGATHER_BASE,
-                   {group->start({.operation = Operation::AllGather, .output = output_buffer, .input = input_buffer})},
-                   {output}, {input}, options.timeout);
+  return works_.collective(
+      OpType::_ALLGATHER_BASE,
+      {group->start({.operation = Operation::AllGather, .output = output_buffer, .input = input_buffer})}, {output},
+      {input}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -251,7 +201,8 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather_coalesced(std::vector<s
                                   .blocks = output_buffers}));
     flat_outputs.insert(flat_outputs.end(), of_input.begin(), of_input.end());
   }
-  return make_work(OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat_outputs), inputs, options.timeout);
+  return works_.collective(OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat_outputs), inputs,
+                           options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -271,7 +222,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather_into_tensor_coalesced(s
                                   .output = buffer_of(outputs[i], operation, "output tensor"),
                                   .input = buffer_of(inputs[i], operation, "input tensor")}));
   }
-  return make_work(OpType::COALESCED, std::move(works), outputs, inputs, options.timeout);
+  return works_.collective(OpType::COALESCED, std::move(works), outputs, inputs, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -293,7 +244,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::gather(std::vector<std::vector<at
   }
   auto input = buffer_of(inputs[0], "gather", "input tensor");
   order_on_current_stream(*group, "gather", outputs, inputs);
-  return make_work(
+  return works_.collective(
       OpType::GATHER,
       {group->start({.operation = Operation::Gather, .input = input, .blocks = output_buffers, .root = root})},
       std::move(results), inputs, options.timeout);
@@ -318,7 +269,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::scatter(std::vector<at::Tensor>& 
   }
   auto output = buffer_of(outputs[0], "scatter", "output tensor");
   order_on_current_stream(*group, "scatter", outputs, inputs);
-  return make_work(
+  return works_.collective(
       OpType::SCATTER,
       {group->start({.operation = Operation::Scatter, .output = output, .blocks = input_buffers, .root = root})},
       outputs, std::move(keep_alive), options.timeout);
@@ -340,9 +291,10 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter(std::vector<at::Te
   at::Tensor flat = at::cat(flat_parts);
   auto output = buffer_of(outputs[0], "reduce_scatter", "output tensor");
   auto input = buffer_of(flat, "reduce_scatter", "input tensor");
-  return make_work(OpType::REDUCE_SCATTER,
-                   {group->start({.operation = Operation::ReduceScatter, .output = output, .input = input, .op = op})},
-                   outputs, {flat}, options.timeout);
+  return works_.collective(
+      OpType::REDUCE_SCATTER,
+      {group->start({.operation = Operation::ReduceScatter, .output = output, .input = input, .op = op})}, outputs,
+      {flat}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -356,7 +308,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::_reduce_scatter_base(at::Tensor& 
   auto output_buffer = buffer_of(output, "_reduce_scatter_base", "output tensor");
   auto input_buffer = buffer_of(input, "_reduce_scatter_base", "input tensor");
   order_on_current_stream(*group, "_reduce_scatter_base", output, input);
-  return make_work(
+  return works_.collective(
       OpType::_REDUCE_SCATTER_BASE,
       {group->start({.operation = Operation::ReduceScatter, .output = output_buffer, .input = input_buffer, .op = op})},
       {output}, {input}, options.timeout);
@@ -380,7 +332,7 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter_tensor_coalesced(
                                   .input = buffer_of(inputs[i], operation, "input tensor"),
                                   .op = op}));
   }
-  return make_work(OpType::COALESCED, std::move(works), outputs, inputs, options.timeout);
+  return works_.collective(OpType::COALESCED, std::move(works), outputs, inputs, options.timeout);
 }
 
 }  // namespace torch_libcomm

@@ -1,6 +1,6 @@
 // torch.distributed's Backend (torch 2.x's c10d::Backend) over a libcomm group: every operation
 // of the interface on CPU tensors (and CUDA tensors where torch has CUDA), each issued as
-// libcomm's asynchronous form and returned as a LibcommWork; coalescing, splitting (a libcomm
+// libcomm's asynchronous form and handed to torch by a WorkIssuer; coalescing, splitting (a libcomm
 // subgroup over the same connections), abort and shutdown, sequence numbers and timeouts.
 #pragma once
 
@@ -15,13 +15,12 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "work_issuer.hpp"
 
 namespace torch_libcomm {
 
 class LibcommBackend final : public c10d::Backend {
  public:
-  using WorkList = std::vector<std::shared_ptr<comm::Work>>;
-
   LibcommBackend(std::shared_ptr<comm::ProcessGroup> group, std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return "libcomm"; }
@@ -80,41 +79,18 @@ class LibcommBackend final : public c10d::Backend {
   void monitoredBarrier(const c10d::BarrierOptions& options, bool wait_all_ranks) override;
 
  private:
-  // How long a Work's wait() waits when the operation sets no timeout (0: libcomm's own).
-  std::chrono::milliseconds work_timeout() const;
   // The group, or an error in torch's words once the backend was shut down.
   std::shared_ptr<comm::ProcessGroup> group(const char* operation) const;
-  // A collective's Work (counted in the sequence number; collected while coalescing), or a
-  // point-to-point one. `timeout`: the operation's own (torch's kUnsetTimeout: the backend's).
-  c10::intrusive_ptr<c10d::Work> make_work(c10d::OpType type, WorkList works, std::vector<at::Tensor> outputs,
-                                           std::vector<at::Tensor> keep_alive = {},
-                                           std::chrono::milliseconds timeout = c10d::kUnsetTimeout);
-  // While coalescing, the operation's Works and tensors join the batch endCoalescing returns.
-  void record_if_coalescing(const WorkList& works, const std::vector<at::Tensor>& outputs,
-                            const std::vector<at::Tensor>& keep_alive);
-  c10::intrusive_ptr<c10d::Work> make_point_to_point_work(c10d::OpType type, WorkList works,
-                                                          std::vector<at::Tensor> outputs,
-                                                          std::vector<at::Tensor> keep_alive);
-  // All-to-all with uneven blocks: one send and one receive per peer (libcomm's all_to_all
-  // moves equal blocks); this rank's own block is copied. On tags from 2^30 up, which torch
-  // programs' own send/recv are not expected to use (backend_exchanges.cpp).
-  WorkList exchange_blocks(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& receives,
-                           const char* operation);
 
   mutable std::mutex group_mutex_;
-  std::shared_ptr<comm::ProcessGroup> group_;      // null once shut down
-  const std::chrono::milliseconds group_timeout_;  // libcomm's, which it enforces itself
-  std::atomic<std::int64_t> timeout_ms_;
-  std::atomic<std::uint64_t> sequence_{0};
+  std::shared_ptr<comm::ProcessGroup> group_;  // null once shut down
+  WorkIssuer works_;
   std::atomic<int> exchange_sequence_{0};
   std::atomic<int> split_count_{0};
   std::mutex splits_mutex_;
   std::map<std::string, c10::weak_intrusive_ptr<LibcommBackend>> splits_;  // by key
 
-  std::mutex coalescing_mutex_;
-  bool coalescing_ = false;
-  WorkList coalesced_works_;
-  std::vector<at::Tensor> coalesced_outputs_, coalesced_keep_alive_;
+  std::mutex monitored_tokens_mutex_;
   std::vector<std::shared_ptr<std::vector<std::uint8_t>>> monitored_tokens_;  // see monitoredBarrier
 };
 
