@@ -68,10 +68,19 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
   } else {
     // One output per rank goes through a flat copy, which only the ring does.
     bool listed = collective == Collective::AllGather && !described.output_blocks.empty();
-    Algorithm requested = listed ? Algorithm::Ring : parse_algorithm(call.algorithm, "the algorithm");
-    prepared.resources = {choose(collective, described.bytes(), requested), &host_layout_, arena_.get()};
-    algorithm = prepared.resources.choice.algorithm;
-    prepared.host = algorithms::find_algorithm(collective, algorithm)->run;
+    Algorithm requested = listed                   ? Algorithm::Ring
+                          : call.algorithm.empty() ? Algorithm::Auto
+                                                   : parse_algorithm(call.algorithm, "the algorithm");
+    std::size_t bytes = described.bytes();
+    auto answer = choices_.find(collective, bytes, requested);
+    if (!answer) {
+      algorithms::Choice choice = choose(collective, bytes, requested);
+      answer = algorithms::ChoiceCache::Answer{choice, algorithms::find_algorithm(collective, choice.algorithm)->run};
+      choices_.store(collective, bytes, requested, *answer);
+    }
+    prepared.resources = {answer->choice, &host_layout_, arena_.get()};
+    algorithm = answer->choice.algorithm;
+    prepared.host = answer->run;
   }
   bool barrier = collective == Collective::Barrier;
   bool reduces = collective == Collective::AllReduce || collective == Collective::Reduce ||

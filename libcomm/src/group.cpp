@@ -117,6 +117,7 @@ void ProcessGroup::Impl::read_link() {
       throw;
     }
   }
+  choices_.clear();  // any answer so far was the tuner's without the link
   log::get(log::Subsystem::Algorithms)
       .info(
           "link between hosts ({} hosts): {:.3g} GB/s each way, {:.3g} us per message ({}); rings across it "

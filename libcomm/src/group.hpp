@@ -32,6 +32,7 @@
 #include "comm/process_group.hpp"
 #include "libcomm/base/algorithm.hpp"
 #include "libcomm/src/call_checks.hpp"
+#include "algorithms/choice_cache.hpp"
 #include "libcomm/src/collective_queue.hpp"
 #include "libcomm/src/completion_work.hpp"
 #include "libcomm/src/group_devices.hpp"
@@ -120,6 +121,7 @@ class ProcessGroup::Impl {
   std::chrono::milliseconds timeout_;
   GroupLayout layout_;
   std::atomic<std::uint64_t> collective_sequence_{0};
+  algorithms::ChoiceCache choices_;
   std::uint32_t groups_created_ = 0;
   std::set<std::uint32_t> child_ids_;                 // of the groups made from this one: an id is never reused
   std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
