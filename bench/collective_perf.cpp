@@ -260,6 +260,7 @@ int main(int argc, char** argv) {
     std::vector<comm::bench::Measurement> rows;
     for (bool in_place : {false, true}) {
       if ((in_place && !has_in_place) || (!in_place && !has_out_of_place)) continue;
+      if (!options.runs(in_place ? "in-place" : "out-place")) continue;
       comm::bench::Measurement row{
           name,     used,
           in_place, collective == Collective::Barrier ? 0 : count * comm::element_size(options.dtype),

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -27,6 +28,8 @@ struct BenchOptions {
   int root = 0;
   std::string algorithm = "auto";
   bool csv = false;
+  std::string mode{};  // --mode: run only the rows of this mode (empty: all)
+  bool runs(std::string_view name) const { return mode.empty() || mode == name; }
 };
 
 // One row: what one (size, mode) measured. Times are per operation, in microseconds.

@@ -107,7 +107,11 @@ int main(int argc, char** argv) {
   bench.min_ranks = 2;
   bench.run = [](const comm::bench::BenchContext& context) -> std::vector<comm::bench::Measurement> {
     if (context.group.rank() > 1) return {};
-    return {pingpong(context), stream(context, false), stream(context, true)};
+    std::vector<comm::bench::Measurement> rows;
+    if (context.options.runs("pingpong")) rows.push_back(pingpong(context));
+    if (context.options.runs("sendrecv")) rows.push_back(stream(context, false));
+    if (context.options.runs("exchange")) rows.push_back(stream(context, true));
+    return rows;
   };
   return comm::bench::run_bench(argc, argv, bench);
 }
