@@ -23,27 +23,29 @@ std::shared_ptr<Completion> CollectiveQueue::submit_transfer(std::function<Moved
   {
     std::lock_guard lock(mutex_);
     queue_.push_back({std::move(task), completion});
+    ++queued_;
     if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
   }
   changed_.notify_all();
   return completion;
 }
 
+// Sequentially consistent throughout: leave's store to running_ and its load of queued_ pair
+// with submit's increment and the worker's load of running_ (under the mutex), so a task queued
+// while an inline one ran is never left waiting for a wake-up that nobody sends.
 bool CollectiveQueue::try_enter() {
-  std::lock_guard lock(mutex_);
-  if (running_ || !queue_.empty()) return false;
-  running_ = true;
-  return true;
+  if (queued_.load() != 0) return false;
+  bool idle = false;
+  return running_.compare_exchange_strong(idle, true);
 }
 
 void CollectiveQueue::leave() {
-  bool waiting;
-  {
-    std::lock_guard lock(mutex_);
-    running_ = false;
-    waiting = !queue_.empty();
-  }
-  if (waiting) changed_.notify_all();  // only the worker waits on the queue
+  running_.store(false);
+  if (queued_.load() == 0) return;
+  // The worker waits for running_ under the mutex: take it, so it either saw the store or is
+  // asleep and gets the notification.
+  { std::lock_guard lock(mutex_); }
+  changed_.notify_all();  // only the worker waits on the queue
 }
 
 void CollectiveQueue::work() {
@@ -51,9 +53,11 @@ void CollectiveQueue::work() {
   while (true) {
     changed_.wait(lock, [&] { return (!running_ && !queue_.empty()) || (stopping_ && queue_.empty()); });
     if (queue_.empty()) return;  // stopping, and nothing left to run
+    bool idle = false;
+    if (!running_.compare_exchange_strong(idle, true)) continue;  // an inline task got in first
     Entry entry = std::move(queue_.front());
     queue_.pop_front();
-    running_ = true;
+    --queued_;
     lock.unlock();
     try {
       Moved moved = entry.task();
