@@ -202,6 +202,35 @@ TEST_CASE("i-forms complete in issue order, and independent groups progress conc
   REQUIRE_RANK_CHECKS(checks);
 }
 
+TEST_CASE("blocking calls and i-forms hand the group over to each other thousands of times", "[async]") {
+  // The inline path claims the group without a lock (collective_queue.cpp): an i-call issued
+  // just before a blocking one, or while one runs, must run in issue order and never wait for
+  // a wake-up that nobody sends (a hang here ends in the test's timeout).
+  RankChecks checks;
+  run_ranks(3, [&](comm::ProcessGroup& world) {
+    int me = world.rank();
+    constexpr int kRounds = 1500;
+    std::vector<std::int64_t> queued(kRounds), inline_values(kRounds);
+    std::vector<std::shared_ptr<comm::Work>> works;
+    works.reserve(kRounds);
+    for (int round = 0; round < kRounds; ++round) {
+      queued[static_cast<std::size_t>(round)] = round + me;
+      works.push_back(world.iall_reduce(Buffer(&queued[static_cast<std::size_t>(round)], 1, DType::Int64)));
+      inline_values[static_cast<std::size_t>(round)] = round * me;
+      if (round % 3 == 0) works.back()->wait();  // sometimes the queue is empty again first
+      world.all_reduce(Buffer(&inline_values[static_cast<std::size_t>(round)], 1, DType::Int64));
+      // The blocking call ran after the i-call issued before it.
+      RANK_CHECK(checks, works.back()->is_completed());
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      works[static_cast<std::size_t>(round)]->wait();
+      RANK_CHECK(checks, queued[static_cast<std::size_t>(round)] == 3 * round + 3);
+      RANK_CHECK(checks, inline_values[static_cast<std::size_t>(round)] == 3 * round);
+    }
+  });
+  REQUIRE_RANK_CHECKS(checks);
+}
+
 // The value every form comes down to: Calls started and run, mixed with the methods, in one order.
 TEST_CASE("a Call started or run is the collective or transfer it describes", "[async]") {
   RankChecks checks;
