@@ -43,13 +43,13 @@ class ChoiceCache {
     return answer;
   }
 
-  // Keeps `answer` unless another thread is storing into the same slot (then the next call
-  // stores it).
-  void store(Collective collective, std::size_t bytes, Algorithm requested, const Answer& answer) {
+  // Keeps `answer` unless another thread is storing into the same slot (false: then the next
+  // call stores it).
+  bool store(Collective collective, std::size_t bytes, Algorithm requested, const Answer& answer) {
     Slot& slot = slots_[static_cast<std::size_t>(collective)];
     std::uint32_t version = slot.version.load(std::memory_order_relaxed);
     if ((version & 1u) || !slot.version.compare_exchange_strong(version, version + 1, std::memory_order_acquire))
-      return;
+      return false;
     std::atomic_thread_fence(std::memory_order_release);
     slot.bytes.store(bytes, std::memory_order_relaxed);
     slot.algorithms.store(static_cast<std::uint64_t>(requested) |
@@ -60,11 +60,16 @@ class ChoiceCache {
     slot.link_chunk_bytes.store(answer.choice.link_chunk_bytes, std::memory_order_relaxed);
     slot.run.store(answer.run, std::memory_order_relaxed);
     slot.version.store(version + 2, std::memory_order_release);
+    return true;
   }
 
-  // Forgets every answer (a null entry point is never a hit).
+  // Forgets every answer (a null entry point is never a hit), waiting out a store in flight so
+  // that no answer from before survives it.
   void clear() {
-    for (std::size_t i = 0; i < slots_.size(); ++i) store(static_cast<Collective>(i), 0, Algorithm::Auto, Answer{});
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      while (!store(static_cast<Collective>(i), 0, Algorithm::Auto, Answer{})) {
+      }
+    }
   }
 
  private:

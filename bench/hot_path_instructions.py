@@ -13,8 +13,9 @@ public call (ProcessGroup::send/recv, all_reduce, barrier) and off again inside 
 are not counted. Two runs of different lengths per case; their difference over the difference
 in iterations is the cost of one iteration (a ping-pong: one send and one receive on rank 0),
 free of set-up and warm-up. --breakdown prints each case's cost function by function (self
-instructions per iteration, from callgrind_annotate on the same two runs). Needs valgrind (Debian's `valgrind`); a release build measures what
-users run (`meson setup build-release --buildtype=release`).
+instructions per iteration, from callgrind_annotate on the same two runs). Needs valgrind
+(Debian's `valgrind`); a release build measures what users run
+(`meson setup build-release --buildtype=release`).
 """
 import argparse
 import json

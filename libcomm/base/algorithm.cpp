@@ -21,8 +21,7 @@ const char* to_string(Algorithm algorithm) {
   return "unknown algorithm";
 }
 
-Algorithm parse_algorithm(std::string_view name, const char* source) {
-  if (name.empty()) return Algorithm::Auto;
+Algorithm parse_algorithm_name(std::string_view name, const char* source) {
   for (Algorithm algorithm :
        {Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct,
         Algorithm::Dissemination, Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::HalvingDoubling}) {

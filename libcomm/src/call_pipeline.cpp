@@ -68,9 +68,7 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
   } else {
     // One output per rank goes through a flat copy, which only the ring does.
     bool listed = collective == Collective::AllGather && !described.output_blocks.empty();
-    Algorithm requested = listed                   ? Algorithm::Ring
-                          : call.algorithm.empty() ? Algorithm::Auto
-                                                   : parse_algorithm(call.algorithm, "the algorithm");
+    Algorithm requested = listed ? Algorithm::Ring : parse_algorithm(call.algorithm, "the algorithm");
     std::size_t bytes = described.bytes();
     auto answer = choices_.find(collective, bytes, requested);
     if (!answer) {
