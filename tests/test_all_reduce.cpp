@@ -130,6 +130,7 @@ TEST_CASE("all_reduce rejects bad input on the calling rank", "[collectives][all
     std::vector<float> data(4, 1.0f);
     RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::BAnd), "band", "float32");
     RANK_CHECK_THROWS(checks, group.all_reduce(comm::Buffer(nullptr, 3, DType::Float32)), "null pointer");
+    RANK_CHECK_THROWS(checks, group.all_reduce(comm::Buffer(data.data(), 4, static_cast<DType>(-1))), "dtype (-1)");
     RANK_CHECK_THROWS(checks, group.all_reduce(data, ReduceOp::Sum, "direct"), "all_reduce has no direct",
                       "none to let the tuner choose");  // no enum to name: the public API takes names
     // Algorithms are named by strings: a misspelt one is refused with the names there are.

@@ -428,6 +428,9 @@ TEST_CASE("bad point-to-point arguments are rejected on the calling rank", "[p2p
     RANK_CHECK_THROWS(checks, group.send(data, 1 - group.rank(), -3), "tag -3");
     RANK_CHECK_THROWS(checks, group.send(comm::Buffer(nullptr, 4, comm::DType::Float32), 1 - group.rank()),
                       "null pointer");
+    // A dtype cast from a number outside the enumeration: an error, not a division by its size 0.
+    RANK_CHECK_THROWS(checks, group.send(comm::Buffer(data.data(), 4, static_cast<comm::DType>(99)), 1 - group.rank()),
+                      "dtype (99) is none of");
     RANK_CHECK_THROWS(
         checks,
         group.send(comm::Buffer(data.data(), 4, comm::DType::Float32, {comm::Device::Kind::Cuda, 0}), 1 - group.rank()),

@@ -4,23 +4,6 @@
 
 namespace comm {
 
-std::size_t element_size(DType dtype) {
-  switch (dtype) {
-    case DType::Int8:
-    case DType::UInt8:
-    case DType::Bool: return 1;
-    case DType::Float16:
-    case DType::BFloat16: return 2;
-    case DType::Int32:
-    case DType::UInt32:
-    case DType::Float32: return 4;
-    case DType::Int64:
-    case DType::UInt64:
-    case DType::Float64: return 8;
-  }
-  return 0;
-}
-
 const char* to_string(DType dtype) {
   switch (dtype) {
     case DType::Int8: return "int8";

@@ -22,11 +22,14 @@ void CallChecks::check_buffer(const Buffer& buffer, const char* op) const {
   check_member(op);
   COMM_CHECK(buffer.data != nullptr || buffer.count == 0, InvalidArgumentError, (ErrorContext{.rank = rank_, .op = op}),
              "the buffer is a null pointer with a count of " + std::to_string(buffer.count));
+  std::size_t element = element_size(buffer.dtype);
+  COMM_CHECK(element != 0, InvalidArgumentError, (ErrorContext{.rank = rank_, .op = op}),
+             "the buffer's dtype (" + std::to_string(static_cast<int>(buffer.dtype)) +
+                 ") is none of comm::DType's values; pass one of them (int8 .. bool)");
   // Sizes computed from the count must not wrap around (nor run past the end of the address
   // space): a wrapped size would pass every later check and move the wrong number of bytes.
   auto room = std::numeric_limits<std::uintptr_t>::max() - reinterpret_cast<std::uintptr_t>(buffer.data);
-  COMM_CHECK(buffer.count <= room / element_size(buffer.dtype), InvalidArgumentError,
-             (ErrorContext{.rank = rank_, .op = op}),
+  COMM_CHECK(buffer.count <= room / element, InvalidArgumentError, (ErrorContext{.rank = rank_, .op = op}),
              "the buffer's count " + std::to_string(buffer.count) + " of " + to_string(buffer.dtype) +
                  " is more bytes than memory can hold");
   if (buffer.device.kind == Device::Kind::Cuda) {

@@ -24,7 +24,23 @@ struct Device {
   int index = 0;
 };
 
-std::size_t element_size(DType dtype);
+// 0 for a value outside the enumeration. Inline: every call's checks and sizes ask for it.
+constexpr std::size_t element_size(DType dtype) {
+  switch (dtype) {
+    case DType::Int8:
+    case DType::UInt8:
+    case DType::Bool: return 1;
+    case DType::Float16:
+    case DType::BFloat16: return 2;
+    case DType::Int32:
+    case DType::UInt32:
+    case DType::Float32: return 4;
+    case DType::Int64:
+    case DType::UInt64:
+    case DType::Float64: return 8;
+  }
+  return 0;
+}
 const char* to_string(DType dtype);
 const char* to_string(ReduceOp op);
 const char* to_string(Collective collective);  // "all_reduce", as the call is named
