@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Small-message latency of two or more libcomm builds, A/B in alternating rounds: 8-byte
-all_reduce and barrier over 2 ranks (p50 of each run; the faster of in-place and out-of-place).
+"""Small-message latency of two or more libcomm builds, A/B in alternating rounds: the 8-byte
+send/recv round trip (sendrecv_perf --mode pingpong), all_reduce and barrier over 2 ranks (p50 of each run; the faster of in-place and out-of-place).
 What says whether a change costs anything on the hot path, where the machine's drift between
 runs is larger than the effect: each round runs every build, in alternating order.
 
@@ -14,14 +14,17 @@ import os
 import statistics
 import subprocess
 
-COLLECTIVES = ("all_reduce", "barrier")
+COLLECTIVES = ("pingpong", "all_reduce", "barrier")
+# The bench and its flags of a case that is not "<name>_perf".
+BENCHES = {"pingpong": ("sendrecv_perf", ["--mode", "pingpong"])}
 
 
 def run_once(build, collective, transport, extra_env, iterations):
     commrun = os.path.join(build, "rendezvous", "programs", "commrun")
-    bench = os.path.join(build, "bench", collective + "_perf")
+    name, flags = BENCHES.get(collective, (collective + "_perf", []))
+    bench = os.path.join(build, "bench", name)
     command = [commrun, "--no-prefix", "-n", "2", bench, "-b", "8", "-e", "8", "-c", "0", "--csv",
-               "-n", str(iterations)]
+               "-n", str(iterations)] + flags
     env = dict(os.environ, COMM_TRANSPORT=transport, **extra_env)
     text = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
     rows = [line.split(",") for line in text.splitlines()[1:] if line and line[0].isalpha()]

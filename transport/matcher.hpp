@@ -56,7 +56,7 @@ class Matcher {
   UnexpectedMessage* find_unexpected(const PostedReceive& receive);
   UnexpectedMessage& add_unexpected(UnexpectedMessage message);
   void remove_unexpected(const UnexpectedMessage* message);
-  void post(PostedReceive receive) { posted_.push_back(std::move(receive)); }
+  void post(PostedReceive&& receive) { posted_.push_back(std::move(receive)); }
   // Removes the posted receive completing `completion`; false when none is posted.
   bool withdraw(const detail::Completion* completion);
 

@@ -26,6 +26,7 @@ void MeshTransport::Mismatches::fail_mismatch(const PostedReceive& receive, int 
 
 std::optional<MeshTransport::Mismatches::Disagreement> MeshTransport::Mismatches::disagreement(
     const PostedReceive& receive) const {
+  if (receive.fingerprint == 0) return std::nullopt;  // a send/recv: no call to disagree with
   if (const UnexpectedMessage* message = mesh_.matcher_.find_conflicting(receive)) {
     return Disagreement{message->source, message->fingerprint};
   }

@@ -90,7 +90,7 @@ void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, i
   post_receive({peer, tag, data, capacity, std::move(completion), fingerprint, {}});
 }
 
-void MeshTransport::post_receive(PostedReceive receive) {
+void MeshTransport::post_receive(PostedReceive&& receive) {
   mismatches_.note_call(receive.tag, receive.fingerprint);
   if (aborted_) {
     receive.completion->fail(aborted_);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "comm/error.hpp"
+#include "libcomm/base/atomic_mutex.hpp"
 #include "transport/matcher.hpp"
 #include "transport/progress_thread.hpp"
 #include "transport/stream_connection.hpp"
@@ -113,7 +114,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   };
 
   // All under mutex_.
-  void post_receive(PostedReceive receive);
+  void post_receive(PostedReceive&& receive);
   void send_frame(int peer, const FrameHeader& header, const void* payload,
                   std::shared_ptr<detail::Completion> on_written);
   void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
@@ -190,7 +191,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   class Driver final : public ProgressThread::Driver {
    public:
     explicit Driver(MeshTransport& mesh) : mesh_(mesh) {}
-    std::mutex& mutex() override { return mesh_.mutex_; }
+    detail::AtomicMutex& mutex() override { return mesh_.mutex_; }
     bool prepare_to_sleep() override;
     void woke_up() override;
     void service_all() override;
@@ -212,7 +213,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   std::string medium_;
   Capabilities capabilities_;
   std::vector<int> hosts_;
-  std::mutex mutex_;  // guards everything below
+  detail::AtomicMutex mutex_;  // guards everything below
   std::vector<Peer> peers_;
   Matcher matcher_;
   std::uint64_t next_id_ = 1;

@@ -32,12 +32,13 @@ void ProgressThread::stop() {
 // While a waiter spins, the thread does not re-arm the wake-ups peers would send it (one
 // doorbell per message would cost more than the message).
 void ProgressThread::spinning(bool on) {
-  if (!on) spin_episodes_.fetch_add(1);
-  spinners_.fetch_add(on ? 1 : -1);
+  // Stopping: one spinner fewer and one episode more (2^32 - 1 added: the borrow from the
+  // spinners' count, which is at least 1, carries into the episodes).
+  spin_state_.fetch_add(on ? 1 : (std::uint64_t{1} << kEpisodeShift) - 1);
 }
 
 void ProgressThread::waiter_sleeps() {
-  if (spinners_.load() > 0) return;
+  if ((spin_state_.load() & kSpinners) > 0) return;
   waiter_asleep_.store(true);
   wake_.signal();  // the thread re-arms its wake-ups now
 }
@@ -47,11 +48,12 @@ void ProgressThread::waiter_sleeps() {
 // a collective: it will be back spinning before the thread could help, and a thread woken for
 // each arrival would take its core). The thread only; needs no lock.
 bool ProgressThread::waiters_active() {
-  std::uint32_t episodes = spin_episodes_.load();
+  std::uint64_t state = spin_state_.load();
+  auto episodes = static_cast<std::uint32_t>(state >> kEpisodeShift);
   bool recent = episodes != seen_episodes_;
   seen_episodes_ = episodes;
   if (waiter_asleep_.exchange(false)) recent = false;
-  return spinners_.load() > 0 || recent;
+  return (state & kSpinners) > 0 || recent;
 }
 
 void ProgressThread::run(Driver& driver) {

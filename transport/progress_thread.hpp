@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "libcomm/base/atomic_mutex.hpp"
 #include "transport/epoll_set.hpp"
 
 namespace comm::transport {
@@ -21,7 +22,7 @@ class ProgressThread {
   // What the thread drives. Every call but thread_failed is made under mutex().
   class Driver {
    public:
-    virtual std::mutex& mutex() = 0;
+    virtual detail::AtomicMutex& mutex() = 0;
     // Arms every stream's wake-up before the thread sleeps; false when one has work already.
     virtual bool prepare_to_sleep() = 0;
     // After a sleep, armed or not.
@@ -64,10 +65,13 @@ class ProgressThread {
   EpollSet idle_epoll_;  // wake_ only: where the thread sleeps while a waiter spins
   WakeEvent wake_;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> spinners_{0};
-  std::atomic<std::uint32_t> spin_episodes_{0};  // waits that stopped spinning, so far
-  std::atomic<bool> waiter_asleep_{false};       // a waiter went to sleep since the thread looked
-  std::uint32_t seen_episodes_ = 0;              // the thread only
+  // Waiters spinning now (low 32 bits) and waits that stopped spinning so far (high 32 bits):
+  // one word, so a waiter that stops spinning pays one atomic instruction.
+  static constexpr std::uint64_t kSpinners = 0xFFFF'FFFF;
+  static constexpr int kEpisodeShift = 32;
+  std::atomic<std::uint64_t> spin_state_{0};
+  std::atomic<bool> waiter_asleep_{false};  // a waiter went to sleep since the thread looked
+  std::uint32_t seen_episodes_ = 0;         // the thread only
   std::thread thread_;
 };
 

@@ -65,13 +65,15 @@ void CallChecks::check_tag(int tag, const char* op) const {
              "tag " + std::to_string(tag) + " is negative; tags are >= 0");
 }
 
-void CallChecks::send(const Buffer& buffer, int dst, int tag) const {
+bool CallChecks::gpus_present() { return cuda::devices_present(); }
+
+void CallChecks::check_send(const Buffer& buffer, int dst, int tag) const {
   check_buffer(buffer, "send");
   check_peer(dst, "send", false);
   check_tag(tag, "send");
 }
 
-void CallChecks::recv(const Buffer& buffer, int src, int tag) const {
+void CallChecks::check_recv(const Buffer& buffer, int src, int tag) const {
   check_buffer(buffer, "recv");
   check_peer(src, "recv", true);
   check_tag(tag, "recv");
@@ -88,7 +90,7 @@ void CallChecks::gpu_transfer(int peer, int tag, bool receiving, bool staged) co
   COMM_CHECK(peer != kAnySource || staged, InvalidArgumentError, (ErrorContext{.rank = rank_, .peer = peer, .op = op}),
              "receiving a GPU buffer from kAnySource needs the staged path (COMM_CUDA_PATH=staging); through CUDA "
              "IPC, name the source rank");
-  if (receiving) recv(Buffer(nullptr, 0, DType::UInt8), peer, tag);  // the any-source rules of host receives
+  if (receiving) check_recv(Buffer(nullptr, 0, DType::UInt8), peer, tag);  // the any-source rules of host receives
 }
 
 void CallChecks::check_root(int root, const char* op) const {

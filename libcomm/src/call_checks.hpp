@@ -4,6 +4,7 @@
 // algorithms take (on host and GPU buffers alike).
 #pragma once
 
+#include <bit>
 #include <span>
 #include <string>
 #include <utility>
@@ -26,9 +27,16 @@ class CallChecks {
 
   // A collective's arguments, checked, as its algorithms take them.
   algorithms::HostCall collective(const Call& call) const;
-  // send's or recv's, on host buffers.
-  void send(const Buffer& buffer, int dst, int tag) const;
-  void recv(const Buffer& buffer, int src, int tag) const;
+  // send's or recv's, on host buffers: the common case decided inline, the rest (and every
+  // error message) out of line.
+  void send(const Buffer& buffer, int dst, int tag) const {
+    if (!plain_transfer(buffer, dst, tag)) [[unlikely]]
+      check_send(buffer, dst, tag);
+  }
+  void recv(const Buffer& buffer, int src, int tag) const {
+    if (!plain_transfer(buffer, src, tag)) [[unlikely]]
+      check_recv(buffer, src, tag);
+  }
   // A GPU send's or recv's peer and tag; `staged`: the transfer is staged through host memory,
   // which lets a receive name kAnySource. The buffer is checked first (check_buffer()).
   void gpu_transfer(int peer, int tag, bool receiving, bool staged) const;
@@ -36,6 +44,19 @@ class CallChecks {
   void check_member(const char* op) const;
 
  private:
+  // A member's transfer of a well-formed host buffer with a named peer of the group and a valid
+  // tag: what every check below would pass (false may still pass them: kAnySource, say).
+  bool plain_transfer(const Buffer& buffer, int peer, int tag) const {
+    std::size_t element = element_size(buffer.dtype);
+    // The count's bytes must not run past the end of the address space (sizes are powers of two).
+    auto room = (~std::uintptr_t{0} - reinterpret_cast<std::uintptr_t>(buffer.data)) >> std::countr_zero(element);
+    return rank_ >= 0 && peer >= 0 && peer < size_ && tag >= 0 && element != 0 && buffer.count <= room &&
+           buffer.device.kind == Device::Kind::Cpu &&
+           (buffer.count == 0 || (buffer.data != nullptr && !gpus_present()));
+  }
+  static bool gpus_present();
+  void check_send(const Buffer& buffer, int dst, int tag) const;
+  void check_recv(const Buffer& buffer, int src, int tag) const;
   void check_peer(int peer, const char* op, bool any_source_allowed) const;
   void check_tag(int tag, const char* op) const;
   void check_root(int root, const char* op) const;

@@ -15,26 +15,32 @@ bool CompletionWork::is_completed() {
   return completion_->done();
 }
 
-void CompletionWork::wait() {
-  if (wait_for(timeout_)) return;
-  std::string what = std::string(label_.op) + " of " + std::to_string(label_.bytes) + " bytes";
-  if (label_.peer >= 0)
-    what += (std::string(label_.op) == "recv" ? " from rank " : " to rank ") + std::to_string(label_.peer);
-  if (label_.peer < 0 && std::string(label_.op) == "recv") what += " from any source";
-  what += " with tag " + std::to_string(label_.tag);
-  throw TimeoutError(what + " did not complete within " + seconds_text(timeout_) +
+void throw_timeout(const WorkLabel& label, std::chrono::milliseconds timeout) {
+  std::string what = std::string(label.op) + " of " + std::to_string(label.bytes) + " bytes";
+  if (label.peer >= 0)
+    what += (std::string(label.op) == "recv" ? " from rank " : " to rank ") + std::to_string(label.peer);
+  if (label.peer < 0 && std::string(label.op) == "recv") what += " from any source";
+  what += " with tag " + std::to_string(label.tag);
+  throw TimeoutError(what + " did not complete within " + seconds_text(timeout) +
                          "; check that the peer posts the matching call (same tag), or raise the timeout",
-                     ErrorContext{.rank = label_.rank, .peer = label_.peer, .op = label_.op});
+                     ErrorContext{.rank = label.rank, .peer = label.peer, .op = label.op});
+}
+
+bool wait_labelled(Completion& completion, std::chrono::milliseconds timeout, const WorkLabel& label) {
+  try {
+    return completion.wait_for(timeout);
+  } catch (Error& error) {
+    error.add_context(ErrorContext{.rank = label.rank, .op = label.op});
+    throw;
+  }
+}
+
+void CompletionWork::wait() {
+  if (!wait_for(timeout_)) throw_timeout(label_, timeout_);
 }
 
 bool CompletionWork::wait_for(std::chrono::milliseconds timeout) {
-  if (!completion_) return true;
-  try {
-    return completion_->wait_for(timeout);
-  } catch (Error& error) {
-    error.add_context(ErrorContext{.rank = label_.rank, .op = label_.op});
-    throw;
-  }
+  return !completion_ || wait_labelled(*completion_, timeout, label_);
 }
 
 // A named source is known without asking the transport, whose numbering a subgroup does not share.

@@ -22,6 +22,12 @@ struct WorkLabel {
   std::size_t bytes = 0;
 };
 
+// The TimeoutError of an operation that did not complete within `timeout`.
+[[noreturn]] void throw_timeout(const WorkLabel& label, std::chrono::milliseconds timeout);
+// Waits for `completion` up to `timeout` (false: it did not complete); a failure's error gains
+// the label's rank and operation.
+bool wait_labelled(Completion& completion, std::chrono::milliseconds timeout, const WorkLabel& label);
+
 class CompletionWork final : public Work {
  public:
   // A null completion: the operation completed when it was started (label.bytes moved).

@@ -65,16 +65,15 @@ int PointToPoint::wait_recv(Buffer buffer, int src, int tag) {
   checks_.recv(buffer, src, tag);
   int source = source_rank_of(src);
   detail::Completion completion(&transport_, source);
-  std::shared_ptr<detail::Completion> borrowed(std::shared_ptr<void>(), &completion);  // not owned
-  transport_.irecv_into(borrowed, source, buffer.data, buffer.bytes(), tag_of(tag));
-  detail::CompletionWork work(borrowed, timeout_, detail::WorkLabel{"recv", rank_, src, tag, buffer.bytes()});
-  try {
-    work.wait();
-  } catch (const TimeoutError&) {
+  transport_.irecv_into(std::shared_ptr<detail::Completion>(std::shared_ptr<void>(), &completion),  // not owned
+                        source, buffer.data, buffer.bytes(), tag_of(tag));
+  detail::WorkLabel label{"recv", rank_, src, tag, buffer.bytes()};
+  if (!detail::wait_labelled(completion, timeout_, label)) {
     if (!transport_.cancel(&completion)) completion.wait();  // its message is on its way in
-    throw;
+    detail::throw_timeout(label, timeout_);
   }
-  return work.source_rank();
+  // A named source is known without asking the transport, whose numbering a subgroup does not share.
+  return src >= 0 ? src : completion.source();
 }
 
 }  // namespace comm

@@ -135,8 +135,13 @@ SharedMemoryPairs::~SharedMemoryPairs() = default;
 
 ShmPairEnd SharedMemoryPairs::take(int peer) { return std::move(ends_[peer]); }
 
-ShmStream::ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer_name)
-    : end_(std::move(end)), doorbell_(std::move(doorbell)), peer_(peer), peer_name_(std::move(peer_name)) {}
+ShmStream::ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer_name, std::uint32_t first_sequence)
+    : end_(std::move(end)),
+      doorbell_(std::move(doorbell)),
+      write_sequence_(first_sequence),
+      read_sequence_(first_sequence),
+      peer_(peer),
+      peer_name_(std::move(peer_name)) {}
 
 void ShmStream::ring_doorbell() {
   std::uint8_t byte = 1;
@@ -148,6 +153,10 @@ void ShmStream::ring_doorbell() {
 namespace {
 
 constexpr std::size_t kRecordAlign = 64;  // a record starts on its own cache line
+// The reader gives the writer back room once it has read this much (see read_records).
+constexpr std::size_t kReleaseBytes = kChunkBytes;
+// Frames up to this size take write_some's one-record path.
+constexpr std::size_t kSmallRecordBytes = 4096;
 
 std::size_t record_bytes(std::size_t payload) { return (8 + payload + kRecordAlign - 1) & ~(kRecordAlign - 1); }
 
@@ -155,6 +164,11 @@ std::atomic_ref<std::uint64_t> record_header(const Ring& ring, std::uint64_t pos
   return std::atomic_ref<std::uint64_t>(
       *reinterpret_cast<std::uint64_t*>(ring.data + (static_cast<std::size_t>(position) & (ring.capacity - 1))));
 }
+
+// Sequences count 1, 2, ... 2^32 - 1, 1, ...: never 0, the word of a cleared header slot (which
+// the reader would otherwise take for an empty record once every 2^32 records, and lose the one
+// written there next).
+std::uint32_t next_sequence(std::uint32_t sequence) { return sequence == 0xFFFF'FFFF ? 1 : sequence + 1; }
 
 std::uint64_t header_word(std::uint32_t sequence, std::uint32_t length) {
   return (std::uint64_t{sequence} << 32) | length;
@@ -168,6 +182,23 @@ std::uint64_t header_word(std::uint32_t sequence, std::uint32_t length) {
 // a separate head index would cost another line per message.
 std::size_t ShmStream::write_some(const iovec* vectors, int count) {
   Ring& ring = end_.outbound;
+  if (count <= 2) {
+    // A small frame (a header and its payload) that fits as one record where the writer
+    // stands: copied and published without the general loop's bookkeeping (most messages).
+    std::size_t first = vectors[0].iov_len, second = count == 2 ? vectors[1].iov_len : 0;
+    std::size_t length = first + second;
+    std::size_t offset = static_cast<std::size_t>(write_position_) & (ring.capacity - 1);
+    std::size_t free = ring.capacity - static_cast<std::size_t>(write_position_ - known_tail_);
+    if (length <= kSmallRecordBytes && free >= record_bytes(length) + kRecordAlign &&
+        offset + 8 + length <= ring.capacity) {
+      std::uint8_t* target = ring.data + offset + 8;
+      std::memcpy(target, vectors[0].iov_base, first);
+      if (second > 0) std::memcpy(target + first, vectors[1].iov_base, second);
+      publish_record(length);
+      wake_if_sleeping(ring.header->reader_sleeping);
+      return length;
+    }
+  }
   std::size_t total = 0;
   for (int v = 0; v < count; ++v) total += vectors[v].iov_len;
   std::size_t written = 0;
@@ -197,16 +228,22 @@ std::size_t ShmStream::write_some(const iovec* vectors, int count) {
         vector_offset = 0;
       }
     }
-    // Clear the next record's header slot before publishing this one: whatever an earlier lap
-    // left there (payload bytes, say) can then never be mistaken for a header.
-    record_header(ring, write_position_ + record_bytes(length)).store(0, std::memory_order_relaxed);
-    record_header(ring, write_position_)
-        .store(header_word(write_sequence_++, static_cast<std::uint32_t>(length)), std::memory_order_seq_cst);
-    write_position_ += record_bytes(length);
+    publish_record(length);
     written += length;
   }
   if (written > 0) wake_if_sleeping(ring.header->reader_sleeping);
   return written;
+}
+
+void ShmStream::publish_record(std::size_t length) {
+  Ring& ring = end_.outbound;
+  // Clear the next record's header slot before publishing this one: whatever an earlier lap
+  // left there (payload bytes, say) can then never be mistaken for a header.
+  record_header(ring, write_position_ + record_bytes(length)).store(0, std::memory_order_relaxed);
+  record_header(ring, write_position_)
+      .store(header_word(write_sequence_, static_cast<std::uint32_t>(length)), std::memory_order_seq_cst);
+  write_sequence_ = next_sequence(write_sequence_);
+  write_position_ += record_bytes(length);
 }
 
 // True when the next record has been written; sets up reading it.
@@ -256,10 +293,16 @@ std::size_t ShmStream::read_records(std::size_t bytes, Use&& use) {
     record_left_ -= take;
     if (record_left_ == 0) {
       in_record_ = false;
-      ++read_sequence_;
+      read_sequence_ = next_sequence(read_sequence_);
       read_position_ += record_bytes(record_length_);
-      ring.header->tail.store(read_position_, std::memory_order_seq_cst);
-      released = true;
+      // Released to the writer in batches: a small message then costs the reader no atomic
+      // write. The writer can only run out of room with more than the ring less one batch
+      // unread, so a reader that reads on always releases in time.
+      if (read_position_ - released_position_ >= kReleaseBytes) {
+        ring.header->tail.store(read_position_, std::memory_order_seq_cst);
+        released_position_ = read_position_;
+        released = true;
+      }
       // Stop at the record's end rather than look at the next header: when the writer is idle
       // that line sits modified in its cache, and reading it would put a cache miss on the
       // critical path of every small message. The caller asks again if it wants more.

@@ -87,7 +87,8 @@ class SharedMemoryPairs {
 
 class ShmStream final : public ByteStream {
  public:
-  ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer_name);
+  // `first_sequence`: of the first record each way (both ends alike; tests start near the wrap).
+  ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer_name, std::uint32_t first_sequence = 1);
   std::size_t write_some(const iovec* vectors, int count) override;
   std::size_t read_some(void* data, std::size_t bytes) override;
   // Hands the bytes over in the ring itself, record by record: no copy out first.
@@ -103,23 +104,25 @@ class ShmStream final : public ByteStream {
 
  private:
   void ring_doorbell();
+  // Publishes the record of `length` bytes copied in at the write position, and moves past it.
+  void publish_record(std::size_t length);
   void wake_if_sleeping(std::atomic<std::uint32_t>& sleeping);
   bool next_record_ready();
   template <class Use>
   std::size_t read_records(std::size_t bytes, Use&& use);
   ShmPairEnd end_;
   Socket doorbell_;
-  int closed_error_ = 0;
+  int closed_error_ = 0;  // the doorbell socket ended: -1 end of file, else errno
   // Writer side (outbound ring).
   std::uint64_t write_position_ = 0;
-  std::uint32_t write_sequence_ = 1;
+  std::uint32_t write_sequence_;
   std::uint64_t known_tail_ = 0;  // the reader's tail when last read (only ever behind)
   // Reader side (inbound ring).
   std::uint64_t read_position_ = 0;
-  std::uint32_t read_sequence_ = 1;
+  std::uint32_t read_sequence_;
+  std::uint64_t released_position_ = 0;  // the tail this side last published
   bool in_record_ = false;
-  std::size_t record_length_ = 0, record_left_ = 0,
-              record_offset_ = 0;  // the doorbell socket ended: -1 end of file, else errno
+  std::size_t record_length_ = 0, record_left_ = 0, record_offset_ = 0;
   int peer_;
   std::string peer_name_;
 };
