@@ -54,8 +54,19 @@ void CollectiveContext::exchange(int send_peer, const void* send_data, std::size
   // receive. Its message cannot be lost meanwhile: it waits in the ring or socket until a poll
   // reads it (a poll that comes first keeps it as unexpected, one copy more).
   Transfer outgoing = send(send_peer, send_data, send_bytes, step);
-  Transfer incoming = recv(recv_peer, recv_data, recv_bytes, step);
-  wait(incoming, recv_peer, step);
+  // The receive completes on this stack, as a blocking recv's does: no allocation per step. The
+  // transport lets go of a completion once it is done, or withdrawn (cancel).
+  int source = transport_rank(recv_peer);
+  detail::Completion incoming(&transport, source);
+  Transfer borrowed(std::shared_ptr<void>(), &incoming);  // not owned
+  transport.irecv_into(borrowed, source, recv_data, recv_bytes, tag(step), fingerprint);
+  try {
+    wait(borrowed, recv_peer, step);
+  } catch (...) {
+    // Given up (a timeout): withdrawn, or waited out if its message is on its way in.
+    if (!incoming.done() && !transport.cancel(&incoming)) incoming.wait();
+    throw;
+  }
   wait(outgoing, send_peer, step);
 }
 

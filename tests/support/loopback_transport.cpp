@@ -126,6 +126,18 @@ void LoopbackTransport::irecv_into(std::shared_ptr<detail::Completion> completio
   post({peer, tag, fingerprint, data, capacity, {}, std::move(completion)});
 }
 
+// Deliveries happen under the world's lock: a receive not done is still posted.
+bool LoopbackTransport::cancel(const detail::Completion* completion) {
+  std::lock_guard lock(world_.mutex_);
+  if (completion->done()) return true;
+  auto& posted = world_.posted_[static_cast<std::size_t>(rank_)];
+  auto found = std::find_if(posted.begin(), posted.end(),
+                            [&](const auto& receive) { return receive.completion.get() == completion; });
+  if (found == posted.end()) return false;
+  posted.erase(found);
+  return true;
+}
+
 void LoopbackTransport::post(LoopbackWorld::Receive receive) {
   std::lock_guard lock(world_.mutex_);
   auto& waiting = world_.waiting_[static_cast<std::size_t>(rank_)];

@@ -89,6 +89,7 @@ class LoopbackTransport final : public transport::Transport {
                                                    std::uint64_t fingerprint) override;
   void irecv_into(std::shared_ptr<detail::Completion> completion, int peer, void* data, std::size_t capacity,
                   std::uint64_t tag, std::uint64_t fingerprint) override;
+  bool cancel(const detail::Completion* completion) override;
   bool progress(int, const detail::Completion*) override { return false; }  // senders complete receives
   std::string peer_name(int peer) const override { return "rank " + std::to_string(peer) + " (loopback)"; }
   const char* medium() const override { return "loopback"; }
