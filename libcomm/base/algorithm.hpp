@@ -31,10 +31,11 @@ const char* to_string(Algorithm algorithm);
 // "ring" -> Algorithm::Ring, as COMM_ALGO, the calls' `algorithm` and the benches' -a spell them
 // (also "rd", "shm"; "" is Auto); throws InvalidArgumentError naming `source` and listing the
 // names otherwise.
-// Inline for the common empty name: every call without an algorithm of its own passes here.
+// Inline for the common names "" and "auto" (the benches' default): every call passes here.
 Algorithm parse_algorithm_name(std::string_view name, const char* source);
 inline Algorithm parse_algorithm(std::string_view name, const char* source = "the algorithm") {
-  return name.empty() ? Algorithm::Auto : parse_algorithm_name(name, source);
+  if (name.empty() || name == "auto") return Algorithm::Auto;
+  return parse_algorithm_name(name, source);
 }
 
 }  // namespace comm
