@@ -16,15 +16,15 @@ void deliver(const PostedReceive& receive, const void* payload, std::size_t byte
   }
 }
 
-std::optional<PostedReceive> Matcher::take_receive(int source, std::uint64_t tag) {
+bool Matcher::take_receive(int source, std::uint64_t tag, std::optional<PostedReceive>& into) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if (it->tag == tag && (it->source == source || it->source == kAnySource)) {
-      PostedReceive found = std::move(*it);
+      into.emplace(std::move(*it));
       posted_.erase(it);
-      return found;
+      return true;
     }
   }
-  return std::nullopt;
+  return false;
 }
 
 bool Matcher::withdraw(const detail::Completion* completion) {

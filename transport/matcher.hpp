@@ -49,8 +49,9 @@ inline bool same_call(std::uint64_t tag_a, std::uint64_t tag_b) { return (tag_a 
 
 class Matcher {
  public:
-  // A message announced by `source`: the earliest posted receive it satisfies, removed.
-  std::optional<PostedReceive> take_receive(int source, std::uint64_t tag);
+  // A message announced by `source`: the earliest posted receive it satisfies, moved into
+  // `into` (where its arrival keeps it: one move fewer per message) and removed; false if none.
+  bool take_receive(int source, std::uint64_t tag, std::optional<PostedReceive>& into);
   // A new receive: the earliest unexpected message it satisfies (left in place, returned by
   // pointer so the caller can claim or consume it), or nullptr after storing the receive.
   UnexpectedMessage* find_unexpected(const PostedReceive& receive);

@@ -33,14 +33,17 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
         mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
         return {nullptr};
       }
-      if (auto receive = mesh_.matcher_.take_receive(peer, header.tag)) {
-        if (conflicting(receive->fingerprint, header.extra)) {
-          mesh_.mismatches_.fail_mismatch(*receive, peer, header.extra);
-          return {nullptr};
+      if (mesh_.matcher_.take_receive(peer, header.tag, state.arrival.receive)) {
+        const PostedReceive& receive = *state.arrival.receive;
+        bool refused = conflicting(receive.fingerprint, header.extra);
+        if (refused) {
+          mesh_.mismatches_.fail_mismatch(receive, peer, header.extra);
+        } else {
+          refused = !fits(receive, peer, header.tag, header.bytes, 0);
         }
-        if (!fits(*receive, peer, header.tag, header.bytes, 0)) return {nullptr};
-        state.arrival.receive = std::move(receive);
-        return target_of(*state.arrival.receive);
+        if (!refused) return target_of(receive);
+        state.arrival.receive.reset();  // failed: nothing completes it on arrival
+        return {nullptr};
       }
       UnexpectedMessage message{peer, header.tag, header.bytes, false, 0, false, {}, std::nullopt, header.extra};
       message.payload.resize(header.bytes);
@@ -50,7 +53,7 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
     }
     case FrameKind::ReadyToSend:
       if (mesh_.mismatches_.contradicts_my_call(peer, header.tag, header.extra)) return {};
-      if (auto receive = mesh_.matcher_.take_receive(peer, header.tag)) {
+      if (std::optional<PostedReceive> receive; mesh_.matcher_.take_receive(peer, header.tag, receive)) {
         // On a mismatch the sender's message is never cleared: the receiver's failed collective
         // aborts its group, and the Goodbye fails the sender's pending send.
         if (conflicting(receive->fingerprint, header.extra)) {

@@ -143,7 +143,7 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
 }
 
 void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint) {
-  if (auto receive = matcher_.take_receive(rank_, tag)) {
+  if (std::optional<PostedReceive> receive; matcher_.take_receive(rank_, tag, receive)) {
     if (conflicting(receive->fingerprint, fingerprint)) {
       mismatches_.fail_mismatch(*receive, rank_, fingerprint);
     } else if (frames_.fits(*receive, rank_, tag, bytes, 0)) {
