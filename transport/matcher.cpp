@@ -16,11 +16,31 @@ void deliver(const PostedReceive& receive, const void* payload, std::size_t byte
   }
 }
 
+void Matcher::post(PostedReceive&& receive) {
+  compact();
+  posted_.push_back(std::move(receive));
+}
+
+void Matcher::compact() {
+  if (first_ == posted_.size()) {
+    posted_.clear();
+    first_ = 0;
+  } else if (first_ >= 32 && first_ * 2 >= posted_.size()) {
+    posted_.erase(posted_.begin(), live_begin());
+    first_ = 0;
+  }
+}
+
 bool Matcher::take_receive(int source, std::uint64_t tag, std::optional<PostedReceive>& into) {
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+  for (auto it = live_begin(); it != posted_.end(); ++it) {
     if (it->tag == tag && (it->source == source || it->source == kAnySource)) {
       into.emplace(std::move(*it));
-      posted_.erase(it);
+      if (it == live_begin()) {
+        ++first_;  // the moved-from receive holds nothing any more
+        if (first_ == posted_.size()) compact();
+      } else {
+        posted_.erase(it);
+      }
       return true;
     }
   }
@@ -28,7 +48,7 @@ bool Matcher::take_receive(int source, std::uint64_t tag, std::optional<PostedRe
 }
 
 bool Matcher::withdraw(const detail::Completion* completion) {
-  auto found = std::find_if(posted_.begin(), posted_.end(),
+  auto found = std::find_if(live_begin(), posted_.end(),
                             [&](const PostedReceive& receive) { return receive.completion.get() == completion; });
   if (found == posted_.end()) return false;
   posted_.erase(found);
@@ -59,7 +79,7 @@ std::vector<PostedReceive> Matcher::take_conflicting_receives(int source, std::u
                                                               std::uint64_t fingerprint) {
   std::vector<PostedReceive> taken;
   if (fingerprint == 0) return taken;
-  auto keep = std::stable_partition(posted_.begin(), posted_.end(), [&](const PostedReceive& receive) {
+  auto keep = std::stable_partition(live_begin(), posted_.end(), [&](const PostedReceive& receive) {
     bool from_source = receive.source == source || receive.source == kAnySource;
     return !(from_source && same_call(receive.tag, tag) && conflicting(receive.fingerprint, fingerprint));
   });
@@ -81,7 +101,7 @@ const UnexpectedMessage* Matcher::find_conflicting(const PostedReceive& receive)
 
 std::vector<PostedReceive> Matcher::take_receives_from(int source, bool include_any_source) {
   std::vector<PostedReceive> taken;
-  auto keep = std::stable_partition(posted_.begin(), posted_.end(), [&](const PostedReceive& receive) {
+  auto keep = std::stable_partition(live_begin(), posted_.end(), [&](const PostedReceive& receive) {
     return !(receive.source == source || (include_any_source && receive.source == kAnySource));
   });
   for (auto it = keep; it != posted_.end(); ++it) taken.push_back(std::move(*it));
