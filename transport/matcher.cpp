@@ -16,16 +16,8 @@ void deliver(const PostedReceive& receive, const void* payload, std::size_t byte
   }
 }
 
-void Matcher::post(PostedReceive&& receive) {
-  compact();
-  posted_.push_back(std::move(receive));
-}
-
 void Matcher::compact() {
-  if (first_ == posted_.size()) {
-    posted_.clear();
-    first_ = 0;
-  } else if (first_ >= 32 && first_ * 2 >= posted_.size()) {
+  if (first_ * 2 >= posted_.size()) {
     posted_.erase(posted_.begin(), live_begin());
     first_ = 0;
   }
@@ -35,9 +27,14 @@ bool Matcher::take_receive(int source, std::uint64_t tag, std::optional<PostedRe
   for (auto it = live_begin(); it != posted_.end(); ++it) {
     if (it->tag == tag && (it->source == source || it->source == kAnySource)) {
       into.emplace(std::move(*it));
-      if (it == live_begin()) {
+      if (it + 1 == posted_.end()) {
+        posted_.pop_back();
+        if (first_ == posted_.size() && first_ != 0) {  // only moved-from receives are left
+          posted_.clear();
+          first_ = 0;
+        }
+      } else if (it == live_begin()) {
         ++first_;  // the moved-from receive holds nothing any more
-        if (first_ == posted_.size()) compact();
       } else {
         posted_.erase(it);
       }

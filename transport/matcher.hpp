@@ -57,7 +57,11 @@ class Matcher {
   UnexpectedMessage* find_unexpected(const PostedReceive& receive);
   UnexpectedMessage& add_unexpected(UnexpectedMessage message);
   void remove_unexpected(const UnexpectedMessage* message);
-  void post(PostedReceive&& receive);
+  void post(PostedReceive&& receive) {
+    if (first_ >= kCompactFrom) [[unlikely]]
+      compact();
+    posted_.push_back(std::move(receive));
+  }
   // Removes the posted receive completing `completion`; false when none is posted.
   bool withdraw(const detail::Completion* completion);
 
@@ -79,9 +83,11 @@ class Matcher {
   // A vector: usually a handful of receives, taken from the front; a deque allocated a node
   // every few messages. The live ones are posted_[first_..]: taking the first one only moves
   // first_ on (erasing it shifted every later receive: ~700 instructions a message with 64
-  // posted), and the taken front is dropped once it is empty or half the vector.
+  // posted), and the taken front is dropped once it is empty or half the vector. Taking the
+  // last live one pops it, so the usual one-receive window never touches first_ at all.
   std::vector<PostedReceive> posted_;
   std::size_t first_ = 0;
+  static constexpr std::size_t kCompactFrom = 32;
   auto live_begin() { return posted_.begin() + static_cast<std::ptrdiff_t>(first_); }
   void compact();
   std::list<UnexpectedMessage> unexpected_;  // a list: transports hold pointers into it
