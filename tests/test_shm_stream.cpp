@@ -2,9 +2,11 @@
 // process: records across the wrap of the 32-bit sequence numbers, and a ring refilled many
 // times over with the reader releasing room in batches.
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "comm/store.hpp"
+#include "transport/shm/shm_pairs.hpp"
 #include "transport/shm/shm_stream.hpp"
 
 using namespace std::chrono_literals;
@@ -29,17 +32,19 @@ struct StreamPair {
   std::unique_ptr<ShmStream> low, high;  // rank 0's end, rank 1's end
 };
 
-// Both ends of one pair, starting their records at `first_sequence`.
-StreamPair make_pair_of_streams(std::uint32_t first_sequence) {
+// Both ends of one pair, starting their records at `first_sequence`; each rank's receive ring
+// from `budget` (4 MiB by default, the largest).
+StreamPair make_pair_of_streams(std::uint32_t first_sequence,
+                                std::size_t budget = comm::transport::kDefaultShmBudgetBytes) {
   std::string job = "shmstream" + std::to_string(::getpid()) + "xxxxxxxxxxxxxxxx";
   comm::HashStore store(std::chrono::seconds(5));
   ShmPairEnd low_end, high_end;
   std::thread high([&] {
-    SharedMemoryPairs pairs(store, 1, 2, job, {true, true}, 5s);
+    SharedMemoryPairs pairs(store, 1, 2, job, {true, true}, 5s, {}, budget);
     high_end = pairs.take(0);
   });
   {
-    SharedMemoryPairs pairs(store, 0, 2, job, {true, true}, 5s);
+    SharedMemoryPairs pairs(store, 0, 2, job, {true, true}, 5s, {}, budget);
     low_end = pairs.take(1);
   }
   high.join();
@@ -85,8 +90,12 @@ TEST_CASE("records keep coming, in order, across the wrap of the sequence number
 }
 
 TEST_CASE("a writer refills the ring many times over while the reader releases room in batches", "[transport][shm]") {
-  auto pair = make_pair_of_streams(1);
-  // About 9 MiB through a 4 MiB ring in writes of 3000 bytes (cut where the ring ends or room
+  // The largest ring (4 MiB), and the smallest a budget gives (64 KiB: records and release
+  // batches of a quarter of it).
+  std::size_t budget = GENERATE(comm::transport::kDefaultShmBudgetBytes, std::size_t{80} << 10);
+  INFO("budget " << budget);
+  auto pair = make_pair_of_streams(1, budget);
+  // About 9 MiB through the ring in writes of 3000 bytes (cut where the ring ends or room
   // runs out), as far as room allows, then reads; the writer must always get room back.
   constexpr std::size_t kTotal = 9 << 20, kWrite = 3000;
   auto byte_at = [](std::size_t k) { return static_cast<std::uint8_t>((k * 2654435761u) >> 13); };
@@ -114,5 +123,95 @@ TEST_CASE("a writer refills the ring many times over while the reader releases r
     stalls = moved ? 0 : stalls + 1;
   }
   CHECK(read_bytes == kTotal);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("a ring's size comes from the rank's budget shared among its peers", "[transport][shm]") {
+  using comm::transport::ring_bytes_for;
+  constexpr std::size_t kMiB = 1 << 20;
+  CHECK(ring_bytes_for(64 * kMiB, 1) == 4 * kMiB);  // two ranks: as before the budget
+  CHECK(ring_bytes_for(64 * kMiB, 15) == 4 * kMiB);
+  CHECK(ring_bytes_for(64 * kMiB, 16) == 2 * kMiB);  // 16 x 4 MiB and the headers would not fit
+  CHECK(ring_bytes_for(64 * kMiB, 31) == 2 * kMiB);
+  CHECK(ring_bytes_for(64 * kMiB, 127) == kMiB / 2);
+  CHECK(ring_bytes_for(64 * kMiB, 1000) == 64 * 1024);
+  CHECK(ring_bytes_for(64 * kMiB, 1100) == 0);  // under 64 KiB each: no shared memory
+  CHECK(ring_bytes_for(kMiB, 0) == 4 * kMiB);
+  // Without a budget from the user: as before up to 8 ranks on a host, then the host's rings
+  // stay near 512 MiB all together, and never below 64 KiB each.
+  using comm::transport::default_shm_budget;
+  auto host_rings = [&](std::size_t ranks) {
+    return ranks * (ranks - 1) * ring_bytes_for(default_shm_budget(ranks), ranks - 1);
+  };
+  CHECK(ring_bytes_for(default_shm_budget(2), 1) == 4 * kMiB);
+  CHECK(ring_bytes_for(default_shm_budget(8), 7) == 4 * kMiB);
+  for (std::size_t ranks : {16, 32, 64}) {
+    INFO(ranks << " ranks");
+    CHECK(host_rings(ranks) <= 512 * kMiB);
+    CHECK(host_rings(ranks) > 128 * kMiB);
+  }
+  CHECK(ring_bytes_for(default_shm_budget(100), 99) == 64 * 1024);
+  CHECK(ring_bytes_for(default_shm_budget(128), 127) == 64 * 1024);
+  CHECK(ring_bytes_for(default_shm_budget(512), 511) == 64 * 1024);
+}
+
+// Issue 31: every pair of ranks on a host had an 8 MiB segment of its own, 4 GiB at 32 ranks.
+// Now each rank's receive segment holds a ring per peer within its budget. Nine ranks as
+// threads, 1088 KiB each (eight 128 KiB rings and their headers' page); every segment is measured, and every ordered
+// pair carries 300 KiB (more than twice its ring) intact.
+TEST_CASE("each rank's receive segment stays within its budget, and every pair carries data", "[transport][shm]") {
+  constexpr int kRanks = 9;
+  constexpr std::size_t kBudget = std::size_t{1088} << 10, kBytes = 300 * 1024;
+  std::string job = "shmbudget" + std::to_string(::getpid()) + "xxxxxxxxxxxxxxxx";
+  comm::HashStore store(std::chrono::seconds(10));
+  std::vector<bool> same_host(kRanks, true);
+  std::vector<std::vector<ShmPairEnd>> ends(kRanks, std::vector<ShmPairEnd>(kRanks));
+  std::vector<std::size_t> ring_bytes(kRanks);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      SharedMemoryPairs pairs(store, rank, kRanks, job, same_host, 10s, {}, kBudget);
+      ring_bytes[rank] = pairs.ring_bytes();
+      for (int peer = 0; peer < kRanks; ++peer) {
+        if (peer != rank && pairs.has(peer)) ends[rank][peer] = pairs.take(peer);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < kRanks; ++rank) {
+    CHECK(ring_bytes[rank] == 128 * 1024);
+    // The segment itself, opened through the path its rank published.
+    std::string entry = store.get_string("shm/segment/" + std::to_string(rank));
+    struct stat status {};
+    REQUIRE(::stat(entry.substr(0, entry.find(' ')).c_str(), &status) == 0);
+    CHECK(static_cast<std::size_t>(status.st_size) <= kBudget);
+    CHECK(static_cast<std::size_t>(status.st_size) >= (kRanks - 1) * std::size_t{128 * 1024});
+  }
+  std::size_t wrong = 0, short_by = 0;
+  for (int from = 0; from < kRanks; ++from) {
+    for (int to = 0; to < kRanks; ++to) {
+      if (from == to) continue;
+      int sockets[2];
+      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0);
+      // Copies of the ends: each rank's end of a pair serves every test direction once.
+      ShmPairEnd writer_end = ends[from][to], reader_end = ends[to][from];
+      ShmStream writer(std::move(writer_end), Socket(sockets[0]), to, "rank " + std::to_string(to));
+      ShmStream reader(std::move(reader_end), Socket(sockets[1]), from, "rank " + std::to_string(from));
+      auto sent = message(kBytes, from * kRanks + to);
+      std::vector<std::uint8_t> got(kBytes);
+      std::size_t written = 0, read_bytes = 0;
+      for (int stalls = 0; read_bytes < kBytes && stalls < 100;) {
+        iovec vector{sent.data() + written, kBytes - written};
+        std::size_t n = written < kBytes ? writer.write_some(&vector, 1) : 0;
+        std::size_t m = reader.read_some(got.data() + read_bytes, kBytes - read_bytes);
+        written += n;
+        read_bytes += m;
+        stalls = n + m > 0 ? 0 : stalls + 1;
+      }
+      short_by += kBytes - read_bytes;
+      wrong += got != sent;
+    }
+  }
+  CHECK(short_by == 0);
   CHECK(wrong == 0);
 }

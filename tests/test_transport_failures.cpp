@@ -21,7 +21,7 @@
 #include "libcomm/base/job_secret.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/thread_ranks.hpp"
-#include "transport/shm/shm_stream.hpp"
+#include "transport/shm/shm_pairs.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;
@@ -300,10 +300,10 @@ TEST_CASE("shared-memory set-up that fails part way leaves nothing in /dev/shm",
 TEST_CASE("a rank whose shared-memory set-up fails tells why before its segments go", "[transport][shm]") {
   std::string token = "causefirst" + std::to_string(::getpid()) + "xxxxxxxxxxxxxxxx";
   comm::HashStore store(std::chrono::seconds(5));
-  // Rank 1 of 3: rank 0's segment is gone (rank 0 died), every rank reserved its segments.
-  store.set("shm/0-1", "/proc/" + std::to_string(::getpid()) + "/fd/999999");
-  store.set("shm/reserved/0", "reserved");
-  store.set("shm/reserved/2", "reserved");
+  // Rank 1 of 3: every rank reserved its segment (rank 0 gathered them), but rank 0's is gone
+  // (rank 0 died).
+  std::string gone = "/proc/" + std::to_string(::getpid()) + "/fd/999999 4194304";
+  store.set("shm/host/0", gone + "\n(rank 1's own)\n" + gone + "\n");
   bool told = false;
   bool own_segment_there_when_told = false;
   auto can_open = [](const std::string& path) {
@@ -315,7 +315,8 @@ TEST_CASE("a rank whose shared-memory set-up fails tells why before its segments
   CHECK_THROWS_AS(comm::transport::SharedMemoryPairs(store, 1, 3, token, {true, true, true}, 1s,
                                                      [&](const comm::Error&) {
                                                        told = true;
-                                                       own_segment = store.get_string("shm/1-2");
+                                                       own_segment = store.get_string("shm/segment/1");
+                                                       own_segment = own_segment.substr(0, own_segment.find(' '));
                                                        own_segment_there_when_told = can_open(own_segment);
                                                      }),
                   comm::PeerClosedError);
@@ -335,8 +336,7 @@ TEST_CASE("a rank that dies during init is named at once, with the step it died 
       {"/tcp/2", "before it had connected to the other ranks", ""},
       // The host goes with the address (the connecting rank needs it to choose its connections).
       {"/host/2", "before it had connected to the other ranks", ""},
-      {"shm/0-2/mapped", "the shared-memory pairs were being set up",
-       "the shared-memory segment of the collectives was being set up"},
+      {"shm/segment/2", "the shared-memory pairs were being set up", ""},
       {"arena/0/mapped/2", "the shared-memory segment of the collectives was being set up", ""},
   }));
   INFO("rank 2 dies before setting ..." << suffix);

@@ -10,6 +10,7 @@
 #include "libcomm/base/log.hpp"
 #include "transport/job_failure.hpp"
 #include "transport/mesh_transport.hpp"
+#include "transport/shm/shm_pairs.hpp"
 #include "transport/shm/shm_stream.hpp"
 #include "transport/tcp/socket_stream.hpp"
 #include "transport/tcp/striped_stream.hpp"
@@ -56,9 +57,15 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   WatchedStore watched_job(job_store, [&] { failure.check(); });
   MeshOptions mesh_options = options;
   mesh_options.host = host_identity();
+  // What each step of the set-up took, at debug level (issue 31: start-up at many ranks).
+  auto started = std::chrono::steady_clock::now();
+  auto took_ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+  };
   Mesh mesh = connect_mesh(
       watched_job, mesh_options, [&](const Error& error) { failure.fail(error); }, [&] { failure.check(); });
   failure.connected();
+  log::get(log::Subsystem::Transport).debug("connected to {} peers over tcp after {} ms", options.size - 1, took_ms());
   int rank = options.rank;
   // From here every rank holds a connection to every other: one that closes is a rank that
   // died, and the waits below say so at once.
@@ -103,8 +110,13 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   phase = "the shared-memory pairs were being set up";
   // A segment found gone is a rank that failed: the rank that actually died is named if the
   // mesh shows one, else whatever cause a failing rank published before its segments went.
-  SharedMemoryPairs pairs(store, rank, options.size, job_id, same_host, options.timeout,
-                          [&](const Error& error) { failure.fail(error, look_at_peers); });
+  auto budget_mb = environment::get_integer_in("COMM_SHM_BUDGET_MB", 1, 1 << 20,
+                                               "MiB of shared memory per rank for the rings it reads");
+  std::size_t budget = budget_mb ? static_cast<std::size_t>(*budget_mb) << 20
+                                 : default_shm_budget(1 + std::count(same_host.begin(), same_host.end(), true));
+  SharedMemoryPairs pairs(
+      store, rank, options.size, job_id, same_host, options.timeout,
+      [&](const Error& error) { failure.fail(error, look_at_peers); }, budget);
   std::string striped;
   for (int peer = 0; peer < options.size; ++peer) {
     if (peer == rank) continue;
@@ -130,6 +142,7 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
     striped += fmt::format("{}{} x{}", striped.empty() ? "" : ", ", peer, connections.size());
     streams[peer] = std::make_unique<StripedSocketStream>(std::move(connections));
   }
+  log::get(log::Subsystem::Transport).debug("hosts compared, shared memory set up after {} ms", took_ms());
   if (!pairs.shortage().empty()) {
     // Said once per host, by its lowest rank; the others say it where debugging is asked for.
     bool lowest_on_host = std::find(same_host.begin(), same_host.begin() + rank, true) == same_host.begin() + rank;

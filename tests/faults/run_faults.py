@@ -148,11 +148,9 @@ class Case:
             # Steps of init after the join: over tcp only the first and the last have keys of their own.
             victim = self.victim
             step = self.init_step if self.transport == "shm" or self.init_step == "address" else "acknowledge"
-            if step == "pair" and victim == 0:
-                step = "host"
             if step == "segment" and victim == 0:
                 step = "acknowledge"
-            key = {"address": "/tcp/%d" % victim, "host": "/host/%d" % victim, "pair": "shm/0-%d/mapped" % victim,
+            key = {"address": "/tcp/%d" % victim, "host": "/host/%d" % victim, "pair": "shm/segment/%d" % victim,
                    "segment": "arena/0/mapped/%d" % victim, "acknowledge": "/acked/%d" % victim}[step]
             self.init_step = step
             arguments += ["--die-at-key", key, "--die-rank", str(victim)]

@@ -33,7 +33,8 @@ std::string shortage(std::size_t bytes, const std::string& name, int error) {
   }
   if (error == ENOSPC) {
     problem +=
-        "; each pair of ranks on a host needs 8 MiB and the shared-memory collectives more: give /dev/shm "
+        "; each rank on a host needs up to 4 MiB per other rank there (at most COMM_SHM_BUDGET_MB, 64 by "
+        "default) and the shared-memory collectives more: give /dev/shm "
         "more room (docker run --shm-size=1g, or mount -o remount,size=1G /dev/shm), or run fewer ranks "
         "per host";
   }

@@ -1,10 +1,10 @@
-// Making and sharing the shared-memory segments of the pair rings and the collectives' arena.
+// Making and sharing the shared-memory segments of the ranks' receive rings and the collectives' arena.
 //
 // A segment is created in /dev/shm under a fresh name and unlinked at once: from then on it has
 // no name that a killed job could leave behind (a hand-started job killed during set-up left
 // 8 MiB segments there), and only its creator's descriptor reaches it. The other ranks open it
-// through that descriptor's /proc/PID/fd/N path, which the creator publishes and keeps open until
-// they have mapped it. Its pages are reserved when it is made: a tmpfs hands them out only when
+// through that descriptor's /proc/PID/fd/N path, which the creator publishes and keeps open while
+// the segment is in use. Its pages are reserved when it is made: a tmpfs hands them out only when
 // first touched, so a segment larger than what /dev/shm has left would otherwise be found out by
 // a SIGBUS in the middle of a collective (8 ranks under Docker's 64 MiB /dev/shm). Reserved, a
 // full /dev/shm is an error at set-up, with what was needed, what is free and how to get more.

@@ -1,6 +1,5 @@
 #include "transport/shm/shm_stream.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,133 +10,49 @@
 #include <cstring>
 
 #include "comm/error.hpp"
-#include "transport/shm/shm_segment.hpp"
 #include "transport/stream_connection.hpp"
 
 namespace comm::transport {
 namespace {
 
-constexpr std::size_t kRingBytes = std::size_t{4} << 20;
 // The writer publishes (and the reader releases) after at most this much, so the two copies
-// of a large message overlap.
+// of a large message overlap; a smaller ring uses a quarter of itself.
 constexpr std::size_t kChunkBytes = 256 * 1024;
-constexpr std::size_t kRingStride = sizeof(RingHeader) + kRingBytes;
-constexpr std::size_t kSegmentBytes = 2 * kRingStride;
+constexpr std::uint64_t kAllMapped = ~std::uint64_t{0};
 
-Ring ring_at(std::uint8_t* base, int index) {
-  auto* start = base + static_cast<std::size_t>(index) * kRingStride;
-  return {reinterpret_cast<RingHeader*>(start), start + sizeof(RingHeader), kRingBytes};
-}
-
-[[noreturn]] void fail(const std::string& what, const std::string& name) {
-  throw IoError(what + " shared memory '" + name + "': " + std::strerror(errno) +
-                    "; is /dev/shm mounted and large enough? COMM_TRANSPORT=tcp avoids shared memory",
-                ErrorContext{.op = "transport.shm"});
-}
-
-std::shared_ptr<SharedSegment> map_segment(int fd, const std::string& name) {
-  // Populated at once: faulting the rings' pages in lazily cost ~6 us per 2 KiB message during
-  // the first pass through a ring (a page fault on each side every other message).
-  void* base = ::mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (base == MAP_FAILED) fail("cannot map", name);
-  return std::make_shared<SharedSegment>(base, kSegmentBytes);
-}
-
-std::string pair_key(int low, int high) { return "shm/" + std::to_string(low) + "-" + std::to_string(high); }
-std::string reserved_key(int rank) { return "shm/reserved/" + std::to_string(rank); }
-constexpr const char* kReserved = "reserved";
-
-}  // namespace
-
-SharedSegment::~SharedSegment() { ::munmap(base_, bytes_); }
-
-// Nothing to clean up when the set-up fails: a segment has no name once made, and goes with the
-// last descriptor and mapping of it.
-SharedMemoryPairs::SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_id,
-                                     const std::vector<bool>& same_host, std::chrono::milliseconds timeout,
-                                     const Fail& fail)
-    : ends_(size) {
-  set_up(store, rank, size, job_id, same_host, timeout, fail);
-}
-
-void SharedMemoryPairs::set_up(Store& store, int rank, int size, const std::string& job_id,
-                               const std::vector<bool>& same_host, std::chrono::milliseconds timeout,
-                               const Fail& fail) {
-  // Ring 0 carries low -> high, ring 1 high -> low. The creator holds each segment's descriptor
-  // until its peer has mapped it (the peer opens it through the creator's /proc path).
-  std::vector<OwnedDescriptor> held(size);
-  // A failure is told (`fail`) while `held` still keeps this rank's segments open: otherwise a
-  // higher rank could find one gone first and name this (live) rank as dead.
-  try {
-    std::string shortage;  // why this rank could not reserve a segment
-    for (int peer = rank + 1; peer < size && shortage.empty(); ++peer) {
-      if (!same_host[peer]) continue;
-      std::string name = "/comm-" + job_id.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" +
-                         std::to_string(rank) + "-" + std::to_string(peer);
-      auto created = create_segment(name, kSegmentBytes);
-      if (!created.problem.empty()) {
-        shortage = created.problem;
-        break;
-      }
-      auto segment = map_segment(created.file.get(), name);
-      ends_[peer] = {segment, ring_at(segment->base(), 1), ring_at(segment->base(), 0)};
-      held[peer] = std::move(created.file);
-      store.set(pair_key(rank, peer), created.path);
-    }
-    // The host's pairs go over shared memory only if every rank on it could reserve its segments:
-    // ranks that disagreed on the medium would disagree on the group's algorithms. Otherwise all
-    // of them carry on over their TCP connections, and the lowest rank says why.
-    std::vector<int> host_ranks;
-    for (int peer = 0; peer < size; ++peer) {
-      if (same_host[peer] || peer == rank) host_ranks.push_back(peer);
-    }
-    if (host_ranks.size() < 2) return;
-    store.set(reserved_key(rank), shortage.empty() ? kReserved : shortage);
-    for (int peer : host_ranks) {
-      if (!shortage.empty()) break;
-      if (peer != rank) {
-        if (std::string said = store.get_string(reserved_key(peer)); said != kReserved) shortage = said;
-      }
-    }
-    if (!shortage.empty()) {
-      shortage_ = shortage;
-      ends_.assign(ends_.size(), ShmPairEnd{});
-      return;
-    }
-    for (int peer = 0; peer < rank; ++peer) {
-      if (!same_host[peer]) continue;
-      std::string path = store.get_string(pair_key(peer, rank));
-      auto file = open_segment(path, kSegmentBytes);
-      if (!file.valid()) {
-        throw PeerClosedError("rank " + std::to_string(peer) +
-                                  " died while the shared-memory pairs were being set up (the segment it made for "
-                                  "rank " +
-                                  std::to_string(rank) +
-                                  " went with it); the other ranks stop here instead of waiting out the timeout",
-                              ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
-      }
-      auto segment = map_segment(file.get(), path);
-      ends_[peer] = {segment, ring_at(segment->base(), 0), ring_at(segment->base(), 1)};
-      store.set(pair_key(peer, rank) + "/mapped", "1");
-    }
-    for (int peer = rank + 1; peer < size; ++peer) {
-      if (!held[peer].valid()) continue;
-      store.wait({pair_key(rank, peer) + "/mapped"}, timeout);
-      held[peer].reset();
-    }
-  } catch (const Error& error) {
-    if (fail) fail(error);
-    throw;
+// Faults [from, to) of the ring into this process. Its pages are reserved (allocated) when the
+// segment is made, but mapping every ring of every peer at init cost 3 s of a 64-rank start on
+// two cores (and the goodbyes at the end as much again), while faulting them one by one cost
+// microseconds per small message on the first pass. So each side maps its ring in a chunk at a
+// time, ahead of where it writes or reads, on the first lap only.
+void map_in(const Ring& ring, std::size_t from, std::size_t to) {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels say EINVAL and take the loop below
+#endif
+  if (::madvise(ring.data + from, to - from, MADV_POPULATE_WRITE) == 0) return;
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  for (std::size_t offset = from; offset < to; offset += page) {
+    // A shared mapping of tmpfs: a read fault maps the page writable.
+    static_cast<void>(*static_cast<volatile std::uint8_t*>(ring.data + offset));
   }
 }
 
-SharedMemoryPairs::~SharedMemoryPairs() = default;
+// Maps the ring in up to `upto` (a position of the first lap), a chunk at a time; `mapped`
+// becomes "everything" once the whole ring is in.
+void map_ahead(const Ring& ring, std::uint64_t& mapped, std::uint64_t upto) {
+  std::size_t end =
+      std::min(ring.capacity, (static_cast<std::size_t>(upto) + kChunkBytes - 1) / kChunkBytes * kChunkBytes);
+  if (end > mapped) map_in(ring, static_cast<std::size_t>(mapped), end);
+  mapped = end == ring.capacity ? kAllMapped : end;
+}
 
-ShmPairEnd SharedMemoryPairs::take(int peer) { return std::move(ends_[peer]); }
+}  // namespace
 
 ShmStream::ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer_name, std::uint32_t first_sequence)
     : end_(std::move(end)),
       doorbell_(std::move(doorbell)),
+      write_chunk_(std::min(kChunkBytes, end_.outbound.capacity / 4)),
+      release_bytes_(std::min(kChunkBytes, end_.inbound.capacity / 4)),
       write_sequence_(first_sequence),
       read_sequence_(first_sequence),
       peer_(peer),
@@ -153,8 +68,6 @@ void ShmStream::ring_doorbell() {
 namespace {
 
 constexpr std::size_t kRecordAlign = 64;  // a record starts on its own cache line
-// The reader gives the writer back room once it has read this much (see read_records).
-constexpr std::size_t kReleaseBytes = kChunkBytes;
 // Frames up to this size take write_some's one-record path.
 constexpr std::size_t kSmallRecordBytes = 4096;
 
@@ -182,6 +95,10 @@ std::uint64_t header_word(std::uint32_t sequence, std::uint32_t length) {
 // a separate head index would cost another line per message.
 std::size_t ShmStream::write_some(const iovec* vectors, int count) {
   Ring& ring = end_.outbound;
+  // Room for the largest record this call writes, and the next header slot.
+  if (write_position_ + kChunkBytes + 2 * kRecordAlign > outbound_mapped_) [[unlikely]] {
+    map_ahead(ring, outbound_mapped_, write_position_ + kChunkBytes + 2 * kRecordAlign);
+  }
   if (count <= 2) {
     // A small frame (a header and its payload) that fits as one record where the writer
     // stands: copied and published without the general loop's bookkeeping (most messages).
@@ -207,7 +124,7 @@ std::size_t ShmStream::write_some(const iovec* vectors, int count) {
   while (written < total) {
     std::size_t offset = static_cast<std::size_t>(write_position_) & (ring.capacity - 1);
     std::size_t free = ring.capacity - static_cast<std::size_t>(write_position_ - known_tail_);
-    std::size_t want = std::min(total - written, kChunkBytes);
+    std::size_t want = std::min(total - written, write_chunk_);
     if (record_bytes(want) > free) {
       known_tail_ = ring.header->tail.load(std::memory_order_acquire);
       free = ring.capacity - static_cast<std::size_t>(write_position_ - known_tail_);
@@ -284,6 +201,9 @@ std::size_t ShmStream::read_records(std::size_t bytes, Use&& use) {
       }
       in_record_ = true;
       record_length_ = record_left_;
+      if (read_position_ + record_bytes(record_length_) > inbound_mapped_) [[unlikely]] {
+        map_ahead(ring, inbound_mapped_, read_position_ + record_bytes(record_length_));
+      }
     }
     std::size_t take = std::min(bytes - read, record_left_);
     std::size_t offset = static_cast<std::size_t>(read_position_) & (ring.capacity - 1);
@@ -298,7 +218,7 @@ std::size_t ShmStream::read_records(std::size_t bytes, Use&& use) {
       // Released to the writer in batches: a small message then costs the reader no atomic
       // write. The writer can only run out of room with more than the ring less one batch
       // unread, so a reader that reads on always releases in time.
-      if (read_position_ - released_position_ >= kReleaseBytes) {
+      if (read_position_ - released_position_ >= release_bytes_) {
         ring.header->tail.store(read_position_, std::memory_order_seq_cst);
         released_position_ = read_position_;
         released = true;

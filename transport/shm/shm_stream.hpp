@@ -1,24 +1,22 @@
-// Shared memory between two ranks on one host: a segment holding two single-producer,
-// single-consumer byte rings (one per direction), used as a ByteStream. The TCP socket the
+// Shared memory between two ranks on one host: two single-producer, single-consumer byte rings
+// (one per direction, each in its reader's receive segment), used as a ByteStream. The TCP socket the
 // ranks already share stays open beside it, carrying only wake-ups (a byte sent when the other
 // side's progress thread sleeps) and, by closing, the news that the peer died.
 //
 // Ring: a power-of-two data area of records (a header word with a sequence number and a length,
-// then up to 256 KiB of bytes), and the reader's tail on its own cache line. The writer
+// then up to a quarter of the ring or 256 KiB of bytes), and the reader's tail on its own cache line. The writer
 // publishes each record as soon as it is copied in, so the reader copies out while the writer is
 // still copying in: large messages are pipelined through the ring, two copies per byte, no
 // system call while both sides are awake.
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/error.hpp"
-#include "comm/store_interface.hpp"
+#include "libcomm/base/guarded_file.hpp"
 #include "transport/socket.hpp"
 #include "transport/stream_connection.hpp"
 
@@ -30,10 +28,13 @@ struct alignas(64) RingHeader {
   alignas(64) std::atomic<std::uint32_t> writer_sleeping;
 };
 
-// A mapped segment; unmapped when the last ShmStream using it is destroyed.
+// A mapped segment (or a slice of one); unmapped when the last ShmStream using it is destroyed.
 class SharedSegment {
  public:
-  SharedSegment(void* base, std::size_t bytes) : base_(base), bytes_(bytes) {}
+  // `keep_open`: the creator's descriptor of its own segment, through whose /proc path the
+  // peers open it; it goes with the mapping (and with the process, if that dies first).
+  SharedSegment(void* base, std::size_t bytes, OwnedDescriptor keep_open = OwnedDescriptor{})
+      : base_(base), bytes_(bytes), keep_open_(std::move(keep_open)) {}
   ~SharedSegment();
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
@@ -42,6 +43,7 @@ class SharedSegment {
  private:
   void* base_;
   std::size_t bytes_;
+  OwnedDescriptor keep_open_;
 };
 
 struct Ring {
@@ -50,39 +52,11 @@ struct Ring {
   std::size_t capacity = 0;  // a power of two
 };
 
+// One rank's end of a pair: the ring it reads lies in its own receive segment, the ring it
+// writes in its peer's (transport/shm/shm_pairs.hpp); the mappings they lie in live as long.
 struct ShmPairEnd {
-  std::shared_ptr<SharedSegment> segment;
+  std::vector<std::shared_ptr<SharedSegment>> mappings;
   Ring inbound, outbound;
-};
-
-// Creates and maps the segments of every same-host pair of a group (transport/shm/shm_segment.hpp:
-// nameless from the moment they are made, so a rank killed at any point leaves nothing in
-// /dev/shm). The lower rank of a pair creates the segment and holds it open until the higher
-// rank says it has mapped it.
-//
-// `fail` runs on any error while this rank still holds its segments, and throws (publishing the
-// cause to the other ranks, where the caller can): a rank's segments vanish with its failure, so
-// a peer that finds one gone must be able to learn this rank's cause instead of blaming it.
-class SharedMemoryPairs {
- public:
-  using Fail = std::function<void(const Error&)>;
-  SharedMemoryPairs(Store& store, int rank, int size, const std::string& job_id, const std::vector<bool>& same_host,
-                    std::chrono::milliseconds timeout, const Fail& fail = {});
-  ~SharedMemoryPairs();
-  SharedMemoryPairs(const SharedMemoryPairs&) = delete;
-  SharedMemoryPairs& operator=(const SharedMemoryPairs&) = delete;
-  ShmPairEnd take(int peer);
-  // Whether the pair with `peer` runs over shared memory; it does not when some rank on this
-  // host could not reserve its segments (a full /dev/shm): then shortage() says why, and every
-  // pair on the host falls back to its TCP connection.
-  bool has(int peer) const { return ends_[peer].segment != nullptr; }
-  const std::string& shortage() const { return shortage_; }
-
- private:
-  void set_up(Store& store, int rank, int size, const std::string& job_id, const std::vector<bool>& same_host,
-              std::chrono::milliseconds timeout, const Fail& fail);
-  std::vector<ShmPairEnd> ends_;
-  std::string shortage_;
 };
 
 class ShmStream final : public ByteStream {
@@ -112,6 +86,10 @@ class ShmStream final : public ByteStream {
   std::size_t read_records(std::size_t bytes, Use&& use);
   ShmPairEnd end_;
   Socket doorbell_;
+  std::size_t write_chunk_;    // the most one record carries
+  std::size_t release_bytes_;  // the reader gives the writer back room in batches of this much
+  // How far each ring's pages are faulted into this process (map_ahead), on the first lap.
+  std::uint64_t outbound_mapped_ = 0, inbound_mapped_ = 0;
   int closed_error_ = 0;  // the doorbell socket ended: -1 end of file, else errno
   // Writer side (outbound ring).
   std::uint64_t write_position_ = 0;
