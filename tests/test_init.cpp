@@ -12,6 +12,8 @@
 
 #include <functional>
 #include <future>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "comm/comm.hpp"
@@ -95,6 +97,73 @@ TEST_CASE("init_process_group with ranks as threads, every init method, 1..8 ran
       return comm::InitOptions{.rank = rank, .world_size = ranks, .timeout = 20s, .store = store};
     }));
   }
+}
+
+// Records which keys each thread (each rank) reads, once per key.
+class ReadCountingStore final : public comm::Store {
+ public:
+  std::string describe() const override { return "ReadCountingStore"; }
+  std::size_t distinct_reads() {
+    std::lock_guard lock(mutex_);
+    return reads_.size();
+  }
+  comm::HashStore inner;
+
+ protected:
+  void do_set(const std::string& key, std::span<const std::uint8_t> value) override { inner.set(key, value); }
+  comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override {
+    note({key});
+    return inner.get(key, timeout);
+  }
+  std::int64_t do_add(const std::string& key, std::int64_t delta) override { return inner.add(key, delta); }
+  comm::Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
+                             std::span<const std::uint8_t> desired) override {
+    return inner.compare_set(key, expected, desired);
+  }
+  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    note(keys);
+    inner.wait(keys, timeout);
+  }
+  bool do_check(const std::vector<std::string>& keys) override {
+    note(keys);
+    return inner.check(keys);
+  }
+  bool do_delete_key(const std::string& key) override { return inner.delete_key(key); }
+  std::int64_t do_num_keys() override { return inner.num_keys(); }
+
+ private:
+  void note(const std::vector<std::string>& keys) {
+    std::lock_guard lock(mutex_);
+    for (const auto& key : keys) reads_.insert({std::this_thread::get_id(), key});
+  }
+  std::mutex mutex_;
+  std::set<std::pair<std::thread::id, std::string>> reads_;
+};
+
+// Issue 31: every rank read every other rank's address, host, shared-memory segment and
+// "connected" keys: N^2 reads of the one store (about 1,000 at 16 ranks, 16,000 at 64), most
+// of a large job's start. Addresses and segments are now gathered by one rank and read by the
+// others as one table: the keys read grow with N. 16 ranks as threads, over shared memory and
+// over TCP, then one all_reduce checked.
+TEST_CASE("init reads O(N) keys from the store, not N^2", "[init]") {
+  constexpr int kRanks = 16;
+  std::string transport = GENERATE("auto", "tcp");
+  INFO("transport " << transport);
+  auto store = std::make_shared<ReadCountingStore>();
+  std::vector<std::future<double>> sums;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    sums.push_back(std::async(std::launch::async, [&, rank] {
+      auto group = comm::init_process_group(
+          {.rank = rank, .world_size = kRanks, .timeout = 60s, .store = store, .transport = transport});
+      std::vector<double> value{static_cast<double>(rank + 1)};
+      group->all_reduce(value, comm::ReduceOp::Sum);
+      return value[0];
+    }));
+  }
+  for (auto& sum : sums) CHECK(sum.get() == kRanks * (kRanks + 1) / 2.0);
+  std::size_t reads = store->distinct_reads();
+  INFO(reads << " distinct (rank, key) reads");
+  CHECK(reads <= 12 * kRanks);
 }
 
 TEST_CASE("init over IPv6", "[init]") {

@@ -184,8 +184,8 @@ TEST_CASE("every survivor of a killed rank names it, not the rank that passed th
   }
 }
 
-// A HashStore whose set() of one key waits until the test opens the gate: holds one rank back
-// in the middle of building the mesh.
+// A HashStore whose reads of one key wait until the test opens the gate: holds ranks back in the
+// middle of building the mesh.
 class GatedStore final : public comm::Store {
  public:
   explicit GatedStore(std::string gated_key) : gated_key_(std::move(gated_key)) {}
@@ -198,14 +198,12 @@ class GatedStore final : public comm::Store {
   comm::HashStore inner;
 
  protected:
-  void do_set(const std::string& key, std::span<const std::uint8_t> value) override {
+  void do_set(const std::string& key, std::span<const std::uint8_t> value) override { inner.set(key, value); }
+  comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override {
     if (key == gated_key_) {
       std::unique_lock lock(mutex_);
       opened_.wait(lock, [&] { return open_; });
     }
-    inner.set(key, value);
-  }
-  comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override {
     return inner.get(key, timeout);
   }
   std::int64_t do_add(const std::string& key, std::int64_t delta) override { return inner.add(key, delta); }
@@ -228,7 +226,8 @@ class GatedStore final : public comm::Store {
 };
 
 TEST_CASE("strangers on a data port are refused and the job goes on", "[transport]") {
-  auto store = std::make_shared<GatedStore>("default_pg/tcp/2");
+  // Ranks 1 and 2 wait to read the table of addresses (rank 0 wrote it), so neither connects.
+  auto store = std::make_shared<GatedStore>("default_pg/mesh/addresses");
   comm::testing::RankChecks checks;
   auto body = [&](int rank) {
     try {
@@ -246,7 +245,7 @@ TEST_CASE("strangers on a data port are refused and the job goes on", "[transpor
     }
   };
   std::thread rank0(body, 0), rank1(body, 1), rank2(body, 2);
-  // Rank 0 is accepting now; rank 2 is held back before publishing its address.
+  // Rank 0 is accepting now, for ranks that cannot come yet.
   std::string published = store->inner.get_string("default_pg/tcp/0");  // "address nonce"
   std::string address = published.substr(0, published.rfind(' '));
   auto listener_nonce = comm::parse_nonce(published.substr(published.rfind(' ') + 1));
@@ -421,7 +420,8 @@ TEST_CASE("a hand-started job killed during init leaves nothing in /dev/shm", "[
 // rank 2 connected made every rank blame "rank 0 died while the ranks were connecting". The
 // hole cannot be closed without a secret; the real cause is what every rank must report.
 TEST_CASE("a stranger posing as a rank with the store's token is named as the cause", "[transport]") {
-  auto store = std::make_shared<GatedStore>("default_pg/tcp/2");
+  // Ranks 1 and 2 wait to read the table of addresses (rank 0 wrote it), so neither connects.
+  auto store = std::make_shared<GatedStore>("default_pg/mesh/addresses");
   std::vector<std::string> errors(3);
   auto body = [&](int rank) {
     try {

@@ -78,10 +78,10 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   std::vector<bool> same_host(options.size, false);
   std::vector<int> hosts(options.size, 0);
   if (options.size > 1) {
-    const std::string& mine = mesh_options.host;  // the mesh published every rank's
+    const std::string& mine = mesh_options.host;  // the mesh gathered every rank's
     std::vector<std::string> identities(options.size);
     for (int peer = 0; peer < options.size; ++peer) {
-      identities[peer] = peer == rank ? mine : store.get_string("host/" + std::to_string(peer));
+      identities[peer] = mesh.hosts[peer];
       hosts[peer] = static_cast<int>(std::find(identities.begin(), identities.begin() + peer, identities[peer]) -
                                      identities.begin());
       if (peer == rank || choice == MediumChoice::Tcp) continue;

@@ -147,14 +147,15 @@ int first_closed(const std::vector<const Socket*>& sockets) {
   return -1;
 }
 
-// Accepts until every higher rank has said a valid hello; strangers are dropped. A connection
-// that closes meanwhile (to a lower rank, or from a higher one already accepted) is a rank that
-// died: that ends the wait at once.
-std::string connected_key(int rank) { return "mesh/connected/" + std::to_string(rank); }
+// Counts the ranks whose own connections (to every lower rank) are complete: one counter that
+// a waiting rank reads in one operation, where a key per rank cost each of them N reads a look.
+const std::string kConnectedCount = "mesh/connected";
 
-// Accepts the connections of the higher ranks, and keeps listening until each of them has said
-// (connected_key) that its own connections are complete: a second claim to a rank's place that
-// comes meanwhile (a stranger took it first) is caught here and named on every rank.
+// Accepts the connections of the higher ranks, and keeps listening until every rank has said
+// (kConnectedCount) that its own connections are complete: a second claim to a rank's place that
+// comes meanwhile (a stranger took it first) is caught here and named on every rank. Strangers
+// are dropped; a connection that closes meanwhile (to a lower rank, or from a higher one
+// already accepted) is a rank that died, and that ends the wait at once.
 void accept_higher_ranks(Store& store, Socket& listener, const Nonce& listener_nonce, Mesh& mesh,
                          const std::vector<Socket>& lower, const MeshOptions& options, Clock::time_point deadline,
                          const std::function<void(const Error&)>& on_failure, const std::function<void()>& look) {
@@ -188,13 +189,11 @@ void accept_higher_ranks(Store& store, Socket& listener, const Nonce& listener_n
                     mesh.local_address, refusals.window().count());
     }
   };
-  std::vector<std::string> confirmations;
-  for (int peer = options.rank + 1; peer < options.size; ++peer) confirmations.push_back(connected_key(peer));
-  bool confirmed = confirmations.empty();
+  bool confirmed = false;
   auto next_look = Clock::now() + kLookInterval;
   while (!confirmed) {
     if (missing().empty()) {
-      confirmed = store.check(confirmations);
+      confirmed = store.add(kConnectedCount, 0) == options.size;
       if (confirmed) break;
     }
     auto now = Clock::now();
@@ -338,6 +337,44 @@ void check_peers_alive(const Mesh& mesh, int rank, const std::string& phase) {
 
 namespace {
 
+// Every rank's address and host, in O(N) store operations: each rank has published its own
+// (tcp/R, host/R), rank 0 reads them all and publishes one table, and every other rank reads
+// that. (Each rank reading every other's keys was N^2 operations on the one store.)
+struct AddressBook {
+  std::vector<std::string> addresses, hosts;
+};
+
+AddressBook gather_addresses(Store& store, const MeshOptions& options, const std::string& own_address) {
+  const std::string kTable = "mesh/addresses";
+  std::string table;
+  if (options.rank == 0) {
+    for (int peer = 0; peer < options.size; ++peer) {
+      std::string address = peer == 0 ? own_address : store.get_string("tcp/" + std::to_string(peer));
+      std::string host = peer == 0 ? options.host : store.get_string("host/" + std::to_string(peer));
+      if (address.find('\n') != std::string::npos || host.find('\n') != std::string::npos) {
+        fail("rank " + std::to_string(peer) + " published an address or host with a line break", peer);
+      }
+      table += address + "\n" + host + "\n";
+    }
+    store.set(kTable, table);
+  } else {
+    table = store.get_string(kTable);
+  }
+  AddressBook book;
+  for (std::size_t start = 0; start < table.size();) {
+    std::size_t end = table.find('\n', start);
+    if (end == std::string::npos) break;
+    (book.addresses.size() == book.hosts.size() ? book.addresses : book.hosts)
+        .push_back(table.substr(start, end - start));
+    start = end + 1;
+  }
+  if (book.addresses.size() != static_cast<std::size_t>(options.size) || book.hosts.size() != book.addresses.size()) {
+    fail("the store's address table (" + kTable + ") has " + std::to_string(book.hosts.size()) + " entries for " +
+         std::to_string(options.size) + " ranks: not what rank 0 writes there");
+  }
+  return book;
+}
+
 void build_connections(Store& store, const MeshOptions& options, Clock::time_point deadline, Mesh& mesh,
                        std::vector<Socket>& lower, const std::function<void(const Error&)>& on_failure,
                        const std::function<void()>& look) {
@@ -350,11 +387,13 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
   store.set("host/" + std::to_string(options.rank), options.host);
   store.set("tcp/" + std::to_string(options.rank), mesh.local_address + " " + nonce_text(listener_nonce));
   logger().info("listening for peers on {} ({})", mesh.local_address, local.interface);
+  AddressBook book = gather_addresses(store, options, mesh.local_address + " " + nonce_text(listener_nonce));
+  mesh.hosts = book.hosts;
 
   // [peer][connection]: the nonces of our hellos, which the answers must prove.
   std::vector<std::vector<Nonce>> sent(options.rank);
   for (int peer = 0; peer < options.rank; ++peer) {
-    std::string published = store.get_string("tcp/" + std::to_string(peer));
+    const std::string& published = book.addresses[peer];
     auto space = published.rfind(' ');
     auto their_nonce = parse_nonce(space == std::string::npos ? "" : published.substr(space + 1));
     if (!their_nonce)
@@ -363,7 +402,7 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
     lower[peer] = connect_to(address, peer, deadline);
     // Published before its address: a peer on another host may get several connections.
     int count = 1;
-    if (store.get_string("host/" + std::to_string(peer)) != options.host) {
+    if (mesh.hosts[peer] != options.host) {
       StreamPlan plan = plan_streams(lower[peer].fd(), local.interface);
       count = plan.count;
       logger().info("{} connection{} to rank {} on another host: {}", count, count == 1 ? "" : "s", peer, plan.reason);
@@ -398,7 +437,7 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
   }
   // This rank's own connections are complete (the lower ranks answered): a higher rank may stop
   // listening for it, and a stranger claiming its place from now on is caught by the lower ranks.
-  store.set(connected_key(options.rank), "1");
+  store.add(kConnectedCount, 1);
   accept_higher_ranks(store, listener, listener_nonce, mesh, lower, options, deadline, on_failure, look);
   listener.close();
   for (int peer = 0; peer < options.rank; ++peer) mesh.sockets[peer] = std::move(lower[peer]);
@@ -437,6 +476,7 @@ Mesh connect_mesh(Store& store, const MeshOptions& options, const std::function<
   mesh.extra_sockets.resize(options.size);
   mesh.peer_names.resize(options.size);
   mesh.peer_names[options.rank] = process_name(options.rank);
+  mesh.hosts.assign(1, options.host);
   if (options.size == 1) return mesh;
   // Out here, so that they are still open when a failure is told (on_failure): a rank that
   // closed its connections first would be taken for the cause by the ranks it leaves.

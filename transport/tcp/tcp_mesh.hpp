@@ -10,7 +10,8 @@
 // or garbage is closed and logged, and the job goes on waiting for its real peers. The listener
 // is closed once the mesh is complete, so nothing can connect afterwards.
 //
-// Before its address, a rank publishes its host identity under "host/<rank>". A connecting rank
+// Before its address, a rank publishes its host identity under "host/<rank>". Rank 0 gathers
+// both of every rank into one table that the others read (O(N) store operations, not N^2). A connecting rank
 // whose peer is on another host may open several connections to it (socket_tuning.hpp): each
 // says in its hello which of how many it is, each is proved alike, and the accepting rank waits
 // for all of them.
@@ -47,6 +48,7 @@ struct Mesh {
   // [peer]: the connections after the first, in their agreed order (striped with the first).
   std::vector<std::vector<Socket>> extra_sockets;
   std::vector<std::string> peer_names;  // "rank 3 (host:pid)"
+  std::vector<std::string> hosts;       // [rank]: its host identity (MeshOptions::host)
   std::string local_address;
 };
 
