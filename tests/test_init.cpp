@@ -18,6 +18,7 @@
 
 #include "comm/comm.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/forwarding_store.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;
@@ -100,36 +101,26 @@ TEST_CASE("init_process_group with ranks as threads, every init method, 1..8 ran
 }
 
 // Records which keys each thread (each rank) reads, once per key.
-class ReadCountingStore final : public comm::Store {
+class ReadCountingStore final : public comm::testing::ForwardingStore {
  public:
-  std::string describe() const override { return "ReadCountingStore"; }
   std::size_t distinct_reads() {
     std::lock_guard lock(mutex_);
     return reads_.size();
   }
-  comm::HashStore inner;
 
  protected:
-  void do_set(const std::string& key, std::span<const std::uint8_t> value) override { inner.set(key, value); }
   comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override {
     note({key});
-    return inner.get(key, timeout);
-  }
-  std::int64_t do_add(const std::string& key, std::int64_t delta) override { return inner.add(key, delta); }
-  comm::Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
-                             std::span<const std::uint8_t> desired) override {
-    return inner.compare_set(key, expected, desired);
+    return ForwardingStore::do_get(key, timeout);
   }
   void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     note(keys);
-    inner.wait(keys, timeout);
+    ForwardingStore::do_wait(keys, timeout);
   }
   bool do_check(const std::vector<std::string>& keys) override {
     note(keys);
-    return inner.check(keys);
+    return ForwardingStore::do_check(keys);
   }
-  bool do_delete_key(const std::string& key) override { return inner.delete_key(key); }
-  std::int64_t do_num_keys() override { return inner.num_keys(); }
 
  private:
   void note(const std::vector<std::string>& keys) {

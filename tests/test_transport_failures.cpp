@@ -20,6 +20,7 @@
 #include "comm/store.hpp"
 #include "libcomm/base/job_secret.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/forwarding_store.hpp"
 #include "tests/support/thread_ranks.hpp"
 #include "transport/shm/shm_pairs.hpp"
 
@@ -186,7 +187,7 @@ TEST_CASE("every survivor of a killed rank names it, not the rank that passed th
 
 // A HashStore whose reads of one key wait until the test opens the gate: holds ranks back in the
 // middle of building the mesh.
-class GatedStore final : public comm::Store {
+class GatedStore final : public comm::testing::ForwardingStore {
  public:
   explicit GatedStore(std::string gated_key) : gated_key_(std::move(gated_key)) {}
   void open() {
@@ -194,29 +195,15 @@ class GatedStore final : public comm::Store {
     open_ = true;
     opened_.notify_all();
   }
-  std::string describe() const override { return "GatedStore"; }
-  comm::HashStore inner;
 
  protected:
-  void do_set(const std::string& key, std::span<const std::uint8_t> value) override { inner.set(key, value); }
   comm::Bytes do_get(const std::string& key, std::chrono::milliseconds timeout) override {
     if (key == gated_key_) {
       std::unique_lock lock(mutex_);
       opened_.wait(lock, [&] { return open_; });
     }
-    return inner.get(key, timeout);
+    return ForwardingStore::do_get(key, timeout);
   }
-  std::int64_t do_add(const std::string& key, std::int64_t delta) override { return inner.add(key, delta); }
-  comm::Bytes do_compare_set(const std::string& key, std::span<const std::uint8_t> expected,
-                             std::span<const std::uint8_t> desired) override {
-    return inner.compare_set(key, expected, desired);
-  }
-  void do_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    inner.wait(keys, timeout);
-  }
-  bool do_check(const std::vector<std::string>& keys) override { return inner.check(keys); }
-  bool do_delete_key(const std::string& key) override { return inner.delete_key(key); }
-  std::int64_t do_num_keys() override { return inner.num_keys(); }
 
  private:
   std::string gated_key_;
