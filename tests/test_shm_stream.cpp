@@ -153,6 +153,12 @@ TEST_CASE("a ring's size comes from the rank's budget shared among its peers", "
   CHECK(ring_bytes_for(default_shm_budget(100), 99) == 64 * 1024);
   CHECK(ring_bytes_for(default_shm_budget(128), 127) == 64 * 1024);
   CHECK(ring_bytes_for(default_shm_budget(512), 511) == 64 * 1024);
+  // A container's 64 MiB /dev/shm: 8 ranks get 512 KiB rings while it is empty, smaller ones as
+  // it fills, and every rank's segment within half its share.
+  CHECK(ring_bytes_for(default_shm_budget(8, 64 * kMiB), 7) == kMiB / 2);
+  CHECK(ring_bytes_for(default_shm_budget(8, 40 * kMiB), 7) == kMiB / 4);
+  CHECK(default_shm_budget(8, 64 * kMiB) <= 4 * kMiB);
+  CHECK(ring_bytes_for(default_shm_budget(64, 64 * kMiB), 63) == 0);  // no room: over TCP
 }
 
 // Issue 31: every pair of ranks on a host had an 8 MiB segment of its own, 4 GiB at 32 ranks.

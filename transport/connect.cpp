@@ -11,6 +11,7 @@
 #include "transport/job_failure.hpp"
 #include "transport/mesh_transport.hpp"
 #include "transport/shm/shm_pairs.hpp"
+#include "transport/shm/shm_segment.hpp"
 #include "transport/shm/shm_stream.hpp"
 #include "transport/tcp/socket_stream.hpp"
 #include "transport/tcp/striped_stream.hpp"
@@ -113,7 +114,8 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   auto budget_mb = environment::get_integer_in("COMM_SHM_BUDGET_MB", 1, 1 << 20,
                                                "MiB of shared memory per rank for the rings it reads");
   std::size_t budget = budget_mb ? static_cast<std::size_t>(*budget_mb) << 20
-                                 : default_shm_budget(1 + std::count(same_host.begin(), same_host.end(), true));
+                                 : default_shm_budget(1 + std::count(same_host.begin(), same_host.end(), true),
+                                                      free_shared_memory_bytes());
   SharedMemoryPairs pairs(
       store, rank, options.size, job_id, same_host, options.timeout,
       [&](const Error& error) { failure.fail(error, look_at_peers); }, budget);

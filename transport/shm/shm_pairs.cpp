@@ -81,11 +81,13 @@ std::size_t ring_bytes_for(std::size_t budget_bytes, std::size_t peers) {
   return ring < kSmallestRingBytes ? 0 : ring;
 }
 
-std::size_t default_shm_budget(std::size_t ranks_on_host) {
+std::size_t default_shm_budget(std::size_t ranks_on_host, std::size_t free_bytes) {
   if (ranks_on_host < 2) return kDefaultShmBudgetBytes;
   std::size_t peers = ranks_on_host - 1;
   std::size_t smallest = headers_bytes(peers) + peers * kSmallestRingBytes;
-  return std::min(kDefaultShmBudgetBytes, std::max(kHostRingsBytes / ranks_on_host, smallest));
+  std::size_t budget = std::min(kDefaultShmBudgetBytes, std::max(kHostRingsBytes / ranks_on_host, smallest));
+  // Below the smallest rings the set-up says there is no room, and the host runs over TCP.
+  return std::min(budget, free_bytes / ranks_on_host / 2);
 }
 
 SharedSegment::~SharedSegment() { ::munmap(base_, bytes_); }
@@ -118,9 +120,11 @@ void SharedMemoryPairs::set_up(Store& store, int rank, const std::string& job_id
   std::size_t ring_bytes = ring_bytes_for(budget_bytes, peers);
   std::string name = "/comm-" + job_id.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" + std::to_string(rank);
   if (ring_bytes == 0) {
-    entry = kShortage + std::string("COMM_SHM_BUDGET_MB=") + std::to_string(budget_bytes >> 20) + " leaves each of " +
-            std::to_string(peers) + " peers on rank " + std::to_string(rank) + "'s host less than " +
-            std::to_string(kSmallestRingBytes >> 10) + " KiB of ring; raise it, or run fewer ranks per host";
+    entry = kShortage + std::string("rank ") + std::to_string(rank) + "'s budget of " +
+            std::to_string(budget_bytes >> 10) + " KiB leaves each of its " + std::to_string(peers) +
+            " peers on this host less than " + std::to_string(kSmallestRingBytes >> 10) +
+            " KiB of ring (the budget is COMM_SHM_BUDGET_MB where given, else at most half of the rank's share of "
+            "what /dev/shm has free): raise it, give /dev/shm more room, or run fewer ranks per host";
   } else {
     auto created = create_segment(name, segment_bytes(peers, ring_bytes));
     if (!created.problem.empty()) {

@@ -40,8 +40,10 @@ inline constexpr std::size_t kLargestRingBytes = std::size_t{4} << 20;
 inline constexpr std::size_t kSmallestRingBytes = std::size_t{64} << 10;
 
 inline constexpr std::size_t kHostRingsBytes = std::size_t{512} << 20;
-// The budget of each of `ranks_on_host` ranks when the user gives none (see above).
-std::size_t default_shm_budget(std::size_t ranks_on_host);
+// The budget of each of `ranks_on_host` ranks when the user gives none (see above), and at most
+// half its share of what /dev/shm has free (`free_bytes`), so that a container's small /dev/shm
+// (Docker's 64 MiB) still holds every rank's rings and the collectives' arena.
+std::size_t default_shm_budget(std::size_t ranks_on_host, std::size_t free_bytes = ~std::size_t{0});
 
 // The ring each of `peers` gets from `budget_bytes`: the largest power of two up to
 // kLargestRingBytes whose `peers` copies fit the budget; 0 when that is below kSmallestRingBytes.

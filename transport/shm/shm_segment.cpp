@@ -43,6 +43,12 @@ std::string shortage(std::size_t bytes, const std::string& name, int error) {
 
 }  // namespace
 
+std::size_t free_shared_memory_bytes() {
+  struct statvfs space {};
+  if (::statvfs("/dev/shm", &space) != 0) return 0;
+  return static_cast<std::size_t>(space.f_bavail) * space.f_frsize;
+}
+
 CreatedSegment create_segment(const std::string& name, std::size_t bytes) {
   CreatedSegment created;
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);

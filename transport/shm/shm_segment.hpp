@@ -28,6 +28,9 @@ struct CreatedSegment {
 // cannot be used at all; a shortage of space is `problem`, so that the caller can fall back.
 CreatedSegment create_segment(const std::string& name, std::size_t bytes);
 
+// What /dev/shm has free now (0 when it cannot be asked).
+std::size_t free_shared_memory_bytes();
+
 // Opens a segment another rank created, from the path it published; an invalid descriptor when
 // the path is gone (its creator ended before the caller opened it). Throws IoError when the path
 // is not one create_segment makes, or is not a segment of this user of `bytes` bytes.
