@@ -9,7 +9,7 @@ however many processes map it); and per rank the sockets and threads it holds af
 collective. Medians of the rounds, and the best.
 
     /usr/bin/python3 bench/scale_startup.py --build build-release --ranks 8,16,32,64,128 --rounds 2 \\
-        [--transports auto,tcp] [--no-mpi] [--csv docs/results/scale.csv] [--plot docs/results/scale_startup.png]
+        [--transports auto,tcp,tcp+lazy] [--no-mpi] [--csv docs/results/scale.csv] [--plot docs/results/scale_startup.png]
 """
 import argparse
 import csv
@@ -83,7 +83,8 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--ranks", default="8,16,32,64")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--transports", default="auto", help="libcomm's COMM_TRANSPORT values to run")
+    parser.add_argument("--transports", default="auto",
+                        help="libcomm's COMM_TRANSPORT values to run; VALUE+lazy also sets COMM_CONNECT=lazy")
     parser.add_argument("--no-mpi", action="store_true")
     parser.add_argument("--peers", default=os.path.join(os.path.dirname(__file__), "peers"))
     parser.add_argument("--timeout", type=float, default=300)
@@ -110,7 +111,8 @@ def main():
                         env = dict(os.environ)
                     else:
                         command = [commrun, "--no-prefix", "-n", str(ranks), probe]
-                        env = dict(os.environ, COMM_TRANSPORT=transport)
+                        medium, _, connect = transport.partition("+")
+                        env = dict(os.environ, COMM_TRANSPORT=medium, COMM_CONNECT=connect or "eager")
                     try:
                         results[name].append(run_once(command, env, ranks, args.timeout))
                     except (RuntimeError, subprocess.TimeoutExpired) as failure:

@@ -10,6 +10,8 @@
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <barrier>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -19,6 +21,7 @@
 #include "comm/comm.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/forwarding_store.hpp"
+#include "tests/support/thread_ranks.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::ContainsSubstring;
@@ -155,6 +158,82 @@ TEST_CASE("init reads O(N) keys from the store, not N^2", "[init]") {
   std::size_t reads = store->distinct_reads();
   INFO(reads << " distinct (rank, key) reads");
   CHECK(reads <= 12 * kRanks);
+}
+
+// Sockets this process holds (every rank of a threads test counts).
+int open_sockets() {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    auto target = std::filesystem::read_symlink(entry.path(), error);
+    if (!error && target.string().rfind("socket:", 0) == 0) ++count;
+  }
+  return count;
+}
+
+// Issue 31, deliverable 2: with COMM_CONNECT=lazy a rank connects at init only to its
+// neighbours in rank order (and shared-memory peers), the rest on first use. 16 ranks as threads
+// over TCP: before the first collective the process holds about 4 sockets a rank (listener,
+// store client, two neighbours' ends), not 16 + 15; then all_reduce, all_to_all (every pair),
+// and receives from any source and from a rank never talked to before all come out right, and
+// a second group of the same ranks works on the connections made.
+TEST_CASE("connections on first use: few at init, every pattern right after", "[init]") {
+  constexpr int kRanks = 16;
+  ::setenv("COMM_CONNECT", "lazy", 1);
+  int before = open_sockets();
+  std::vector<int> at_init(kRanks, 0);
+  comm::testing::RankChecks checks;
+  std::barrier inited(kRanks);
+  auto store = std::make_shared<comm::HashStore>();
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto group = comm::init_process_group(
+            {.rank = rank, .world_size = kRanks, .timeout = 60s, .store = store, .transport = "tcp"});
+        inited.arrive_and_wait();
+        if (rank == 0) at_init[0] = open_sockets() - before;
+        inited.arrive_and_wait();
+        std::vector<double> sum{static_cast<double>(rank + 1)};
+        group->all_reduce(sum, comm::ReduceOp::Sum);
+        RANK_CHECK(checks, sum[0] == kRanks * (kRanks + 1) / 2.0);
+        std::vector<std::int32_t> out(kRanks), in(kRanks);
+        for (int peer = 0; peer < kRanks; ++peer) out[peer] = rank * 100 + peer;
+        group->all_to_all(in, out);
+        for (int peer = 0; peer < kRanks; ++peer) RANK_CHECK(checks, in[peer] == peer * 100 + rank);
+        // Rank 0 hears from everyone, from any source, in whatever order they connect.
+        std::int32_t value = rank;
+        if (rank == 0) {
+          long seen = 0;
+          for (int i = 1; i < kRanks; ++i) {
+            std::int32_t got = -1;
+            auto work = group->irecv(comm::Buffer(&got, 1, comm::DType::Int32), comm::kAnySource, 9);
+            work->wait();
+            RANK_CHECK(checks, work->source_rank() == got);
+            seen += got;
+          }
+          RANK_CHECK(checks, seen == kRanks * (kRanks - 1) / 2);
+        } else {
+          group->send(comm::Buffer(&value, 1, comm::DType::Int32), 0, 9);
+        }
+        auto evens = group->new_group({0, 2, 4, 6, 8, 10, 12, 14});
+        if (rank % 2 == 0) {
+          std::vector<float> ones{1.0f};
+          evens->all_reduce(ones, comm::ReduceOp::Sum);
+          RANK_CHECK(checks, ones[0] == 8.0f);
+        }
+        group->barrier();
+      } catch (const comm::Error& error) {
+        checks.check(false, "rank failed", __LINE__, error.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ::unsetenv("COMM_CONNECT");
+  REQUIRE_RANK_CHECKS(checks);
+  INFO(at_init[0] << " sockets for " << kRanks << " ranks after init");
+  // Full mesh: 16 x 15 pair ends; lazily: listeners, store clients, 16 x 2 neighbour ends.
+  CHECK(at_init[0] <= 5 * kRanks);
 }
 
 TEST_CASE("init over IPv6", "[init]") {

@@ -11,6 +11,7 @@
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <barrier>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -257,6 +258,54 @@ TEST_CASE("strangers on a data port are refused and the job goes on", "[transpor
   REQUIRE_RANK_CHECKS(checks);
   // The mesh is complete, so the data port is closed.
   CHECK_FALSE(knock(address, {}));
+}
+
+// Issue 31: with connections made on first use (COMM_CONNECT=lazy) a rank's listener stays open
+// for its transport's life. Strangers there after init are refused without a word to the job:
+// garbage, a hello proved with another secret, a request from a rank that may not ask, and a
+// second claim to a connected rank's place (a replayed handshake); then every pair exchanges
+// messages, rank 0 connecting to rank 4 on first use.
+TEST_CASE("a lazily connecting rank's listener refuses strangers after init", "[transport][security]") {
+  constexpr int kRanks = 5;
+  ::setenv("COMM_CONNECT", "lazy", 1);
+  auto store = std::make_shared<comm::HashStore>();
+  comm::testing::RankChecks checks;
+  std::barrier knocked(kRanks + 1);
+  auto body = [&](int rank) {
+    try {
+      auto group = comm::init_process_group(
+          {.rank = rank, .world_size = kRanks, .timeout = 30s, .store = store, .transport = "tcp"});
+      knocked.arrive_and_wait();  // init done
+      knocked.arrive_and_wait();  // the strangers have knocked
+      std::int32_t value = rank, got = -1;
+      for (int peer = 0; peer < kRanks; ++peer) {
+        if (peer == rank) continue;
+        auto receive = group->irecv(comm::Buffer(&got, 1, comm::DType::Int32), peer, 4);
+        group->send(comm::Buffer(&value, 1, comm::DType::Int32), peer, 4);
+        receive->wait();
+        RANK_CHECK(checks, got == peer);
+      }
+    } catch (const comm::Error& error) {
+      checks.check(false, "rank failed", __LINE__, error.what());
+    }
+  };
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < kRanks; ++rank) ranks.emplace_back(body, rank);
+  knocked.arrive_and_wait();
+  // Rank 2's listener: ranks 1 and 3 (its neighbours) are connected to it since init.
+  std::string published = store->get_string("default_pg/tcp/2");
+  std::string address = published.substr(0, published.rfind(' '));
+  auto listener_nonce = comm::parse_nonce(published.substr(published.rfind(' ') + 1));
+  REQUIRE(listener_nonce);
+  comm::JobSecret secret(store->get_string("default_pg/job_token"));
+  CHECK(refused(address, std::vector<std::uint8_t>(kHelloBytes, 0x41)));
+  CHECK(refused(address, mesh_hello(3, 2, kRanks, comm::JobSecret("not-the-secret-of-this-job"), *listener_nonce)));
+  CHECK(refused(address, mesh_hello(3, 2, kRanks, secret, *listener_nonce)));  // rank 3 is connected already
+  CHECK(refused(address, mesh_hello(1, 2, kRanks, secret, *listener_nonce)));  // lower ranks only ask
+  knocked.arrive_and_wait();
+  for (auto& thread : ranks) thread.join();
+  ::unsetenv("COMM_CONNECT");
+  REQUIRE_RANK_CHECKS(checks);
 }
 
 // Issue 15, finding 6: when the shared-memory set-up failed part way (a peer died before

@@ -13,6 +13,7 @@
 #include "transport/shm/shm_pairs.hpp"
 #include "transport/shm/shm_segment.hpp"
 #include "transport/shm/shm_stream.hpp"
+#include "transport/tcp/lazy_connector.hpp"
 #include "transport/tcp/socket_stream.hpp"
 #include "transport/tcp/striped_stream.hpp"
 #include "transport/watched_store.hpp"
@@ -58,6 +59,14 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   WatchedStore watched_job(job_store, [&] { failure.check(); });
   MeshOptions mesh_options = options;
   mesh_options.host = host_identity();
+  std::string connect_mode = environment::get("COMM_CONNECT").value_or("eager");
+  if (connect_mode != "eager" && connect_mode != "lazy") {
+    throw InvalidArgumentError(
+        "COMM_CONNECT='" + connect_mode + "' is not one of eager (every peer at init), lazy (each peer on first use)",
+        ErrorContext{.rank = options.rank, .op = "init_process_group"});
+  }
+  mesh_options.connect_lazily = connect_mode == "lazy";
+  mesh_options.shared_memory = choice != MediumChoice::Tcp;
   // What each step of the set-up took, at debug level (issue 31: start-up at many ranks).
   auto started = std::chrono::steady_clock::now();
   auto took_ms = [&] {
@@ -121,7 +130,7 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
       [&](const Error& error) { failure.fail(error, look_at_peers); }, budget);
   std::string striped;
   for (int peer = 0; peer < options.size; ++peer) {
-    if (peer == rank) continue;
+    if (peer == rank || !mesh.sockets[peer].valid()) continue;  // (lazily: connected on first use)
     set_nonblocking(mesh.sockets[peer].fd());
     if (same_host[peer] && pairs.has(peer)) {
       streams[peer] =
@@ -163,7 +172,18 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   for (int peer = 0, next = 0; peer < options.size; ++peer) {
     numbered[peer] = hosts[peer] == peer ? next++ : numbered[hosts[peer]];
   }
-  return MeshTransport::create(rank, std::move(mesh.peer_names), std::move(streams), std::move(numbered));
+  std::unique_ptr<LazyConnector> connector;
+  if (mesh_options.connect_lazily && options.size > 1) {
+    std::vector<bool> connected(options.size, false);
+    for (int peer = 0; peer < options.size; ++peer) connected[peer] = streams[peer] != nullptr;
+    connector = std::make_unique<LazyConnector>(mesh_options, std::move(mesh.listener), mesh.listener_nonce,
+                                                std::move(mesh.addresses), std::move(connected));
+    log::get(log::Subsystem::Transport)
+        .debug("connections on first use: {} of {} peers connected at init", connector->connections(),
+               options.size - 1);
+  }
+  return MeshTransport::create(rank, std::move(mesh.peer_names), std::move(streams), std::move(numbered),
+                               std::move(connector));
 }
 
 }  // namespace comm::transport

@@ -3,6 +3,7 @@
 #include "transport/mesh_transport.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include <chrono>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "comm/error.hpp"
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/log.hpp"
+#include "transport/tcp/lazy_connector.hpp"
 
 namespace comm::transport {
 namespace {
@@ -21,7 +23,8 @@ constexpr auto kGoodbyeFlushTime = std::chrono::milliseconds(250);
 
 bool MeshTransport::PeerLoss::all_peers_lost() const {
   for (int peer = 0; peer < mesh_.size_; ++peer) {
-    if (peer != mesh_.rank_ && mesh_.peers_[peer].connection) return false;
+    // Connected, or to be connected on first use.
+    if (peer != mesh_.rank_ && (mesh_.peers_[peer].connection || !mesh_.peers_[peer].error)) return false;
   }
   return mesh_.size_ > 1;
 }
@@ -74,6 +77,9 @@ void MeshTransport::PeerLoss::lose_peer(int peer, std::exception_ptr error) {
     for (auto& completion : state.connection->take_queued()) completion->fail(error);
     state.connection.reset();
   }
+  for (auto& frame : std::exchange(state.waiting, {})) {
+    if (frame.on_written) frame.on_written->fail(error);
+  }
   for (auto& [id, send] : state.awaiting_clearance) send.completion->fail(error);
   state.awaiting_clearance.clear();
   for (auto& [id, receive] : state.cleared) receive.completion->fail(error);
@@ -98,6 +104,7 @@ void MeshTransport::PeerLoss::stop_over(const Error& cause) {
 
 void MeshTransport::PeerLoss::shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code,
                                         std::uint64_t about) {
+  if (!mesh_.aborted_) mesh_.farewell_ = {reason, code, about};
   say_goodbye(reason, code, about);
   // What is queued before the Goodbye (a large message's data, say) gets a moment to leave, so
   // peers learn why rather than see an end of file; their input is dropped meanwhile, so a peer
@@ -132,8 +139,18 @@ void MeshTransport::PeerLoss::shut_down(std::exception_ptr error, const std::str
   }
   if (!mesh_.aborted_) mesh_.aborted_ = error;
   mesh_.poll_due_.store(true, std::memory_order_relaxed);  // poll() reports the stop
+  // Every peer not lost yet: connected, or (on first use) not yet.
   for (int peer = 0; peer < mesh_.size_; ++peer) {
-    if (peer != mesh_.rank_ && mesh_.peers_[peer].connection) lose_peer(peer, mesh_.aborted_);
+    if (peer != mesh_.rank_ && (mesh_.peers_[peer].connection || !mesh_.peers_[peer].error)) {
+      lose_peer(peer, mesh_.aborted_);
+    }
+  }
+  // The connector stays: a peer that connects later (on first use) hears the Goodbye too. The
+  // handshakes under way are finished now (within the flush time), so that a peer whose side of
+  // one is complete does not find it cut when this transport is destroyed.
+  while (mesh_.connector_ && mesh_.connector_->busy() && std::chrono::steady_clock::now() < deadline) {
+    mesh_.advance_connections();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   for (auto& receive : mesh_.matcher_.take_receives_from(mesh_.rank_, true)) receive.completion->fail(mesh_.aborted_);
 }

@@ -2,28 +2,43 @@
 // transport's ProgressThread (progress_thread.hpp) reads them while nobody waits, through the
 // Driver calls below. The message protocol itself (frames, matching, errors) is in
 // mesh_transport.cpp and mesh_frames.cpp.
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "comm/error.hpp"
 #include "transport/mesh_transport.hpp"
+#include "transport/tcp/lazy_connector.hpp"
+#include "transport/tcp/socket_stream.hpp"
 
 namespace comm::transport {
 
 std::shared_ptr<MeshTransport> MeshTransport::create(int rank, std::vector<std::string> peer_names,
                                                      std::vector<std::unique_ptr<ByteStream>> streams,
-                                                     std::vector<int> hosts) {
-  auto transport = std::make_shared<MeshTransport>(rank, std::move(peer_names), std::move(streams));
+                                                     std::vector<int> hosts, std::unique_ptr<LazyConnector> connector) {
+  auto transport =
+      std::make_shared<MeshTransport>(rank, std::move(peer_names), std::move(streams), std::move(connector));
   transport->hosts_ = std::move(hosts);
   transport->progress_.start(transport->driver_);
   return transport;
 }
 
 MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
-                             std::vector<std::unique_ptr<ByteStream>> streams)
-    : rank_(rank), size_(static_cast<int>(streams.size())), peer_names_(std::move(peer_names)), peers_(streams.size()) {
+                             std::vector<std::unique_ptr<ByteStream>> streams, std::unique_ptr<LazyConnector> connector)
+    : rank_(rank),
+      size_(static_cast<int>(streams.size())),
+      peer_names_(std::move(peer_names)),
+      peers_(streams.size()),
+      connector_(std::move(connector)) {
   bool every_peer_shares_memory = size_ > 1;
   for (int peer = 0; peer < size_; ++peer) {
-    if (!streams[peer]) continue;
+    if (!streams[peer]) {
+      if (peer != rank_ && connector_) {  // a TCP connection, made on first use
+        mediums_.insert("tcp");
+        every_peer_shares_memory = false;
+      }
+      continue;
+    }
     mediums_.insert(streams[peer]->medium());
     every_peer_shares_memory = every_peer_shares_memory && streams[peer]->shares_host_memory();
     peers_[peer].connection = std::make_unique<StreamConnection>(peer, peer_names_[peer], std::move(streams[peer]));
@@ -32,6 +47,7 @@ MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
   for (const auto& medium : mediums_) medium_ += (medium_.empty() ? "" : "+") + medium;
   if (medium_.empty()) medium_ = "self";
   capabilities_.same_host_shared_memory = every_peer_shares_memory;
+  if (connector_) progress_.watch(connector_->fd(), Driver::kConnectorKey);
 }
 
 MeshTransport::~MeshTransport() {
@@ -43,6 +59,10 @@ bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return true;  // someone else is making progress right now
   awaited_ = awaited;
+  // A handshake under way is moved on by whoever makes progress: a spinning waiter keeps the
+  // progress thread away from the connector's descriptors.
+  if (connector_ && connector_->busy()) [[unlikely]]
+    advance_connections();
   auto moved = [&](int peer) -> std::uint64_t {
     return peers_[peer].connection ? peers_[peer].connection->bytes_moved() : 0;
   };
@@ -65,6 +85,63 @@ std::exception_ptr MeshTransport::poll() {
   // Due again only once a message-based call is noted; a stopped transport stays due.
   poll_due_.store(aborted_ != nullptr, std::memory_order_relaxed);
   return aborted_;
+}
+
+void MeshTransport::connect_on_first_use(int peer) {
+  if (connector_ && !peers_[peer].connection && !peers_[peer].error && peer != rank_) connector_->want(peer);
+}
+
+void MeshTransport::advance_connections() {
+  std::vector<LazyConnector::Connected> connected;
+  std::vector<LazyConnector::Lost> lost;
+  connector_->advance(connected, lost);
+  for (auto& made : connected) {
+    Peer& state = peers_[made.peer];
+    if (state.connection) continue;
+    if (state.error) {
+      if (aborted_) say_farewell(made);
+      continue;
+    }
+    peer_names_[made.peer] = made.name;
+    state.connection = std::make_unique<StreamConnection>(
+        made.peer, made.name, std::make_unique<SocketStream>(std::move(made.socket), made.peer, made.name));
+    progress_.watch(state.connection->fd(), static_cast<std::uint64_t>(made.peer));
+    for (auto& frame : std::exchange(state.waiting, {})) {
+      state.connection->queue(frame.header, frame.payload, std::move(frame.on_written));
+    }
+    try {
+      if (state.connection->has_output() && !state.connection->flush()) driver_.watch_output(made.peer, true);
+    } catch (const Error&) {
+      peer_loss_.lose_after_write_error(made.peer, std::current_exception());
+    }
+  }
+  for (auto& failed : lost) {
+    if (!peers_[failed.peer].error) {
+      peer_loss_.lose_peer(failed.peer, make_error<PeerClosedError>(failed.reason, failed.peer, "connect"));
+    }
+  }
+}
+
+void MeshTransport::say_farewell(LazyConnector::Connected& made) {
+  StreamConnection late(made.peer, made.name,
+                        std::make_unique<SocketStream>(std::move(made.socket), made.peer, made.name));
+  const Farewell& farewell = farewell_;
+  late.queue(make_frame(FrameKind::Goodbye, 0, farewell.reason.size(), farewell.about, farewell.code),
+             farewell.reason.data(), nullptr);
+  // As PeerLoss::shut_down: flushed, then the peer's input dropped until it closes (a close with
+  // input arriving would reset the connection and lose the Goodbye), for a quarter second at most.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+  try {
+    while (late.has_output() && !late.flush() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    late.stream().close_gracefully();
+    while (!late.stream().drained_to_end() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  } catch (const Error&) {
+    // It is gone already; nothing to tell it.
+  }
 }
 
 void MeshTransport::spinning(bool on) { progress_.spinning(on); }
@@ -112,10 +189,12 @@ void MeshTransport::Driver::woke_up() {
 }
 
 void MeshTransport::Driver::service_all() {
+  if (mesh_.connector_ && mesh_.connector_->busy()) mesh_.advance_connections();
   for (int peer = 0; peer < mesh_.size_; ++peer) service(peer);
 }
 
 void MeshTransport::Driver::ready(std::uint64_t key) {
+  if (key == kConnectorKey) return mesh_.advance_connections();
   auto peer = static_cast<int>(key);
   if (!mesh_.peers_[peer].connection) return;
   try {

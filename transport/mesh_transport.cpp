@@ -113,6 +113,9 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
       receive.completion->fail(peers_[peer].error);
       return;
     }
+    // A peer waited for is connected now, so that its end (or its Goodbye) is seen here.
+    if (peer != kAnySource && peer != rank_ && !peers_[peer].connection) [[unlikely]]
+      connect_on_first_use(peer);
     if (peer == kAnySource && peer_loss_.all_peers_lost()) {
       receive.completion->fail(make_error<PeerClosedError>(
           "every peer is gone; nobody is left to send to a receive from any source", -1, "recv"));
@@ -163,7 +166,12 @@ void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* 
                                std::shared_ptr<detail::Completion> on_written) {
   Peer& state = peers_[peer];
   if (!state.connection) {
-    if (on_written) on_written->fail(state.error);
+    if (!state.error && connector_) {
+      state.waiting.push_back({header, payload, std::move(on_written)});
+      connect_on_first_use(peer);
+    } else if (on_written) {
+      on_written->fail(state.error);
+    }
     return;
   }
   state.connection->queue(header, payload, std::move(on_written));

@@ -26,6 +26,7 @@
 #include "transport/matcher.hpp"
 #include "transport/progress_thread.hpp"
 #include "transport/stream_connection.hpp"
+#include "transport/tcp/lazy_connector.hpp"
 #include "transport/transport.hpp"
 
 namespace comm::transport {
@@ -35,10 +36,11 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   static constexpr std::size_t kEagerBytes = 64 * 1024;
 
   // Takes one stream per peer (null for this rank) and starts the progress thread.
-  // `hosts`: the host of every rank (Transport::hosts()).
+  // `hosts`: the host of every rank (Transport::hosts()). With a `connector`, a peer without
+  // a stream is connected on first use (lazy_connector.hpp).
   static std::shared_ptr<MeshTransport> create(int rank, std::vector<std::string> peer_names,
-                                               std::vector<std::unique_ptr<ByteStream>> streams,
-                                               std::vector<int> hosts);
+                                               std::vector<std::unique_ptr<ByteStream>> streams, std::vector<int> hosts,
+                                               std::unique_ptr<LazyConnector> connector = nullptr);
   ~MeshTransport() override;
 
   std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
@@ -69,7 +71,8 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   void abort(const std::string& reason, const Error* cause = nullptr) override;
 
   // Private: use create().
-  MeshTransport(int rank, std::vector<std::string> peer_names, std::vector<std::unique_ptr<ByteStream>> streams);
+  MeshTransport(int rank, std::vector<std::string> peer_names, std::vector<std::unique_ptr<ByteStream>> streams,
+                std::unique_ptr<LazyConnector> connector);
 
  private:
   struct PendingSend {
@@ -83,8 +86,15 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     std::optional<PostedReceive> receive;
     UnexpectedMessage* unexpected = nullptr;
   };
+  // A frame for a peer still being connected (on first use): sent once it is.
+  struct WaitingFrame {
+    FrameHeader header;
+    const void* payload;
+    std::shared_ptr<detail::Completion> on_written;
+  };
   struct Peer {
-    std::unique_ptr<StreamConnection> connection;                       // null once lost
+    std::unique_ptr<StreamConnection> connection;                       // null once lost (or not yet made)
+    std::vector<WaitingFrame> waiting;                                  // for a connection under way
     std::exception_ptr error;                                           // why it is unusable
     std::unordered_map<std::uint64_t, PendingSend> awaiting_clearance;  // our large sends
     std::unordered_map<std::uint64_t, PostedReceive> cleared;           // their large sends
@@ -115,6 +125,13 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
 
   // All under mutex_.
   void post_receive(PostedReceive&& receive);
+  // Connections on first use: a peer without a stream (and not lost) is asked for, and the
+  // connector's completed handshakes become streams.
+  void connect_on_first_use(int peer);
+  void advance_connections();
+  // A peer that connected after this transport stopped: told why (the Goodbye the others got),
+  // then closed.
+  void say_farewell(LazyConnector::Connected& made);
   void send_frame(int peer, const FrameHeader& header, const void* payload,
                   std::shared_ptr<detail::Completion> on_written);
   void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
@@ -201,6 +218,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     void service(int peer);
     // Whether the progress thread wakes when `peer`'s stream has room (queued output).
     void watch_output(int peer, bool on);
+    static constexpr std::uint64_t kConnectorKey = std::uint64_t{1} << 62;
 
    private:
     MeshTransport& mesh_;
@@ -224,6 +242,12 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   std::vector<std::pair<int, std::exception_ptr>> write_losses_;
   std::exception_ptr pending_mismatch_;          // found inside that receive(): handled after it
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
+  std::unique_ptr<LazyConnector> connector_;     // null: every peer connected at init
+  // The Goodbye this transport said when it stopped (PeerLoss::shut_down), for late comers.
+  struct Farewell {
+    std::string reason;
+    std::uint64_t code = 0, about = 0;
+  } farewell_;
 
   PeerLoss peer_loss_{*this};
   Mismatches mismatches_{*this};

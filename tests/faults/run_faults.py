@@ -126,11 +126,17 @@ class Case:
         self.init_step = rng.choice(["address", "host", "pair", "segment", "acknowledge"])
         self.secret = "faults-%016x-secret" % rng.getrandbits(64)
         self.stop_file = "/tmp/comm-faults-stop-%d-%d" % (os.getpid(), seed)
+        # Issue 31: TCP cases also connect on first use, half of them (from a generator of its
+        # own, so that every seed still draws the case it drew before).
+        self.connect = "eager"
+        if self.transport == "tcp" and random.Random(seed * 7919 + 1).random() < 0.5:
+            self.connect = "lazy"
         self.failures = []
         self.detections = []
 
     def describe(self):
-        text = "seed %d: %s, %s, %d ranks" % (self.seed, self.kind, self.transport, self.size)
+        text = "seed %d: %s, %s%s, %d ranks" % (self.seed, self.kind, self.transport,
+                                                 " (lazy)" if self.connect == "lazy" else "", self.size)
         if self.kind.startswith("kill"):
             text += ", rank %d dies" % self.victim
             if self.kind == "kill-init":
@@ -175,7 +181,8 @@ class Case:
         for name in ("COMM_HANG_REPORT", "COMM_TIMEOUT"):
             base.pop(name, None)
         base.update({"WORLD_SIZE": str(self.size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                     "COMM_TRANSPORT": self.transport, "COMM_JOB_TOKEN": self.secret, "COMM_LOG_LEVEL": "error"})
+                     "COMM_TRANSPORT": self.transport, "COMM_JOB_TOKEN": self.secret, "COMM_LOG_LEVEL": "error",
+                     "COMM_CONNECT": self.connect})
         before = set(os.listdir("/dev/shm"))
         ranks = []
         for rank in range(self.size):

@@ -26,8 +26,8 @@ void StripedSocketStream::advance(Position& position, std::size_t bytes) {
 
 std::size_t StripedSocketStream::write_some(const iovec* vectors, int count) {
   std::size_t total = 0;
-  int first = 0;                // the vector the next byte is in,
-  std::size_t first_skip = 0;   // and how far into it
+  int first = 0;               // the vector the next byte is in,
+  std::size_t first_skip = 0;  // and how far into it
   while (first < count) {
     // The vectors from there, cut at the end of the current stripe.
     std::array<iovec, kMaxVectors> part;

@@ -147,9 +147,22 @@ int first_closed(const std::vector<const Socket*>& sockets) {
   return -1;
 }
 
+// Whether the pair connects at init: always, unless connections are made on first use; then
+// a peer on this host that shared memory will reach (its stream keeps the socket), and the
+// neighbours in rank order (rank +-1, around): every rank is watched by two that hold a
+// connection to it, so a death is seen at once and its cause passed on through the store
+// (during init) or by the neighbours stopping (after).
+bool connects_at_init(const MeshOptions& options, const Mesh& mesh, int peer) {
+  if (!options.connect_lazily) return true;
+  if (options.shared_memory && mesh.hosts[peer] == options.host) return true;
+  return peer == (options.rank + 1) % options.size || peer == (options.rank + options.size - 1) % options.size;
+}
+
 // Counts the ranks whose own connections (to every lower rank) are complete: one counter that
 // a waiting rank reads in one operation, where a key per rank cost each of them N reads a look.
 const std::string kConnectedCount = "mesh/connected";
+// Set by the rank whose count completes it: what the waiting ranks look for.
+const std::string kAllConnected = "mesh/connected/all";
 
 // Accepts the connections of the higher ranks, and keeps listening until every rank has said
 // (kConnectedCount) that its own connections are complete: a second claim to a rank's place that
@@ -175,6 +188,7 @@ void accept_higher_ranks(Store& store, Socket& listener, const Nonce& listener_n
   auto missing = [&] {
     std::vector<int> ranks;
     for (int peer = options.rank + 1; peer < options.size; ++peer) {
+      if (!connects_at_init(options, mesh, peer)) continue;
       bool complete = announced[peer] > 0;
       for (int index = 0; complete && index < announced[peer]; ++index) complete = slot(peer, index).valid();
       if (!complete) ranks.push_back(peer);
@@ -190,10 +204,11 @@ void accept_higher_ranks(Store& store, Socket& listener, const Nonce& listener_n
     }
   };
   bool confirmed = false;
+  int confirmation_pause = 2;  // ms
   auto next_look = Clock::now() + kLookInterval;
   while (!confirmed) {
     if (missing().empty()) {
-      confirmed = store.add(kConnectedCount, 0) == options.size;
+      confirmed = store.check({kAllConnected});
       if (confirmed) break;
     }
     auto now = Clock::now();
@@ -230,7 +245,14 @@ void accept_higher_ranks(Store& store, Socket& listener, const Nonce& listener_n
     std::vector<pollfd> watched{{listener.fd(), POLLIN, 0}};
     for (auto& connection : pending) watched.push_back({connection.socket.fd(), POLLIN, 0});
     // Once every higher rank is in, only their confirmations are awaited: look again soon.
-    ::poll(watched.data(), watched.size(), missing().empty() ? 2 : 100);
+    // Once every higher rank is in, only the store is awaited: looked at after 2 ms, then less
+    // and less often (at most every 50 ms), so a thousand waiting ranks do not flood it.
+    int pause = 100;
+    if (missing().empty()) {
+      pause = confirmation_pause;
+      confirmation_pause = std::min(confirmation_pause * 2, 50);
+    }
+    ::poll(watched.data(), watched.size(), pause);
     if (watched[0].revents & POLLIN) {
       sockaddr_storage from{};
       socklen_t length = sizeof from;
@@ -393,6 +415,7 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
   // [peer][connection]: the nonces of our hellos, which the answers must prove.
   std::vector<std::vector<Nonce>> sent(options.rank);
   for (int peer = 0; peer < options.rank; ++peer) {
+    if (!connects_at_init(options, mesh, peer)) continue;
     const std::string& published = book.addresses[peer];
     auto space = published.rfind(' ');
     auto their_nonce = parse_nonce(space == std::string::npos ? "" : published.substr(space + 1));
@@ -437,10 +460,23 @@ void build_connections(Store& store, const MeshOptions& options, Clock::time_poi
   }
   // This rank's own connections are complete (the lower ranks answered): a higher rank may stop
   // listening for it, and a stranger claiming its place from now on is caught by the lower ranks.
-  store.add(kConnectedCount, 1);
+  if (store.add(kConnectedCount, 1) == options.size) store.set(kAllConnected, "1");
   accept_higher_ranks(store, listener, listener_nonce, mesh, lower, options, deadline, on_failure, look);
-  listener.close();
   for (int peer = 0; peer < options.rank; ++peer) mesh.sockets[peer] = std::move(lower[peer]);
+  if (!options.connect_lazily) {
+    listener.close();
+    return;
+  }
+  // The other peers connect on first use (lazy_connector.hpp), through this listener.
+  mesh.listener = std::move(listener);
+  mesh.listener_nonce = listener_nonce;
+  mesh.addresses = std::move(book.addresses);
+  for (int peer = 0; peer < options.size; ++peer) {
+    if (peer != options.rank && !mesh.sockets[peer].valid()) {
+      mesh.peer_names[peer] =
+          "rank " + std::to_string(peer) + " (" + mesh.addresses[peer].substr(0, mesh.addresses[peer].rfind(' ')) + ")";
+    }
+  }
 }
 
 void set_buffers(Mesh& mesh) {

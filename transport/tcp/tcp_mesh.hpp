@@ -41,15 +41,24 @@ struct MeshOptions {
   std::string route_to_host;  // the store's host, to pick the interface (see interfaces.hpp)
   std::string host{};         // this rank's host identity (set by connect_transport)
   std::chrono::milliseconds timeout{};
+  // COMM_CONNECT=lazy: only peers on this host that shared memory reaches (`shared_memory`)
+  // connect at init; the others on first use (lazy_connector.hpp), through the listener kept.
+  bool connect_lazily = false;
+  bool shared_memory = true;
 };
 
 struct Mesh {
-  std::vector<Socket> sockets;          // [rank] invalid
+  std::vector<Socket> sockets;  // [rank] invalid
   // [peer]: the connections after the first, in their agreed order (striped with the first).
   std::vector<std::vector<Socket>> extra_sockets;
   std::vector<std::string> peer_names;  // "rank 3 (host:pid)"
   std::vector<std::string> hosts;       // [rank]: its host identity (MeshOptions::host)
   std::string local_address;
+  // Kept when connections are made lazily: the listener, its nonce, every rank's published
+  // "address nonce".
+  Socket listener;
+  Nonce listener_nonce{};
+  std::vector<std::string> addresses;
 };
 
 // `on_failure` hears of a failure first, while this rank's connections are still open (to tell

@@ -1,0 +1,250 @@
+#include "transport/tcp/lazy_connector.hpp"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "libcomm/base/log.hpp"
+#include "transport/tcp/socket_tuning.hpp"
+
+namespace comm::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kLazyHelloTimeout = std::chrono::seconds(5);
+constexpr std::uint64_t kListenerKey = 0;
+
+spdlog::logger& connector_log() { return log::get(log::Subsystem::Transport); }
+
+std::vector<std::uint8_t> bytes_of(const Hello& hello) {
+  auto begin = reinterpret_cast<const std::uint8_t*>(&hello);
+  return {begin, begin + sizeof hello};
+}
+
+}  // namespace
+
+LazyConnector::LazyConnector(MeshOptions options, Socket listener, const Nonce& listener_nonce,
+                             std::vector<std::string> addresses, std::vector<bool> connected)
+    : options_(std::move(options)),
+      listener_(std::move(listener)),
+      listener_nonce_(listener_nonce),
+      addresses_(std::move(addresses)),
+      peers_(static_cast<std::size_t>(options_.size), PeerState::Unconnected) {
+  for (int peer = 0; peer < options_.size; ++peer) {
+    if (peer == options_.rank || connected[peer]) peers_[peer] = PeerState::Connected;
+  }
+  epoll_.add(listener_.fd(), EPOLLIN, kListenerKey);
+}
+
+int LazyConnector::connections() const {
+  return static_cast<int>(std::count(peers_.begin(), peers_.end(), PeerState::Connected)) - 1;
+}
+
+void LazyConnector::want(int peer) {
+  if (peer < 0 || peer >= options_.size || peers_[peer] != PeerState::Unconnected) return;
+  peers_[peer] = PeerState::Underway;
+  start_outbound(peer, peer > options_.rank);
+}
+
+void LazyConnector::start_outbound(int peer, bool request) {
+  const std::string& published = addresses_[peer];
+  auto space = published.rfind(' ');
+  auto their_nonce = parse_nonce(space == std::string::npos ? "" : published.substr(space + 1));
+  Handshake handshake;
+  handshake.peer = peer;
+  handshake.request = request;
+  handshake.deadline = Clock::now() + options_.timeout;
+  handshake.from = published.substr(0, space);
+  SocketAddress address = SocketAddress::parse(handshake.from);
+  Hello hello = make_hello(options_, peer, 0, 1, *their_nonce, request ? kRequestPurpose : kConnectPurpose);
+  handshake.nonce = nonce_of(hello);
+  handshake.out = bytes_of(hello);
+  handshake.socket = Socket(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  set_no_delay(handshake.socket.fd());
+  int status = ::connect(handshake.socket.fd(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
+  static_cast<void>(status);  // made, under way, or refused: the first send says which
+  handshake.stage = Stage::Sending;
+  connector_log().debug("{} rank {} at {} (first use)", request ? "asking to be connected by" : "connecting to", peer,
+                        handshake.from);
+  handshakes_.push_back(std::move(handshake));
+  watch(handshakes_.back());
+}
+
+void LazyConnector::watch(Handshake& handshake) {
+  if (!handshake.socket.valid()) return;
+  std::uint32_t events = handshake.stage == Stage::Receiving ? EPOLLIN : EPOLLOUT;
+  auto key = reinterpret_cast<std::uint64_t>(&handshake);
+  try {
+    epoll_.modify(handshake.socket.fd(), events, key);
+  } catch (const Error&) {
+    epoll_.add(handshake.socket.fd(), events, key);
+  }
+}
+
+void LazyConnector::refuse(const Handshake& handshake, const std::string& reason) {
+  auto verdict = refusals_.take();
+  if (verdict.unsaid > 0) {
+    connector_log().warn("refused {} more connections in the last {} s without a word here", verdict.unsaid,
+                         refusals_.window().count());
+  }
+  if (verdict.write) connector_log().warn("refused a connection from {}: {}", handshake.from, reason);
+}
+
+void LazyConnector::accept_all() {
+  while (listener_.valid()) {
+    sockaddr_storage from{};
+    socklen_t length = sizeof from;
+    int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&from), &length, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    Socket socket(fd);
+    SocketAddress address;
+    address.storage = from;
+    address.length = length;
+    Handshake handshake;
+    set_no_delay(socket.fd());
+    handshake.socket = std::move(socket);
+    handshake.outbound = false;
+    handshake.stage = Stage::Receiving;
+    handshake.from = address.to_string();
+    handshake.deadline = Clock::now() + kLazyHelloTimeout;
+    handshakes_.push_back(std::move(handshake));
+    watch(handshakes_.back());
+  }
+}
+
+bool LazyConnector::step(Handshake& handshake, std::vector<Connected>& connected, std::vector<Lost>& lost) {
+  auto give_up = [&](const std::string& reason) {
+    if (handshake.outbound) {
+      peers_[handshake.peer] = PeerState::Gone;
+      lost.push_back({handshake.peer, reason});
+    } else {
+      refuse(handshake, reason);
+    }
+    return false;
+  };
+  if (handshake.stage == Stage::Waiting) {
+    // Our request was delivered: the higher rank connects back (or it has ended).
+    if (peers_[handshake.peer] == PeerState::Connected) return false;
+    if (Clock::now() > handshake.deadline) {
+      return give_up("rank " + std::to_string(handshake.peer) + " at " + handshake.from +
+                     " was asked to connect to this rank and has not: is it stuck, or gone?");
+    }
+    return true;
+  }
+  while (handshake.stage == Stage::Sending || handshake.stage == Stage::Answering) {
+    // A connection still being made says EAGAIN or ENOTCONN: EPOLLOUT comes when it is made.
+    ssize_t n = ::send(handshake.socket.fd(), handshake.out.data() + handshake.sent,
+                       handshake.out.size() - handshake.sent, MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR || errno == ENOTCONN)) break;
+    if (n < 0 && handshake.outbound && (errno == ECONNREFUSED || errno == ECONNRESET || errno == EPIPE)) {
+      return give_up("rank " + std::to_string(handshake.peer) + " at " + handshake.from + " refuses connections (" +
+                     std::strerror(errno) + "): its process has ended; look at its output for why");
+    }
+    if (n < 0) {
+      return give_up("the handshake with " +
+                     (handshake.peer >= 0 ? "rank " + std::to_string(handshake.peer) : "a peer") + " at " +
+                     handshake.from + " failed: " + std::strerror(errno));
+    }
+    handshake.sent += static_cast<std::size_t>(n);
+    if (handshake.sent < handshake.out.size()) continue;
+    if (handshake.stage == Stage::Answering) {  // we accepted a higher rank: it is connected
+      peers_[handshake.peer] = PeerState::Connected;
+      connected.push_back({handshake.peer, release(handshake), peer_name_of(handshake.in)});
+      return false;
+    }
+    if (handshake.request) {  // this socket has done its part; the peer connects back
+      release(handshake);
+      handshake.stage = Stage::Waiting;
+      return step(handshake, connected, lost);
+    }
+    handshake.stage = Stage::Receiving;
+    handshake.received = 0;
+    watch(handshake);
+  }
+  if (handshake.stage == Stage::Receiving) {
+    while (handshake.received < sizeof(Hello)) {
+      ssize_t n = ::recv(handshake.socket.fd(), reinterpret_cast<std::uint8_t*>(&handshake.in) + handshake.received,
+                         sizeof(Hello) - handshake.received, 0);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+      if (n <= 0) {
+        return give_up(handshake.outbound ? "rank " + std::to_string(handshake.peer) + " at " + handshake.from +
+                                                " closed the connection during the handshake: it has ended"
+                                          : std::string("closed before completing the handshake"));
+      }
+      handshake.received += static_cast<std::size_t>(n);
+    }
+    if (handshake.received == sizeof(Hello)) {
+      if (handshake.outbound) {  // the lower rank's answer
+        std::string reason = check_hello(handshake.in, options_, handshake.peer, handshake.nonce, kAcceptPurpose);
+        if (!reason.empty())
+          return give_up("rank " + std::to_string(handshake.peer) + " answered the handshake wrongly: " + reason);
+        peers_[handshake.peer] = PeerState::Connected;
+        connected.push_back({handshake.peer, release(handshake), peer_name_of(handshake.in)});
+        return false;
+      }
+      // An accepted connection: a higher rank connecting, or a lower rank asking us to.
+      std::string reason = check_hello(handshake.in, options_, -1, listener_nonce_, kConnectPurpose);
+      int peer = handshake.in.from_rank;
+      if (reason.empty()) {
+        if (peer < options_.rank) return give_up("rank " + std::to_string(peer) + " may only ask, not connect");
+        if (peers_[peer] == PeerState::Connected || peers_[peer] == PeerState::Gone) {
+          return give_up("a second claim to be rank " + std::to_string(peer) + ", which this rank " +
+                         (peers_[peer] == PeerState::Gone ? "has lost" : "is connected to") +
+                         " already: a replayed handshake, or a process of this job running twice?");
+        }
+        handshake.peer = peer;
+        peers_[peer] = PeerState::Underway;
+        handshake.out = bytes_of(make_hello(options_, peer, 0, 1, nonce_of(handshake.in), kAcceptPurpose));
+        handshake.sent = 0;
+        handshake.stage = Stage::Answering;
+        watch(handshake);
+        return step(handshake, connected, lost);
+      }
+      if (check_hello(handshake.in, options_, -1, listener_nonce_, kRequestPurpose).empty()) {
+        if (peer > options_.rank)
+          return give_up("rank " + std::to_string(peer) + " asked to be connected by a lower rank");
+        want(peer);  // nothing if connected or under way already
+        return false;
+      }
+      return give_up(reason);
+    }
+  }
+  if (Clock::now() > handshake.deadline) {
+    return give_up(handshake.outbound ? "rank " + std::to_string(handshake.peer) + " at " + handshake.from +
+                                            " did not complete the handshake in time"
+                                      : std::string("sent no complete handshake within 5 s"));
+  }
+  return true;
+}
+
+void LazyConnector::advance(std::vector<Connected>& connected, std::vector<Lost>& lost) {
+  accept_all();
+  for (auto it = handshakes_.begin(); it != handshakes_.end();) {
+    if (step(*it, connected, lost)) {
+      ++it;
+    } else {
+      release(*it);
+      it = handshakes_.erase(it);
+    }
+  }
+}
+
+void LazyConnector::stop() {
+  for (auto& handshake : handshakes_) release(handshake);
+  handshakes_.clear();
+  if (listener_.valid()) {
+    epoll_.remove(listener_.fd());
+    listener_.close();
+  }
+}
+
+Socket LazyConnector::release(Handshake& handshake) {
+  if (handshake.socket.valid()) epoll_.remove(handshake.socket.fd());
+  return std::move(handshake.socket);
+}
+
+}  // namespace comm::transport
