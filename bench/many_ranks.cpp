@@ -4,9 +4,6 @@
 // all its ranks have joined (before any collective), then every rank runs one all_reduce
 // (checked). One line: the slowest join, the first collective, sockets per rank.
 //   many_ranks PORT WORLD_SIZE FIRST_RANK THREADS
-#include <dirent.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -18,21 +15,9 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "proc_self.hpp"
 
-int count_sockets() {
-  DIR* directory = ::opendir("/proc/self/fd");
-  if (directory == nullptr) return -1;
-  int count = 0;
-  while (dirent* entry = ::readdir(directory)) {
-    char target[64] = {};
-    std::string path = std::string("/proc/self/fd/") + entry->d_name;
-    if (::readlink(path.c_str(), target, sizeof target - 1) > 0 && std::string(target).rfind("socket:", 0) == 0)
-      ++count;
-  }
-  ::closedir(directory);
-  return count;
-}
+namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -51,7 +36,7 @@ int main(int argc, char** argv) {
   std::vector<double> joined(threads), collective(threads);
   std::atomic<int> wrong{0}, failed{0};
   int sockets = 0;
-  std::barrier all_joined(threads, [&]() noexcept { sockets = count_sockets(); });
+  std::barrier all_joined(threads, [&]() noexcept { sockets = bench::count_sockets(); });
   std::vector<std::thread> ranks;
   for (int t = 0; t < threads; ++t) {
     ranks.emplace_back([&, t] {

@@ -3,36 +3,15 @@
 // times, and the sockets and threads it holds at that point. bench/scale_startup.py runs it at
 // 8-128 ranks beside an MPI program doing the same (bench/peers/mpi_startup.c).
 //   commrun -n 16 build/bench/startup_probe
-#include <dirent.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <comm/comm.hpp>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-namespace {
+#include "proc_self.hpp"
 
-// Entries of a /proc/self folder; for "fd", only those that are sockets.
-int count_entries(const char* folder, bool sockets_only) {
-  DIR* directory = ::opendir(folder);
-  if (directory == nullptr) return -1;
-  int count = 0;
-  while (dirent* entry = ::readdir(directory)) {
-    if (entry->d_name[0] == '.') continue;
-    if (sockets_only) {
-      char target[64] = {};
-      std::string path = std::string(folder) + "/" + entry->d_name;
-      if (::readlink(path.c_str(), target, sizeof target - 1) <= 0 || std::string(target).rfind("socket:", 0) != 0) {
-        continue;
-      }
-    }
-    ++count;
-  }
-  ::closedir(directory);
-  return count;
-}
+namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -50,7 +29,7 @@ int main() try {
   double first_s = seconds_since(start);
   double expected = static_cast<double>(size) * (size + 1) / 2;
   // Counted before the barrier: what the job holds once its first collective has run.
-  int sockets = count_entries("/proc/self/fd", true), threads = count_entries("/proc/self/task", false);
+  int sockets = bench::count_sockets(), threads = bench::count_threads();
   group->barrier();
   std::printf("probe rank=%d size=%d init_s=%.4f first_collective_s=%.4f sockets=%d threads=%d correct=%d\n", rank,
               size, init_s, first_s, sockets, threads, value[0] == expected ? 1 : 0);

@@ -186,6 +186,18 @@ TEST_CASE("every survivor of a killed rank names it, not the rank that passed th
   }
 }
 
+// Every rank sends its number to every other and checks what it receives from each.
+void exchange_with_every_peer(comm::ProcessGroup& group, comm::testing::RankChecks& checks) {
+  std::int32_t value = group.rank(), got = -1;
+  for (int peer = 0; peer < group.size(); ++peer) {
+    if (peer == group.rank()) continue;
+    auto receive = group.irecv(comm::Buffer(&got, 1, comm::DType::Int32), peer, 4);
+    group.send(comm::Buffer(&value, 1, comm::DType::Int32), peer, 4);
+    receive->wait();
+    RANK_CHECK(checks, got == peer);
+  }
+}
+
 // A HashStore whose reads of one key wait until the test opens the gate: holds ranks back in the
 // middle of building the mesh.
 class GatedStore final : public comm::testing::ForwardingStore {
@@ -220,14 +232,7 @@ TEST_CASE("strangers on a data port are refused and the job goes on", "[transpor
   auto body = [&](int rank) {
     try {
       auto group = comm::init_process_group({.rank = rank, .world_size = 3, .timeout = 30s, .store = store});
-      std::int32_t value = rank, got = -1;
-      for (int peer = 0; peer < 3; ++peer) {
-        if (peer == rank) continue;
-        auto receive = group->irecv(comm::Buffer(&got, 1, comm::DType::Int32), peer, 4);
-        group->send(comm::Buffer(&value, 1, comm::DType::Int32), peer, 4);
-        receive->wait();
-        RANK_CHECK(checks, got == peer);
-      }
+      exchange_with_every_peer(*group, checks);
     } catch (const comm::Error& error) {
       checks.check(false, "rank failed", __LINE__, error.what());
     }
@@ -277,14 +282,7 @@ TEST_CASE("a lazily connecting rank's listener refuses strangers after init", "[
           {.rank = rank, .world_size = kRanks, .timeout = 30s, .store = store, .transport = "tcp"});
       knocked.arrive_and_wait();  // init done
       knocked.arrive_and_wait();  // the strangers have knocked
-      std::int32_t value = rank, got = -1;
-      for (int peer = 0; peer < kRanks; ++peer) {
-        if (peer == rank) continue;
-        auto receive = group->irecv(comm::Buffer(&got, 1, comm::DType::Int32), peer, 4);
-        group->send(comm::Buffer(&value, 1, comm::DType::Int32), peer, 4);
-        receive->wait();
-        RANK_CHECK(checks, got == peer);
-      }
+      exchange_with_every_peer(*group, checks);
     } catch (const comm::Error& error) {
       checks.check(false, "rank failed", __LINE__, error.what());
     }
