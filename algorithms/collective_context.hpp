@@ -20,7 +20,7 @@ namespace comm::algorithms {
 // 15 bits of group id (groups share one transport), 32 bits of the call's sequence number in
 // its group, 16 bits of step within the call.
 constexpr std::uint64_t kCollectiveTagBit = std::uint64_t{1} << 63;
-constexpr int kGroupIdShift = 48;
+constexpr int kGroupIdShift = transport::kGroupIdShift;
 constexpr std::uint64_t kStepsPerCall = std::uint64_t{1} << 16;
 // How long a collective waits on a peer before sending it a probe (see transport::is_probe).
 constexpr std::chrono::milliseconds kProbeAfter{500};

@@ -79,6 +79,14 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
     if (now - last_check < std::chrono::milliseconds(1)) continue;
     last_check = now;
     int transport_peer = context.transport_rank(peer);
+    // The group revoked (a member died, or one revoked it): nobody comes. Before the peer's own
+    // state: a peer that revoked the group and then left did so over that cause.
+    if (context.transport.revoked_any()) {
+      if (auto error = context.transport.revocation(context.group_id)) {
+        if (word.load(std::memory_order_acquire) >= epoch) break;
+        rethrow_with_context(context, peer, error);
+      }
+    }
     if (auto error = context.transport.failure(transport_peer)) {
       // A peer may arrive and then leave (its last call done) between our look at its flag and
       // this check: only a peer that is gone without having arrived is an error.

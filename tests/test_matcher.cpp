@@ -68,3 +68,42 @@ TEST_CASE("receives are matched in posting order, from the front or the middle, 
   CHECK_FALSE(matcher.take_receive(kAnySource, 0, none));
   CHECK(wrong == 0);
 }
+
+TEST_CASE("a revoked group's receives and messages are taken, and no other group's") {
+  using comm::transport::UnexpectedMessage;
+  auto tag_of = [](std::uint32_t group, std::uint64_t low) {
+    return (std::uint64_t{group} << comm::transport::kGroupIdShift) | low;
+  };
+  Matcher matcher;
+  std::vector<std::shared_ptr<Completion>> completions;
+  for (std::uint32_t group : {0u, 5u, 5u, 7u}) {
+    completions.push_back(std::make_shared<Completion>());
+    matcher.post(PostedReceive{1, tag_of(group, 3), nullptr, 0, completions.back(), 0, {}});
+  }
+  // Of group 5: a whole eager message, one still arriving (claimed by a receive), an announced one.
+  matcher.add_unexpected({2, tag_of(5, 1), 8, false, 0, true, {}, std::nullopt, 0});
+  UnexpectedMessage& arriving = matcher.add_unexpected({2, tag_of(5, 2), 8, false, 0, false, {}, std::nullopt, 0});
+  auto claiming = std::make_shared<Completion>();
+  arriving.claimed_by = PostedReceive{2, tag_of(5, 2), nullptr, 8, claiming, 0, {}};
+  matcher.add_unexpected({2, tag_of(5, 4), 1 << 20, true, 42, false, {}, std::nullopt, 0});
+  matcher.add_unexpected({2, tag_of(7, 1), 8, false, 0, true, {}, std::nullopt, 0});
+
+  auto taken = matcher.take_group(5);
+  REQUIRE(taken.receives.size() == 3);  // the two posted, and the one that claimed the arriving message
+  CHECK(taken.receives[0].completion == completions[1]);
+  CHECK(taken.receives[1].completion == completions[2]);
+  CHECK(taken.receives[2].completion == claiming);
+  REQUIRE(taken.announced.size() == 1);
+  CHECK(taken.announced[0].id == 42);
+  CHECK(arriving.dropped);           // kept until its payload is in, then removed
+  CHECK_FALSE(arriving.claimed_by);  // nothing will be delivered into the receive it had
+  // The other groups are untouched.
+  std::optional<PostedReceive> into;
+  CHECK(matcher.take_receive(1, tag_of(0, 3), into));
+  CHECK(matcher.take_receive(1, tag_of(7, 3), into));
+  CHECK_FALSE(matcher.take_receive(1, tag_of(5, 3), into));
+  PostedReceive other{2, tag_of(7, 1), nullptr, 8, std::make_shared<Completion>(), 0, {}};
+  CHECK(matcher.find_unexpected(other) != nullptr);
+  PostedReceive revoked{2, tag_of(5, 1), nullptr, 8, std::make_shared<Completion>(), 0, {}};
+  CHECK(matcher.find_unexpected(revoked) == nullptr);
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "transport/transport.hpp"
 
@@ -113,6 +114,29 @@ std::vector<UnexpectedMessage> Matcher::take_incomplete_from(int source) {
       taken.push_back(std::move(*it));
       it = unexpected_.erase(it);
     } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
+Matcher::GroupTaken Matcher::take_group(std::uint32_t group) {
+  GroupTaken taken;
+  auto keep = std::stable_partition(live_begin(), posted_.end(),
+                                    [&](const PostedReceive& receive) { return group_of(receive.tag) != group; });
+  for (auto it = keep; it != posted_.end(); ++it) taken.receives.push_back(std::move(*it));
+  posted_.erase(keep, posted_.end());
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    if (group_of(it->tag) != group) {
+      ++it;
+    } else if (it->rendezvous) {
+      taken.announced.push_back(std::move(*it));
+      it = unexpected_.erase(it);
+    } else if (it->arrived) {
+      it = unexpected_.erase(it);
+    } else {  // the stream is writing its payload: removed when that is in
+      if (it->claimed_by) taken.receives.push_back(std::move(*std::exchange(it->claimed_by, std::nullopt)));
+      it->dropped = true;
       ++it;
     }
   }

@@ -79,6 +79,16 @@ class Matcher {
   // arrived: announced large messages, and eager ones cut off mid-payload.
   std::vector<UnexpectedMessage> take_incomplete_from(int source);
 
+  // A revoked group (transport.hpp's group_of): its posted receives, removed and returned, with
+  // those that had claimed a message still arriving (the message is then dropped on arrival);
+  // its unexpected messages dropped, but the announced ones, removed and returned, so the caller
+  // can tell their senders.
+  struct GroupTaken {
+    std::vector<PostedReceive> receives;
+    std::vector<UnexpectedMessage> announced;
+  };
+  GroupTaken take_group(std::uint32_t group);
+
  private:
   // A vector: usually a handful of receives, taken from the front; a deque allocated a node
   // every few messages. The live ones are posted_[first_..]: taking the first one only moves

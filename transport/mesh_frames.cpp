@@ -24,6 +24,8 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
   if (mesh_.pending_mismatch_) return {nullptr};
   switch (header.kind) {
     case FrameKind::Eager: {
+      if (mesh_.revocations_.of_tag(header.tag) != nullptr) [[unlikely]]
+        return {nullptr};  // of a revoked group: thrown away
       // Eager and ReadyToSend frames carry the sender's call fingerprint in `extra`.
       if (mesh_.mismatches_.contradicts_my_call(peer, header.tag, header.extra))
         return {nullptr};  // dropped: the group stops
@@ -52,6 +54,12 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
       return {state.arrival.unexpected->payload.data()};
     }
     case FrameKind::ReadyToSend:
+      if (mesh_.revocations_.of_tag(header.tag) != nullptr) [[unlikely]] {
+        // Of a revoked group: never cleared; its sender stops waiting.
+        mesh_.send_frame(peer, make_frame(FrameKind::Refused, header.tag, header.bytes, header.id, kRevokedCapacity),
+                         nullptr, nullptr);
+        return {};
+      }
       if (mesh_.mismatches_.contradicts_my_call(peer, header.tag, header.extra)) return {};
       if (std::optional<PostedReceive> receive; mesh_.matcher_.take_receive(peer, header.tag, receive)) {
         // On a mismatch the sender's message is never cleared: the receiver's failed collective
@@ -69,6 +77,7 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
       return {};
     case FrameKind::ClearToSend: {
       auto found = state.awaiting_clearance.find(header.id);
+      if (found == state.awaiting_clearance.end() && state.withdrawn.erase(header.id) != 0) return {};
       if (found == state.awaiting_clearance.end()) {
         throw IoError(mesh_.peer_name(peer) + " cleared an unknown message; protocol error",
                       ErrorContext{.peer = peer});
@@ -81,6 +90,8 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
     }
     case FrameKind::Data: {
       auto found = state.cleared.find(header.id);
+      // Its receive failed when the group was revoked: the payload is thrown away.
+      if (found == state.cleared.end() && mesh_.revocations_.of_tag(header.tag) != nullptr) return {nullptr};
       if (found == state.cleared.end() || header.bytes > found->second.capacity) {
         throw IoError(mesh_.peer_name(peer) + " sent data nobody asked for; protocol error",
                       ErrorContext{.peer = peer});
@@ -96,7 +107,24 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
       state.goodbye_peer = header.id;
       state.goodbye_reason.assign(header.bytes, '\0');
       return {reinterpret_cast<std::uint8_t*>(state.goodbye_reason.data())};
+    case FrameKind::Revoke:
+      state.revoke_reason.assign(header.bytes, '\0');
+      return {reinterpret_cast<std::uint8_t*>(state.revoke_reason.data())};
     case FrameKind::Refused: {
+      if (header.extra == kRevokedCapacity) {  // its group was revoked there: never cleared
+        state.withdrawn.erase(header.id);
+        if (auto found = state.awaiting_clearance.find(header.id); found != state.awaiting_clearance.end()) {
+          const auto* revoked = mesh_.revocations_.of_tag(header.tag);
+          std::exception_ptr error = revoked != nullptr ? *revoked : nullptr;
+          if (!error) {
+            error = mesh_.make_error<RevokedError>(mesh_.peer_name(peer) + " refused a message of a group it revoked",
+                                                   peer, "send");
+          }
+          found->second.completion->fail(error);
+          state.awaiting_clearance.erase(found);
+        }
+        return {};
+      }
       std::string message = "the send of " + std::to_string(header.bytes) + " bytes with tag " +
                             std::to_string(header.tag) + " to " + mesh_.peer_name(peer) +
                             " did not fit its receive buffer of " + std::to_string(header.extra) +
@@ -123,6 +151,16 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
 bool MeshTransport::FrameReceiver::on_payload(StreamConnection& connection, const FrameHeader& header) {
   Peer& state = mesh_.peers_[connection.peer()];
   bool completed = false;
+  if (header.kind == FrameKind::Revoke) [[unlikely]] {
+    // Read past (on_header) after a mismatch, which stops the whole transport anyway.
+    if (mesh_.pending_mismatch_) return false;
+    // The cause as the revoker saw it; this rank tells the members too (all but the teller).
+    int about = header.id > 0 ? static_cast<int>(header.id - 1) : -1;
+    auto code = header.extra > 0 ? static_cast<ErrorCode>(header.extra - 1) : ErrorCode::Revoked;
+    mesh_.revocations_.revoke(static_cast<std::uint32_t>(header.tag), code, state.revoke_reason, about,
+                              connection.peer());
+    return false;
+  }
   if (state.arrival.receive) {
     state.arrival.receive->completion->complete(header.bytes, connection.peer());
     completed = state.arrival.receive->completion.get() == mesh_.awaited_;

@@ -91,6 +91,9 @@ void MeshTransport::PeerLoss::lose_peer(int peer, std::exception_ptr error) {
   for (auto& message : mesh_.matcher_.take_incomplete_from(peer)) {
     if (message.claimed_by) message.claimed_by->completion->fail(error);
   }
+  // A peer that left after its work was done (a Goodbye naming no error) revokes nothing: the
+  // others may go on without it.
+  if (!state.departing || state.goodbye_code != 0) mesh_.revocations_.peer_lost(peer, error);
 }
 
 // This rank and its peers fail with the cause itself (of its type, with its message, about the

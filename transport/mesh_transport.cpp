@@ -24,6 +24,8 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
   mismatches_.note_call(tag, fingerprint);
   if (aborted_) {
     completion->fail(aborted_);
+  } else if (const auto* revoked = revocations_.of_tag(tag)) [[unlikely]] {
+    completion->fail(*revoked);
   } else if (peer == rank_) {
     deliver_to_self(data, bytes, tag, fingerprint);
     completion->complete(bytes, rank_);
@@ -47,7 +49,7 @@ bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std:
   std::lock_guard lock(mutex_);
   mismatches_.note_call(tag, fingerprint);
   Peer& state = peers_[peer];
-  if (aborted_ || state.error || !state.connection) return false;
+  if (aborted_ || state.error || !state.connection || revocations_.of_tag(tag) != nullptr) return false;
   try {
     if (!state.connection->write_now(make_frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data)) return false;
   } catch (const Error&) {
@@ -94,6 +96,10 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
   mismatches_.note_call(receive.tag, receive.fingerprint);
   if (aborted_) {
     receive.completion->fail(aborted_);
+    return;
+  }
+  if (const auto* revoked = revocations_.of_tag(receive.tag)) [[unlikely]] {
+    receive.completion->fail(*revoked);
     return;
   }
   int peer = receive.source;

@@ -19,6 +19,7 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "comm/error.hpp"
@@ -69,6 +70,10 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   const char* medium() const override { return medium_.c_str(); }
   std::exception_ptr poll() override;
   void abort(const std::string& reason, const Error* cause = nullptr) override;
+  void add_group(std::uint32_t group, std::vector<int> members) override;
+  void remove_group(std::uint32_t group) override;
+  void revoke(std::uint32_t group, const Error& cause) override;
+  std::exception_ptr revocation(std::uint32_t group) override;
 
   // Private: use create().
   MeshTransport(int rank, std::vector<std::string> peer_names, std::vector<std::unique_ptr<ByteStream>> streams,
@@ -98,12 +103,14 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     std::exception_ptr error;                                           // why it is unusable
     std::unordered_map<std::uint64_t, PendingSend> awaiting_clearance;  // our large sends
     std::unordered_map<std::uint64_t, PostedReceive> cleared;           // their large sends
+    std::unordered_set<std::uint64_t> withdrawn;  // our large sends of a revoked group: never sent
     Arrival arrival;
     bool departing = false;  // said Goodbye: its end of file is an orderly shutdown
     std::string goodbye_reason;
     std::uint64_t goodbye_code = 0;                      // 1 + the ErrorCode of why it left; 0: not said
     std::uint64_t goodbye_peer = 0;                      // 1 + the rank that error was about; 0: none
     std::uint64_t probe_tag = 0, probe_fingerprint = 0;  // its latest probe (see is_probe)
+    std::string revoke_reason;                           // the payload of its Revoke frame arriving
   };
 
   // What each arriving frame does (mesh_frames.cpp): the receiving side of the protocol.
@@ -124,6 +131,9 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   };
 
   // All under mutex_.
+  // Gone for good: its connection closed (a peer may also carry an error with its connection
+  // open, such as a refused message's, and still be told things).
+  bool lost(int peer) const { return !peers_[peer].connection && peers_[peer].error; }
   void post_receive(PostedReceive&& receive);
   // Connections on first use: a peer without a stream (and not lost) is asked for, and the
   // connector's completed handshakes become streams.
@@ -204,6 +214,42 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     MeshTransport& mesh_;
   };
 
+  // Revoked groups (mesh_revocation.cpp): a group's transfers stop, on this rank and, told, on
+  // its members; the transport and the other groups carry on. All under the transport's mutex.
+  class Revocations {
+   public:
+    explicit Revocations(MeshTransport& mesh) : mesh_(mesh) {}
+    void add_group(std::uint32_t group, std::vector<int> members) { groups_[group] = std::move(members); }
+    void remove_group(std::uint32_t group) { groups_.erase(group); }
+    // Revokes `group` over `cause` (its kind, message and the rank it names are what the group's
+    // transfers fail with, here and on the members, which are told, all but `told_by`).
+    void revoke(std::uint32_t group, ErrorCode code, const std::string& message, int about, int told_by);
+    void revoke(std::uint32_t group, const Error& cause, int told_by) {
+      revoke(group, cause.code(), cause.message(), cause.peer(), told_by);
+    }
+    // What a transfer of `group` (or of `tag`'s group) fails with, or null: one test when no
+    // group was revoked (a pointer, not an exception_ptr, so the hot path builds nothing).
+    const std::exception_ptr* of_group(std::uint32_t group) const {
+      if (revoked_.empty()) [[likely]]
+        return nullptr;
+      auto found = revoked_.find(group);
+      return found == revoked_.end() ? nullptr : &found->second.error;
+    }
+    const std::exception_ptr* of_tag(std::uint64_t tag) const { return of_group(group_of(tag)); }
+    // A peer lost, not after an orderly Goodbye: the groups it belongs to are revoked.
+    void peer_lost(int peer, std::exception_ptr error);
+
+   private:
+    void release_callers_memory(std::uint32_t group, const std::exception_ptr& error);
+    struct Revoked {
+      std::exception_ptr error;
+      std::string reason;  // what the Revoke frames carry (they point into it until written)
+    };
+    std::unordered_map<std::uint32_t, std::vector<int>> groups_;  // group id -> members (transport ranks)
+    std::unordered_map<std::uint32_t, Revoked> revoked_;          // never forgotten: ids are not reused
+    MeshTransport& mesh_;
+  };
+
   // What the progress thread drives (mesh_progress.cpp): the streams' wake-ups and reads.
   class Driver final : public ProgressThread::Driver {
    public:
@@ -250,6 +296,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   } farewell_;
 
   PeerLoss peer_loss_{*this};
+  Revocations revocations_{*this};
   Mismatches mismatches_{*this};
   FrameReceiver frames_{*this};
   Driver driver_{*this};

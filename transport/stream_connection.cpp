@@ -27,7 +27,7 @@ constexpr std::size_t kInboxReadBytes = kDirectReadBytes;
 constexpr int kMaxIovecs = 64;
 
 bool has_payload(FrameKind kind) {
-  return kind == FrameKind::Eager || kind == FrameKind::Data || kind == FrameKind::Goodbye;
+  return kind == FrameKind::Eager || kind == FrameKind::Data || kind == FrameKind::Goodbye || kind == FrameKind::Revoke;
 }
 
 }  // namespace
@@ -225,6 +225,37 @@ std::vector<std::shared_ptr<detail::Completion>> StreamConnection::take_queued()
   }
   outbox_.clear();
   return taken;
+}
+
+std::vector<std::shared_ptr<detail::Completion>> StreamConnection::release(
+    const std::function<bool(const FrameHeader&)>& chosen) {
+  auto carries_callers_bytes = [&](const FrameHeader& header) {
+    return (header.kind == FrameKind::Eager || header.kind == FrameKind::Data) && chosen(header);
+  };
+  if (in_payload_ && carries_callers_bytes(current_)) {
+    payload_target_ = nullptr;
+    reduction_ = nullptr;
+    carry_bytes_ = 0;
+  }
+  std::vector<std::shared_ptr<detail::Completion>> released;
+  for (auto it = outbox_.begin(); it != outbox_.end();) {
+    if (!carries_callers_bytes(it->header)) {
+      ++it;
+      continue;
+    }
+    if (it->on_written) released.push_back(std::move(it->on_written));
+    if (it->written == 0) {
+      it = outbox_.erase(it);
+      continue;
+    }
+    // Begun: the stream's framing needs the rest (the receiver drops it, or takes it as sent).
+    if (it->owned.empty() && it->payload_bytes > 0) {
+      it->owned.assign(it->payload, it->payload + it->payload_bytes);
+      it->payload = it->owned.data();
+    }
+    ++it;
+  }
+  return released;
 }
 
 }  // namespace comm::transport

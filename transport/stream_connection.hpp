@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,9 +28,14 @@ enum class FrameKind : std::uint8_t {
   ClearToSend,  // id: the receiver matched it; send the payload
   Data,         // id, bytes, payload follows
   Refused,      // tag, bytes (the message), id (the sender's, 0 if eager), extra (the receiver's
-                // capacity): the message did not fit the receive buffer
+                // capacity): the message did not fit the receive buffer; a capacity of
+                // kRevokedCapacity: its group was revoked and it will never be cleared
   Goodbye,      // the sender is shutting its process group down: end of file follows; payload: why
+  Revoke,       // tag: a group id; id: 1 + the rank the cause names (0: none); extra: 1 + its
+                // ErrorCode; payload: the cause's message. The group's transfers stop.
 };
+
+constexpr std::uint64_t kRevokedCapacity = ~std::uint64_t{0};
 
 struct FrameHeader {
   FrameKind kind;
@@ -142,6 +148,11 @@ class StreamConnection {
   void receive(Sink& sink);
   // The completions of queued writes, for failing them when the connection is lost.
   std::vector<std::shared_ptr<detail::Completion>> take_queued();
+  // Lets go of callers' memory for the Eager and Data frames `chosen` picks (a revoked group's):
+  // the rest of such a payload being read is thrown away; of such frames queued to write, one
+  // begun keeps its payload (copied) and the others are dropped. Returns the completions of the
+  // writes let go, for the caller to fail.
+  std::vector<std::shared_ptr<detail::Completion>> release(const std::function<bool(const FrameHeader&)>& chosen);
 
  private:
   struct Outgoing {

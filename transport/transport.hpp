@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "comm/error.hpp"
 #include "comm/store_interface.hpp"
@@ -35,6 +36,11 @@ constexpr int kAnySource = -1;
 // fingerprint against the receives of the same call.
 constexpr std::uint64_t kProbeStep = 0xFFFF;
 inline bool is_probe(std::uint64_t tag) { return (tag >> 63) != 0 && (tag & 0xFFFF) == kProbeStep; }
+
+// Groups share one transport; every tag carries its group's id in 15 bits below the top bit
+// (the collective bit), so the transport can revoke one group's traffic and keep the others'.
+constexpr int kGroupIdShift = 48;
+inline std::uint32_t group_of(std::uint64_t tag) { return static_cast<std::uint32_t>(tag >> kGroupIdShift) & 0x7FFF; }
 
 // What a transport offers beyond messages, asked for by what needs it (never guessed from the
 // medium's name).
@@ -126,8 +132,24 @@ class Transport : public detail::Progressor {
   // MismatchError found on one rank is a MismatchError on every rank.
   virtual void abort(const std::string& reason, const Error* cause = nullptr) = 0;
 
+  // The groups using this transport (the id in their tags, group_of) and their members as
+  // transport ranks: a peer lost abnormally (not a Goodbye after its work was done) revokes
+  // every group it belongs to.
+  virtual void add_group(std::uint32_t /*group*/, std::vector<int> /*members*/) {}
+  virtual void remove_group(std::uint32_t /*group*/) {}
+  // Revokes `group` here and on its members (not collective: they are told). Its receives
+  // that no message is landing in, and its large sends not yet cleared, fail with an error of
+  // `cause`'s kind and message; a transfer already moving bytes into or out of a caller's
+  // buffer finishes moving them, then completes or fails; every later transfer of the group
+  // fails at once. The other groups carry on: a group's revocation never stops the transport.
+  virtual void revoke(std::uint32_t /*group*/, const Error& /*cause*/) {}
+  // Why `group` was revoked, or null. Cheap to skip: revoked_any() is one load.
+  virtual std::exception_ptr revocation(std::uint32_t /*group*/) { return nullptr; }
+  bool revoked_any() const { return revoked_any_.load(std::memory_order_relaxed); }
+
  protected:
   std::atomic<bool> poll_due_{false};  // set and cleared by the implementation, under its lock
+  std::atomic<bool> revoked_any_{false};
 };
 
 }  // namespace comm::transport

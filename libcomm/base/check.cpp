@@ -24,6 +24,7 @@ std::exception_ptr error_of_code(ErrorCode code, std::string message, ErrorConte
     case ErrorCode::PeerClosed: return std::make_exception_ptr(PeerClosedError(std::move(message), context));
     case ErrorCode::Mismatch: return std::make_exception_ptr(MismatchError(std::move(message), context));
     case ErrorCode::Cuda: return std::make_exception_ptr(CudaError(std::move(message), context));
+    case ErrorCode::Revoked: return std::make_exception_ptr(RevokedError(std::move(message), context));
     case ErrorCode::Internal: break;
   }
   return std::make_exception_ptr(InternalError(std::move(message), context));

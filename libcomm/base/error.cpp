@@ -13,6 +13,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::Mismatch: return "mismatch";
     case ErrorCode::Cuda: return "CUDA error";
     case ErrorCode::Internal: return "internal error";
+    case ErrorCode::Revoked: return "revoked";
   }
   return "unknown error";
 }

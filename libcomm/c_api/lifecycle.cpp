@@ -201,6 +201,32 @@ comm_result_t comm_split(comm_t comm, int color, int key, comm_t* newcomm, comm_
   });
 }
 
+comm_result_t comm_revoke(comm_t comm, const char* reason) {
+  return guarded(comm, "comm_revoke", [&] {
+    require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm is NULL");
+    comm->group().revoke(reason != nullptr ? reason : "");
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_shrink(comm_t comm, const int* exclude, int exclude_count, comm_t* newcomm, comm_config_t* config) {
+  return guarded(comm, "comm_shrink", [&] {
+    require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm is NULL");
+    require(newcomm != nullptr, COMM_INVALID_ARGUMENT, "newcomm is NULL");
+    *newcomm = nullptr;
+    require(exclude_count >= 0, COMM_INVALID_ARGUMENT, "exclude_count is negative");
+    require(exclude != nullptr || exclude_count == 0, COMM_INVALID_ARGUMENT, "exclude is NULL with a count above 0");
+    read_config(config);  // checked like comm_split's; the new communicator keeps comm's timeout
+    auto shrunk = comm->group().shrink(std::vector<int>(exclude, exclude + exclude_count));
+    auto child = std::make_shared<comm_communicator>(shrunk->rank(), shrunk->size(), comm::cuda::current_device(),
+                                                     comm->timeout);
+    child->hosted_store = comm->hosted_store;
+    child->ready(std::move(shrunk));
+    *newcomm = adopt(std::move(child));
+    return COMM_SUCCESS;
+  });
+}
+
 comm_result_t comm_destroy(comm_t comm) {
   return guarded(nullptr, "comm_destroy", [&] {
     // The group ends here unless a non-blocking init still runs; then it ends with the init.

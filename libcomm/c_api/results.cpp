@@ -15,6 +15,7 @@ comm_result_t code_of(ErrorCode code) {
     case ErrorCode::Mismatch: return COMM_INVALID_USAGE;  // ranks called different things
     case ErrorCode::Timeout: return COMM_REMOTE_ERROR;    // a peer did not answer in time
     case ErrorCode::PeerClosed: return COMM_REMOTE_ERROR;
+    case ErrorCode::Revoked: return COMM_REMOTE_ERROR;  // a rank revoked the group, or one died
     case ErrorCode::Io: return COMM_SYSTEM_ERROR;
     case ErrorCode::Cuda: return COMM_CUDA_ERROR;
     case ErrorCode::Internal: return COMM_INTERNAL_ERROR;

@@ -90,6 +90,7 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
                                               .root = described.root,
                                               .count = described.count,
                                               .gpu = device.kind == Device::Kind::Cuda});
+  check_not_revoked(to_string(collective));
   prepared.sequence = collective_sequence_++;
   return prepared;
 }
@@ -134,15 +135,21 @@ void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
       // The timeout's message is the verdict: where every rank of the group is now.
       std::string verdict = hang_watch_->verdict_now(timeout_) + " (" + error.message() + ")";
       TimeoutError timeout(verdict, error.context());
-      transport_->abort(timeout.what(), &timeout);
+      transport_->revoke(layout_.id, timeout);
       throw timeout;
     }
     // Transfers of the failed call may still be posted into its buffers, and peers may be
-    // waiting for data this rank will not send: stop the transport, which tells them, so
-    // nothing lands here later and nobody waits out a timeout (as with NCCL, a group is
-    // unusable after a failed call). Argument checks fail before the call starts, not here:
-    // an InvalidArgumentError here is the transport's (a message that did not fit).
-    transport_->abort(error.what(), &error);
+    // waiting for data this rank will not send: revoke the group, which lets go of its buffers
+    // and tells the members, so nothing lands here later and nobody waits out a timeout (as
+    // with NCCL, a group is unusable after a failed call; its survivors may shrink it). A
+    // mismatch stops the whole transport (the transport has, already): a call never pairs
+    // with another. Argument checks fail before the call starts, not here: an
+    // InvalidArgumentError here is the transport's (a message that did not fit).
+    if (error.code() == ErrorCode::Mismatch) {
+      transport_->abort(error.what(), &error);
+    } else {
+      transport_->revoke(layout_.id, error);
+    }
     throw;
   }
 }

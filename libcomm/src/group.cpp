@@ -29,31 +29,43 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
       devices_(rank(), size(), layout_.id, *transport_),
       point_to_point_(rank(), timeout_, layout_, *transport_, checks_, devices_),
       queue_(std::make_unique<detail::CollectiveQueue>()) {
+  // A member lost revokes the group (its calls fail on every member, which may then shrink it).
+  if (rank() >= 0 && size() > 1) {
+    std::vector<int> members(static_cast<std::size_t>(size()));
+    for (int member = 0; member < size(); ++member)
+      members[static_cast<std::size_t>(member)] = layout_.transport_rank(member);
+    transport_->add_group(layout_.id, std::move(members));
+  }
   // Every member constructs the group at the same point (init_process_group, new_group), so the
   // segment of the shared-memory collectives is made here, collectively.
   if (rank() >= 0 && size() > 1) {
     host_layout_ = algorithms::HostLayout(transport_->hosts(), layout_.members, rank(), size());
-    // A member that dies meanwhile is named at once, not after the timeout.
-    transport::WatchedStore watched(*store_, [this] {
-      std::string key = join_failure_key(layout_.id);
-      throw_if_join_failed_or_store_lost(*store_, key, rank(), size());
-      try {
-        check_members_alive(*transport_, layout_.members, size(), rank(),
-                            layout_.id == 0
-                                ? std::string("the shared-memory segment of the collectives was being set up")
-                                : "the shared-memory segment of group " + name() + " was being set up");
-      } catch (const Error& error) {
-        fail_join(*store_, key, error, rank(), size());
-      }
-    });
-    arena_ = transport_->map_shared_arena(watched, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
+    if (layout_.shared_segment) map_arena();
     hang_watch_ = std::make_unique<HangWatch>(HangWatch::Placement{store_, "hang/" + std::to_string(layout_.id) + "/",
                                                                    name(), rank(), size(), layout_.members},
                                               HangWatch::threshold_from_environment());
   }
 }
 
-ProcessGroup::Impl::~Impl() = default;
+void ProcessGroup::Impl::map_arena() {
+  // A member that dies meanwhile is named at once, not after the timeout.
+  transport::WatchedStore watched(*store_, [this] {
+    std::string key = join_failure_key(layout_.id);
+    throw_if_join_failed_or_store_lost(*store_, key, rank(), size());
+    try {
+      check_members_alive(*transport_, layout_.members, size(), rank(),
+                          layout_.id == 0 ? std::string("the shared-memory segment of the collectives was being set up")
+                                          : "the shared-memory segment of group " + name() + " was being set up");
+    } catch (const Error& error) {
+      fail_join(*store_, key, error, rank(), size());
+    }
+  });
+  arena_ = transport_->map_shared_arena(watched, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
+}
+
+ProcessGroup::Impl::~Impl() {
+  if (rank() >= 0 && size() > 1) transport_->remove_group(layout_.id);
+}
 
 void check_members_alive(transport::Transport& transport, const std::vector<int>& members, int size, int rank,
                          const std::string& phase, const std::function<bool(int)>& excused) {

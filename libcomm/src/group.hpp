@@ -2,6 +2,7 @@
 // hands every call here as one Call value (process_group.cpp); the work is spread by
 // responsibility:
 //   group.cpp                  making groups (init, new_group)
+//   group_recovery.cpp         revoke and shrink: going on without a dead rank
 //   call_pipeline.cpp          the one path of every collective: checked, its algorithm chosen,
 //                              numbered, then run here or queued (a Work); the tuner query
 //   call_checks.cpp            every check of a caller's arguments, before anything starts
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "algorithms/algorithm_table.hpp"
+#include "algorithms/choice_cache.hpp"
 #include "algorithms/collective_context.hpp"
 #include "algorithms/device/device_table.hpp"
 #include "algorithms/hierarchical.hpp"
@@ -32,7 +34,6 @@
 #include "comm/process_group.hpp"
 #include "libcomm/base/algorithm.hpp"
 #include "libcomm/src/call_checks.hpp"
-#include "algorithms/choice_cache.hpp"
 #include "libcomm/src/collective_queue.hpp"
 #include "libcomm/src/completion_work.hpp"
 #include "libcomm/src/group_devices.hpp"
@@ -89,6 +90,15 @@ class ProcessGroup::Impl {
   std::unique_ptr<Impl> new_group(std::vector<int> ranks, std::optional<std::string> key = std::nullopt,
                                   std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   void abort();
+  // ProcessGroup::revoke: this group's calls fail on every member (transport.hpp's revoke).
+  void revoke(const std::string& reason);
+  // ProcessGroup::shrink (group_recovery.cpp).
+  std::unique_ptr<Impl> shrink(const std::vector<int>& exclude);
+  // Throws why this group was revoked, if it was (one load when no group of the transport was).
+  void check_not_revoked(const char* op, std::int64_t sequence = -1) const {
+    if (transport_->revoked_any()) [[unlikely]]
+      throw_if_revoked(op, sequence);
+  }
   void set_cuda_stream(void* stream) { devices_.set_stream(stream); }
   void* cuda_stream() const { return devices_.stream(); }
 
@@ -112,6 +122,9 @@ class ProcessGroup::Impl {
     std::uint64_t fingerprint = 0;
   };
   PreparedCall prepare(const Call& call);
+  // Collective over the members: the shared-memory collectives' segment, through the store.
+  void map_arena();
+  void throw_if_revoked(const char* op, std::int64_t sequence) const;
   // Runs the call's algorithm; a failure aborts the group, so peers stop waiting.
   void execute(const PreparedCall& prepared);
 
@@ -123,6 +136,7 @@ class ProcessGroup::Impl {
   std::atomic<std::uint64_t> collective_sequence_{0};
   algorithms::ChoiceCache choices_;
   std::uint32_t groups_created_ = 0;
+  std::uint32_t shrinks_ = 0;                         // shrink calls so far: the same count on every survivor
   std::set<std::uint32_t> child_ids_;                 // of the groups made from this one: an id is never reused
   std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
   std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none

@@ -26,6 +26,10 @@ const char* ProcessGroup::algorithm_for(Collective collective, std::size_t bytes
 void ProcessGroup::set_cuda_stream(void* stream) { impl_->set_cuda_stream(stream); }
 void* ProcessGroup::cuda_stream() const { return impl_->cuda_stream(); }
 void ProcessGroup::abort() { impl_->abort(); }
+void ProcessGroup::revoke(std::string reason) { impl_->revoke(reason); }
+std::shared_ptr<ProcessGroup> ProcessGroup::shrink(std::vector<int> exclude) {
+  return std::make_shared<ProcessGroup>(impl_->shrink(exclude));
+}
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,
                                                       std::optional<std::chrono::milliseconds> timeout) {

@@ -123,6 +123,17 @@ comm_result_t comm_init_from_environment(comm_t* comm, comm_config_t* config);
  * is NULL. `config` may be NULL (comm's). */
 comm_result_t comm_split(comm_t comm, int color, int key, comm_t* newcomm, comm_config_t* config);
 
+/* Recovery (docs/recovery.md). comm_revoke: any rank, alone: every operation pending or later
+ * started on `comm`, on every rank, fails (COMM_REMOTE_ERROR; comm_get_last_error says which rank
+ * revoked it and `reason`, which may be NULL). A rank's death revokes its communicators by itself.
+ * comm_shrink: every survivor calls it (the dead do not), with the same `exclude` list (ranks of
+ * `comm` to leave out though alive; may be NULL with count 0): the survivors agree on who is out
+ * (those listed and every rank found dead, even one dying meanwhile) and each gets the same new
+ * communicator of the rest, numbered in `comm`'s order, over the same connections. `comm` is
+ * revoked first and stays usable only for comm_destroy. `config` may be NULL. */
+comm_result_t comm_revoke(comm_t comm, const char* reason);
+comm_result_t comm_shrink(comm_t comm, const int* exclude, int exclude_count, comm_t* newcomm, comm_config_t* config);
+
 /* Frees this rank's communicator at once, without waiting for its peers; operations still in
  * flight on it fail. Its peers' later calls on it get COMM_REMOTE_ERROR naming this rank. The
  * handle itself stays valid as a tombstone (a few hundred bytes, until the process exits): any

@@ -12,7 +12,8 @@
 
 namespace comm {
 
-enum class ErrorCode { InvalidArgument, Timeout, Io, PeerClosed, Mismatch, Cuda, Internal };
+// Codes travel between ranks (a peer's error is raised here as its own kind): new ones go last.
+enum class ErrorCode { InvalidArgument, Timeout, Io, PeerClosed, Mismatch, Cuda, Internal, Revoked };
 
 const char* to_string(ErrorCode code);
 
@@ -65,6 +66,9 @@ COMM_DECLARE_ERROR(PeerClosedError, PeerClosed)
 COMM_DECLARE_ERROR(MismatchError, Mismatch)
 COMM_DECLARE_ERROR(CudaError, Cuda)
 COMM_DECLARE_ERROR(InternalError, Internal)
+// The group was revoked (ProcessGroup::revoke, or a member's death): its calls fail until the
+// survivors make a new group with shrink().
+COMM_DECLARE_ERROR(RevokedError, Revoked)
 #undef COMM_DECLARE_ERROR
 
 }  // namespace comm

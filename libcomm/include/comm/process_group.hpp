@@ -153,6 +153,18 @@ class ProcessGroup {
   // Fails every pending operation of this group; later calls fail at once.
   void abort();
 
+  // Recovery from a dead rank (docs/recovery.md). revoke: any member, alone (not collective):
+  // every operation pending or later started on this group, on every member, fails with a
+  // RevokedError naming this rank and `reason`; the job's other groups carry on. A member's
+  // death revokes its groups by itself, with an error naming the dead rank.
+  void revoke(std::string reason = {});
+  // shrink: called by every survivor (the dead never take part): the survivors agree on who is
+  // out (the ranks in `exclude`, which every caller passes alike, and every rank found dead,
+  // even one dying during the shrink) and get one new group of the rest, numbered densely in
+  // this group's order, over the connections they have. Every survivor gets the same group, or
+  // every one an error (and may shrink again). This group is revoked first, if it was not.
+  std::shared_ptr<ProcessGroup> shrink(std::vector<int> exclude = {});
+
  private:
   friend std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options);
   std::unique_ptr<Impl> impl_;

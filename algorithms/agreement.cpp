@@ -1,0 +1,262 @@
+// The survivors' agreement on who is out (agreement.hpp explains the protocol and why it holds).
+#include "algorithms/agreement.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "algorithms/collective_context.hpp"
+#include "comm/error.hpp"
+#include "libcomm/base/duration_text.hpp"
+#include "libcomm/base/log.hpp"
+
+namespace comm::algorithms {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Words = std::vector<std::int32_t>;
+
+enum class Phase : std::uint64_t { Propose = 1, Decide, Acknowledge, Commit };
+const char* to_string(Phase phase) {
+  switch (phase) {
+    case Phase::Propose: return "its proposal";
+    case Phase::Decide: return "the decision";
+    case Phase::Acknowledge: return "its acknowledgement";
+    case Phase::Commit: return "the commit";
+  }
+  return "?";
+}
+
+// A decision some coordinator sent: the ranks out.
+struct Decision {
+  int coordinator = -1;
+  std::vector<int> out;
+};
+
+class Agreement {
+ public:
+  Agreement(const AgreementPlace& place, const std::vector<int>& excluded)
+      : place_(place), out_(static_cast<std::size_t>(place.size), false), deadline_(Clock::now() + place.timeout) {
+    for (int rank : excluded) out_[static_cast<std::size_t>(rank)] = true;
+    for (int peer = 0; peer < place_.size; ++peer) {
+      if (peer != place_.rank && place_.transport.failure(member(peer))) out_[static_cast<std::size_t>(peer)] = true;
+    }
+  }
+
+  std::vector<int> run() {
+    while (true) {
+      int coordinator = 0;
+      while (coordinator < place_.size && out_[static_cast<std::size_t>(coordinator)]) ++coordinator;
+      if (coordinator == place_.size || coordinator > place_.rank) {
+        // Only possible when this rank was excluded itself (by its own list).
+        throw_excluded(place_.rank);
+      }
+      if (coordinator == place_.rank) return coordinate();
+      if (auto decided = follow(coordinator)) return *decided;
+      out_[static_cast<std::size_t>(coordinator)] = true;  // it died: the next one
+      log::get(log::Subsystem::Algorithms).debug("shrink: coordinator {} lost, turning to the next", coordinator);
+    }
+  }
+
+ private:
+  struct Receive {
+    std::shared_ptr<Words> words;
+    std::shared_ptr<detail::Completion> completion;
+  };
+
+  int member(int rank) const { return place_.members[static_cast<std::size_t>(rank)]; }
+  std::uint64_t tag(int coordinator, Phase phase) const {
+    // A slot of the new group's tags its own calls never reach (they count from 0).
+    std::uint64_t slot = 0xF0000000ull + static_cast<std::uint64_t>(coordinator);
+    return kCollectiveTagBit | (std::uint64_t{place_.group_id & 0x7FFF} << kGroupIdShift) | (slot << 16) |
+           static_cast<std::uint64_t>(phase);
+  }
+
+  // The payload lives until the send is done, however this call ends.
+  void send(int peer, Words words, int coordinator, Phase phase) {
+    auto payload = std::make_shared<Words>(std::move(words));
+    auto completion = place_.transport.isend(member(peer), payload->data(), payload->size() * sizeof(std::int32_t),
+                                             tag(coordinator, phase));
+    completion->when_done([payload] {});
+  }
+  Receive receive(int peer, int coordinator, Phase phase) {
+    Receive receive{std::make_shared<Words>(static_cast<std::size_t>(2 * place_.size + 8)), nullptr};
+    receive.completion = place_.transport.irecv(member(peer), receive.words->data(),
+                                                receive.words->size() * sizeof(std::int32_t), tag(coordinator, phase));
+    receive.completion->when_done([words = receive.words] {});
+    return receive;
+  }
+  void withdraw(const Receive& receive) { place_.transport.cancel(receive.completion.get()); }
+
+  // True once done; false when `peer` is lost. Throws when the transport stopped, or at the deadline.
+  bool wait(const Receive& receive, int peer, Phase phase) {
+    while (!settled_within(receive, std::chrono::milliseconds(20))) check_deadline(peer, phase);
+    return succeeded(receive);
+  }
+  // Whether the transfer is done (completed or failed: succeeded() tells) within `limit`.
+  static bool settled_within(const Receive& receive, std::chrono::milliseconds limit) {
+    try {
+      return receive.completion->wait_for(limit);
+    } catch (const Error&) {
+      return true;  // failed: a dead peer, which the caller handles
+    }
+  }
+  bool succeeded(const Receive& receive) {
+    if (!receive.completion->failed()) return true;
+    if (auto stopped = place_.transport.failure(-1)) std::rethrow_exception(stopped);
+    return false;
+  }
+  void check_deadline(int peer, Phase phase) {
+    if (Clock::now() < deadline_) return;
+    throw TimeoutError("shrink: waited " + seconds_text(place_.timeout) + " for rank " + std::to_string(member(peer)) +
+                           "'s " + to_string(phase) +
+                           "; every survivor must call shrink, with the same ranks to exclude (is one alive but "
+                           "doing something else?)",
+                       ErrorContext{.rank = place_.rank, .peer = member(peer), .op = "shrink"});
+  }
+  [[noreturn]] void throw_excluded(int coordinator) {
+    throw PeerClosedError(
+        "shrink: this rank was excluded from the new group (the survivors found it dead, or "
+        "were asked to exclude it; decided by rank " +
+            std::to_string(member(coordinator)) + ")",
+        ErrorContext{.rank = place_.rank, .op = "shrink"});
+  }
+
+  static Words encode(const std::vector<bool>& out, const std::optional<Decision>& pending) {
+    Words words;
+    words.push_back(static_cast<std::int32_t>(std::count(out.begin(), out.end(), true)));
+    for (std::size_t rank = 0; rank < out.size(); ++rank) {
+      if (out[rank]) words.push_back(static_cast<std::int32_t>(rank));
+    }
+    words.push_back(pending ? pending->coordinator : -1);
+    words.push_back(pending ? static_cast<std::int32_t>(pending->out.size()) : 0);
+    if (pending) words.insert(words.end(), pending->out.begin(), pending->out.end());
+    return words;
+  }
+  // A list of ranks at `at`, checked against the group (a garbled message is an error, not a crash).
+  std::vector<int> list_at(const Words& words, std::size_t& at) const {
+    std::size_t count = at < words.size() ? static_cast<std::size_t>(std::max(words[at], 0)) : words.size();
+    if (at + 1 + count > words.size()) throw InternalError("shrink: a garbled agreement message");
+    std::vector<int> ranks(words.begin() + static_cast<std::ptrdiff_t>(at + 1),
+                           words.begin() + static_cast<std::ptrdiff_t>(at + 1 + count));
+    for (int rank : ranks) {
+      if (rank < 0 || rank >= place_.size) throw InternalError("shrink: a garbled agreement message");
+    }
+    at += 1 + count;
+    return ranks;
+  }
+
+  // A survivor's side: propose to `coordinator`, take its decision, acknowledge, wait for the
+  // commit. Empty when the coordinator died meanwhile.
+  std::optional<std::vector<int>> follow(int coordinator) {
+    Receive decide = receive(coordinator, coordinator, Phase::Decide);
+    send(coordinator, encode(out_, pending_), coordinator, Phase::Propose);
+    if (!wait(decide, coordinator, Phase::Decide)) return std::nullopt;
+    std::size_t at = 0;
+    Words words = *decide.words;
+    Decision decision{coordinator, list_at(words, at)};
+    pending_ = decision;
+    if (std::find(decision.out.begin(), decision.out.end(), place_.rank) != decision.out.end()) {
+      throw_excluded(coordinator);
+    }
+    Receive commit = receive(coordinator, coordinator, Phase::Commit);
+    send(coordinator, {}, coordinator, Phase::Acknowledge);
+    if (!wait(commit, coordinator, Phase::Commit)) return std::nullopt;
+    return decision.out;
+  }
+
+  // The coordinator's side.
+  std::vector<int> coordinate() {
+    std::vector<std::optional<Receive>> proposals(static_cast<std::size_t>(place_.size));
+    std::vector<bool> proposed(static_cast<std::size_t>(place_.size), false);
+    for (int peer = 0; peer < place_.size; ++peer) {
+      if (peer != place_.rank && !out_[static_cast<std::size_t>(peer)]) {
+        proposals[static_cast<std::size_t>(peer)] = receive(peer, place_.rank, Phase::Propose);
+      }
+    }
+    std::optional<Decision> adopted = pending_;
+    while (!adopted) {
+      int waiting_for = -1;
+      for (int peer = 0; peer < place_.size; ++peer) {
+        auto& proposal = proposals[static_cast<std::size_t>(peer)];
+        if (!proposal || proposed[static_cast<std::size_t>(peer)] || out_[static_cast<std::size_t>(peer)]) continue;
+        if (!proposal->completion->done()) {
+          if (waiting_for < 0) waiting_for = peer;
+          continue;
+        }
+        if (!succeeded(*proposal)) {
+          out_[static_cast<std::size_t>(peer)] = true;  // died before proposing
+          continue;
+        }
+        proposed[static_cast<std::size_t>(peer)] = true;
+        std::size_t at = 0;
+        Words words = *proposal->words;
+        for (int rank : list_at(words, at)) out_[static_cast<std::size_t>(rank)] = true;
+        int coordinator = at < words.size() ? words[at] : -1;
+        at += 1;  // then the pending decision's list
+        std::vector<int> pending = list_at(words, at);
+        if (coordinator >= 0 && (!adopted || coordinator > adopted->coordinator)) {
+          adopted = Decision{coordinator, pending};
+        }
+      }
+      if (adopted) break;
+      if (waiting_for < 0) {
+        // Every survivor proposed (or died): decide.
+        Decision decision{place_.rank, {}};
+        for (int rank = 0; rank < place_.size; ++rank) {
+          if (out_[static_cast<std::size_t>(rank)]) decision.out.push_back(rank);
+        }
+        adopted = decision;
+        break;
+      }
+      auto& proposal = proposals[static_cast<std::size_t>(waiting_for)];
+      if (!settled_within(*proposal, std::chrono::milliseconds(20))) check_deadline(waiting_for, Phase::Propose);
+    }
+    for (int peer = 0; peer < place_.size; ++peer) {
+      if (auto& proposal = proposals[static_cast<std::size_t>(peer)];
+          proposal && !proposed[static_cast<std::size_t>(peer)]) {
+        withdraw(*proposal);
+      }
+    }
+    std::vector<int> out = adopted->out;
+    pending_ = Decision{place_.rank, out};
+    std::vector<bool> in_decision_out(static_cast<std::size_t>(place_.size), false);
+    for (int rank : out) in_decision_out[static_cast<std::size_t>(rank)] = true;
+    if (in_decision_out[static_cast<std::size_t>(place_.rank)]) throw_excluded(place_.rank);
+    // Told: every survivor, and every rank that proposed though out (so it hears it is).
+    Words decision_words{static_cast<std::int32_t>(out.size())};
+    decision_words.insert(decision_words.end(), out.begin(), out.end());
+    std::vector<std::optional<Receive>> acknowledgements(static_cast<std::size_t>(place_.size));
+    for (int peer = 0; peer < place_.size; ++peer) {
+      if (peer == place_.rank) continue;
+      bool survivor = !in_decision_out[static_cast<std::size_t>(peer)];
+      if (survivor) acknowledgements[static_cast<std::size_t>(peer)] = receive(peer, place_.rank, Phase::Acknowledge);
+      if (survivor || proposed[static_cast<std::size_t>(peer)]) {
+        send(peer, decision_words, place_.rank, Phase::Decide);
+      }
+    }
+    // A survivor dying now stays in the decision (its death revokes the new group).
+    std::vector<int> acknowledged;
+    for (int peer = 0; peer < place_.size; ++peer) {
+      auto& acknowledgement = acknowledgements[static_cast<std::size_t>(peer)];
+      if (acknowledgement && wait(*acknowledgement, peer, Phase::Acknowledge)) acknowledged.push_back(peer);
+    }
+    for (int peer : acknowledged) send(peer, {}, place_.rank, Phase::Commit);
+    return out;
+  }
+
+  const AgreementPlace& place_;
+  std::vector<bool> out_;
+  std::optional<Decision> pending_;
+  Clock::time_point deadline_;
+};
+
+}  // namespace
+
+std::vector<int> agree_on_excluded(const AgreementPlace& place, const std::vector<int>& excluded) {
+  return Agreement(place, excluded).run();
+}
+
+}  // namespace comm::algorithms

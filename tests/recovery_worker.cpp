@@ -1,0 +1,170 @@
+// comm-recovery-worker: the rank program of the recovery tests (test_recovery.cpp), joined
+// through env:// (the test hosts the store, so that any rank may die). Every line it prints
+// starts with "rank R:" (R: its rank in the job as started).
+//   revoke                 rank 1 revokes the world while the others wait in an all_reduce for
+//                          it; everyone then shrinks with nobody out and checks an all_reduce
+//   train STEPS KILLS      data-parallel steps: every step all_reduces a gradient (integers in
+//                          doubles, so sums are exact in any order) and updates the parameters.
+//                          KILLS: "rank@step[:when]" comma-separated, when = before (default:
+//                          SIGKILL before the step's all_reduce), during (after starting it),
+//                          shrink (at its first shrink, whatever step failed). A failed step is
+//                          redone on the group shrink() returns. At the end each survivor prints
+//                          "final SIZE CHECKSUM" and its parameters' sum.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/comm.hpp"
+
+namespace {
+
+int job_rank() { return std::atoi(std::getenv("RANK")); }
+
+void say(const std::string& line) { std::cout << "rank " << job_rank() << ": " << line << std::endl; }
+
+// Through the store the test hosts at MASTER_ADDR:MASTER_PORT (rank 0 may die).
+std::shared_ptr<comm::ProcessGroup> join() {
+  comm::InitOptions options;
+  options.store = std::make_shared<comm::TcpStore>(std::getenv("MASTER_ADDR"),
+                                                   static_cast<std::uint16_t>(std::atoi(std::getenv("MASTER_PORT"))),
+                                                   comm::TcpStoreOptions{.timeout = std::chrono::seconds(20)});
+  options.rank = job_rank();
+  options.world_size = std::atoi(std::getenv("WORLD_SIZE"));
+  options.timeout = std::chrono::seconds(20);
+  return comm::init_process_group(options);
+}
+
+int run_revoke() {
+  auto group = join();
+  std::vector<float> data(1 << 20, 1.0f);  // 4 MiB: large messages are on their way when it happens
+  try {
+    if (group->rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      group->revoke("the test says so");
+      say("revoked");
+    }
+    group->all_reduce(comm::Buffer(data.data(), data.size(), comm::DType::Float32));
+    say("all_reduce went through");
+    return 1;
+  } catch (const comm::RevokedError& error) {
+    say(std::string("RevokedError peer=") + std::to_string(error.peer()) + " " + error.what());
+  }
+  // A revoked group stays revoked: a later call fails at once.
+  try {
+    group->barrier();
+    say("barrier went through");
+    return 1;
+  } catch (const comm::RevokedError&) {
+    say("barrier revoked");
+  }
+  auto shrunk = group->shrink();
+  std::int64_t value = shrunk->rank() + 1;
+  shrunk->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+  say("shrunk size=" + std::to_string(shrunk->size()) + " rank=" + std::to_string(shrunk->rank()) +
+      " sum=" + std::to_string(value));
+  return 0;
+}
+
+struct Kill {
+  int rank, step;
+  std::string when;
+};
+
+std::vector<Kill> parse_kills(const std::string& text) {
+  std::vector<Kill> kills;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.empty() || item == "none") continue;
+    Kill kill{std::atoi(item.c_str()), std::atoi(item.c_str() + item.find('@') + 1), "before"};
+    if (auto colon = item.find(':'); colon != std::string::npos) kill.when = item.substr(colon + 1);
+    kills.push_back(kill);
+  }
+  return kills;
+}
+
+// A kill "during the shrink" strikes at this rank's first shrink, whichever step failed (a rank
+// killed before step k may have made the others fail step k-1 already).
+void die_if(const std::vector<Kill>& kills, int step, const std::string& when) {
+  for (const auto& kill : kills) {
+    if (kill.rank == job_rank() && (kill.step == step || when == "shrink") && kill.when == when) {
+      std::cout.flush();
+      ::kill(::getpid(), SIGKILL);
+    }
+  }
+}
+
+// The gradient rank `rank` (of the job as started) brings to `step`: small integers, exact in
+// doubles whatever order they are summed in.
+void gradient(std::vector<double>& out, int rank, int step) {
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = double((rank + 1) * (int(i % 7) + 1) * (step + 1) % 1000);
+}
+
+int run_train(int steps, const std::vector<Kill>& kills) {
+  auto group = join();
+  std::vector<double> parameters(1 << 17, 0.0);  // 1 MiB: past the eager size, so large messages too
+  std::vector<double> grad(parameters.size());
+  std::vector<double> before_step = parameters;  // a rank one step ahead of others rolls back to it
+  int shrinks = 0;
+  for (int step = 0; step < steps;) {
+    die_if(kills, step, "before");
+    gradient(grad, job_rank(), step);
+    try {
+      auto work = group->iall_reduce(comm::Buffer(grad.data(), grad.size(), comm::DType::Float64));
+      die_if(kills, step, "during");
+      work->wait();
+    } catch (const comm::Error& error) {
+      say("step " + std::to_string(step) + " failed: " + comm::to_string(error.code()) + ": " + error.what());
+      die_if(kills, step, "shrink");
+      group = group->shrink();
+      ++shrinks;
+      // A survivor may have finished the step the others failed (the dead rank's part had
+      // reached it): the survivors agree on the earliest step not done everywhere, and redo it.
+      std::int64_t agreed = step;
+      group->all_reduce(comm::Buffer(&agreed, 1, comm::DType::Int64), comm::ReduceOp::Min);
+      if (agreed < step) parameters = before_step;
+      say("shrunk to " + std::to_string(group->size()) + " ranks, now rank " + std::to_string(group->rank()) +
+          "; redoing step " + std::to_string(agreed) + (agreed < step ? " (rolled back one step)" : ""));
+      step = static_cast<int>(agreed);
+      continue;
+    }
+    before_step = parameters;
+    for (std::size_t i = 0; i < parameters.size(); ++i) parameters[i] -= grad[i];
+    ++step;
+  }
+  std::uint64_t checksum = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(parameters.data());
+  for (std::size_t i = 0; i < parameters.size() * sizeof(double); ++i)
+    checksum = (checksum ^ bytes[i]) * 1099511628211ull;
+  double sum = 0;
+  for (double value : parameters) sum += value;
+  std::ostringstream line;
+  line.precision(17);
+  line << "final " << group->size() << " " << checksum << " sum " << sum << " shrinks " << shrinks;
+  say(line.str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "revoke") return run_revoke();
+    if (mode == "train" && argc > 3) return run_train(std::atoi(argv[2]), parse_kills(argv[3]));
+  } catch (const comm::Error& error) {
+    say(std::string("ERROR ") + comm::to_string(error.code()) + ": " + error.what());
+    return 10;
+  }
+  std::cerr << "usage: comm-recovery-worker revoke | train STEPS KILLS" << std::endl;
+  return 2;
+}

@@ -1,0 +1,132 @@
+// Revoking one group of the transport: its transfers stop on every member, the transport and
+// the other groups carry on (so that the survivors can agree on a smaller group over the same
+// connections, ProcessGroup::shrink). A member that learns of a revocation tells the others
+// too, so that one rank dying halfway through telling them still reaches them all.
+#include <algorithm>
+
+#include "libcomm/base/check.hpp"
+#include "libcomm/base/log.hpp"
+#include "transport/mesh_transport.hpp"
+
+namespace comm::transport {
+
+void MeshTransport::add_group(std::uint32_t group, std::vector<int> members) {
+  std::lock_guard lock(mutex_);
+  revocations_.add_group(group, members);
+  // A member lost already (a shrink's decision can name one that died as it was sent): the
+  // group is born revoked, as it would have been had it existed then.
+  for (int member : members) {
+    const Peer& state = peers_[member];
+    if (member != rank_ && state.error && !(state.departing && state.goodbye_code == 0)) {
+      revocations_.peer_lost(member, state.error);
+      break;
+    }
+  }
+}
+
+void MeshTransport::remove_group(std::uint32_t group) {
+  std::lock_guard lock(mutex_);
+  revocations_.remove_group(group);
+}
+
+void MeshTransport::revoke(std::uint32_t group, const Error& cause) {
+  std::lock_guard lock(mutex_);
+  revocations_.revoke(group, cause, -1);
+}
+
+std::exception_ptr MeshTransport::revocation(std::uint32_t group) {
+  std::lock_guard lock(mutex_);
+  const std::exception_ptr* revoked = revocations_.of_group(group);
+  return revoked != nullptr ? *revoked : nullptr;
+}
+
+void MeshTransport::Revocations::revoke(std::uint32_t group, ErrorCode code, const std::string& message, int about,
+                                        int told_by) {
+  // A stopped transport has failed everything already; a group is revoked once.
+  if (mesh_.aborted_ || revoked_.count(group) != 0) return;
+  auto error = detail::error_of_code(code, message, ErrorContext{.rank = mesh_.rank_, .peer = about});
+  Revoked& revoked = revoked_[group];
+  revoked.error = error;
+  revoked.reason = message;
+  mesh_.revoked_any_.store(true, std::memory_order_relaxed);
+  log::get(log::Subsystem::Transport).debug("group {} revoked: {}", group, message);
+  // The members first: a large message refused below reaches its sender after the Revoke, which
+  // has failed the sender's other transfers of the group already.
+  if (auto members = groups_.find(group); members != groups_.end()) {
+    FrameHeader frame = make_frame(FrameKind::Revoke, group, revoked.reason.size(), about >= 0 ? 1 + about : 0,
+                                   1 + static_cast<std::uint64_t>(code));
+    for (int member : std::vector<int>(members->second)) {
+      if (member == mesh_.rank_ || member == told_by || mesh_.lost(member)) continue;
+      mesh_.send_frame(member, frame, revoked.reason.data(), nullptr);
+    }
+  }
+  auto taken = mesh_.matcher_.take_group(group);
+  for (auto& receive : taken.receives) receive.completion->fail(error);
+  release_callers_memory(group, error);
+  // Announced large messages will never be cleared: their senders stop waiting for that.
+  for (auto& message : taken.announced) {
+    if (mesh_.lost(message.source)) continue;
+    mesh_.send_frame(message.source,
+                     make_frame(FrameKind::Refused, message.tag, message.bytes, message.id, kRevokedCapacity), nullptr,
+                     nullptr);
+  }
+}
+
+// Nothing of the group's may touch a caller's buffer once its call has failed (the caller may
+// free it): payloads being read are thrown away, queued ones dropped (or copied, when begun),
+// large sends withdrawn, cleared receives failed (their data is thrown away when it comes).
+void MeshTransport::Revocations::release_callers_memory(std::uint32_t group, const std::exception_ptr& error) {
+  auto of_group = [group](const FrameHeader& header) { return group_of(header.tag) == group; };
+  for (Peer& state : mesh_.peers_) {
+    if (state.connection) {
+      for (auto& completion : state.connection->release(of_group)) completion->fail(error);
+    }
+    if (state.arrival.receive && group_of(state.arrival.receive->tag) == group) {
+      state.arrival.receive->completion->fail(error);
+      state.arrival.receive.reset();
+    }
+    std::erase_if(state.waiting, [&](WaitingFrame& frame) {
+      bool callers =
+          (frame.header.kind == FrameKind::Eager || frame.header.kind == FrameKind::Data) && of_group(frame.header);
+      if (callers && frame.on_written) frame.on_written->fail(error);
+      return callers;
+    });
+    std::erase_if(state.cleared, [&](auto& entry) {
+      if (group_of(entry.second.tag) != group) return false;
+      entry.second.completion->fail(error);
+      return true;
+    });
+    std::erase_if(state.awaiting_clearance, [&](auto& entry) {
+      if (group_of(entry.second.tag) != group) return false;
+      entry.second.completion->fail(error);
+      state.withdrawn.insert(entry.first);  // a ClearToSend still on its way is ignored
+      return true;
+    });
+  }
+}
+
+void MeshTransport::Revocations::peer_lost(int peer, std::exception_ptr error) {
+  if (mesh_.aborted_ || groups_.empty()) return;
+  ErrorCode code = ErrorCode::PeerClosed;
+  std::string message = mesh_.peer_name(peer) + " was lost";
+  int about = peer;
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& cause) {
+    code = cause.code();
+    message = cause.message();
+    if (cause.peer() >= 0) about = cause.peer();
+  } catch (const std::exception& cause) {
+    message = cause.what();
+  }
+  // A mismatch stops every rank's whole transport (the peer's Goodbye said so, and the call
+  // failing here stops this one): a call never pairs with another, in any group.
+  if (code == ErrorCode::Mismatch) return;
+  std::vector<std::uint32_t> affected;
+  for (const auto& [group, members] : groups_) {
+    if (std::find(members.begin(), members.end(), peer) != members.end()) affected.push_back(group);
+  }
+  for (std::uint32_t group : affected) revoke(group, code, message, about, peer);
+}
+
+}  // namespace comm::transport
