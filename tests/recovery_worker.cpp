@@ -3,6 +3,8 @@
 // starts with "rank R:" (R: its rank in the job as started).
 //   revoke                 rank 1 revokes the world while the others wait in an all_reduce for
 //                          it; everyone then shrinks with nobody out and checks an all_reduce
+//   left-behind            rank 3 dies; rank 2 leaves because of it while rank 0 waits for it
+//                          in a group of the two: rank 0's error must name rank 3
 //   train STEPS KILLS      data-parallel steps: every step all_reduces a gradient (integers in
 //                          doubles, so sums are exact in any order) and updates the parameters.
 //                          KILLS: "rank@step[:when]" comma-separated, when = before (default:
@@ -71,6 +73,31 @@ int run_revoke() {
   shrunk->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
   say("shrunk size=" + std::to_string(shrunk->size()) + " rank=" + std::to_string(shrunk->rank()) +
       " sum=" + std::to_string(value));
+  return 0;
+}
+
+// Rank 3 is killed while ranks 1 and 2 wait for it in a world all_reduce; rank 0 waits for rank 2
+// in a group of {0, 2}. Rank 2 gives up when its call fails and leaves: rank 0 must hear that
+// rank 3's death is why, not only that rank 2 left.
+int run_left_behind() {
+  auto group = join();
+  auto pair = group->new_group({0, 2});
+  std::int64_t value = 1;
+  try {
+    if (group->rank() == 3) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(::getpid(), SIGKILL);
+    }
+    if (group->rank() == 0) {
+      pair->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+    } else {
+      group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+    }
+    say("went through");
+    return 1;
+  } catch (const comm::Error& error) {
+    say("failed peer=" + std::to_string(error.peer()) + ": " + error.what());
+  }
   return 0;
 }
 
@@ -160,6 +187,7 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   try {
     if (mode == "revoke") return run_revoke();
+    if (mode == "left-behind") return run_left_behind();
     if (mode == "train" && argc > 3) return run_train(std::atoi(argv[2]), parse_kills(argv[3]));
   } catch (const comm::Error& error) {
     say(std::string("ERROR ") + comm::to_string(error.code()) + ": " + error.what());

@@ -181,6 +181,8 @@ std::exception_ptr MeshTransport::failure(int peer) {
 void MeshTransport::abort(const std::string& reason, const Error* cause) {
   std::lock_guard lock(mutex_);
   if (cause != nullptr) return peer_loss_.stop_over(*cause);
+  // Stopping (destroyed, say) after a revocation no new group followed: the peers hear its cause.
+  if (!aborted_ && revocations_.unrecovered()) return peer_loss_.stop_over(*revocations_.unrecovered());
   peer_loss_.shut_down(make_error<PeerClosedError>("aborted: " + reason, -1, "transport"), reason, 0);
 }
 

@@ -36,8 +36,20 @@ void MeshTransport::revoke(std::uint32_t group, const Error& cause) {
 
 std::exception_ptr MeshTransport::revocation(std::uint32_t group) {
   std::lock_guard lock(mutex_);
-  const std::exception_ptr* revoked = revocations_.of_group(group);
+  const std::exception_ptr* revoked = revocations_.any() ? revocations_.of_group(group) : nullptr;
   return revoked != nullptr ? *revoked : nullptr;
+}
+
+const std::exception_ptr* MeshTransport::Revocations::of_group(std::uint32_t group) const {
+  auto found = revoked_.find(group);
+  return found == revoked_.end() ? nullptr : &found->second.error;
+}
+
+bool MeshTransport::Revocations::fail_if_revoked(std::uint64_t tag, detail::Completion& completion) const {
+  const std::exception_ptr* revoked = of_tag(tag);
+  if (revoked == nullptr) return false;
+  completion.fail(*revoked);
+  return true;
 }
 
 void MeshTransport::Revocations::revoke(std::uint32_t group, ErrorCode code, const std::string& message, int about,
@@ -45,6 +57,7 @@ void MeshTransport::Revocations::revoke(std::uint32_t group, ErrorCode code, con
   // A stopped transport has failed everything already; a group is revoked once.
   if (mesh_.aborted_ || revoked_.count(group) != 0) return;
   auto error = detail::error_of_code(code, message, ErrorContext{.rank = mesh_.rank_, .peer = about});
+  if (!unrecovered_) unrecovered_.emplace(code, message, ErrorContext{.rank = mesh_.rank_, .peer = about});
   Revoked& revoked = revoked_[group];
   revoked.error = error;
   revoked.reason = message;
@@ -57,6 +70,7 @@ void MeshTransport::Revocations::revoke(std::uint32_t group, ErrorCode code, con
                                    1 + static_cast<std::uint64_t>(code));
     for (int member : std::vector<int>(members->second)) {
       if (member == mesh_.rank_ || member == told_by || mesh_.lost(member)) continue;
+      log::get(log::Subsystem::Transport).debug("group {} revoked: telling {}", group, mesh_.peer_name(member));
       mesh_.send_frame(member, frame, revoked.reason.data(), nullptr);
     }
   }

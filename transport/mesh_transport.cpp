@@ -24,8 +24,7 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
   mismatches_.note_call(tag, fingerprint);
   if (aborted_) {
     completion->fail(aborted_);
-  } else if (const auto* revoked = revocations_.of_tag(tag)) [[unlikely]] {
-    completion->fail(*revoked);
+  } else if (revocations_.any() && revocations_.fail_if_revoked(tag, *completion)) [[unlikely]] {
   } else if (peer == rank_) {
     deliver_to_self(data, bytes, tag, fingerprint);
     completion->complete(bytes, rank_);
@@ -98,10 +97,8 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
     receive.completion->fail(aborted_);
     return;
   }
-  if (const auto* revoked = revocations_.of_tag(receive.tag)) [[unlikely]] {
-    receive.completion->fail(*revoked);
+  if (revocations_.any() && revocations_.fail_if_revoked(receive.tag, *receive.completion)) [[unlikely]]
     return;
-  }
   int peer = receive.source;
   std::uint64_t tag = receive.tag, fingerprint = receive.fingerprint;
   UnexpectedMessage* message = matcher_.find_unexpected(receive);

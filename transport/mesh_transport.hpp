@@ -16,6 +16,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -219,7 +220,10 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   class Revocations {
    public:
     explicit Revocations(MeshTransport& mesh) : mesh_(mesh) {}
-    void add_group(std::uint32_t group, std::vector<int> members) { groups_[group] = std::move(members); }
+    void add_group(std::uint32_t group, std::vector<int> members) {
+      groups_[group] = std::move(members);
+      unrecovered_.reset();
+    }
     void remove_group(std::uint32_t group) { groups_.erase(group); }
     // Revokes `group` over `cause` (its kind, message and the rank it names are what the group's
     // transfers fail with, here and on the members, which are told, all but `told_by`).
@@ -227,17 +231,19 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     void revoke(std::uint32_t group, const Error& cause, int told_by) {
       revoke(group, cause.code(), cause.message(), cause.peer(), told_by);
     }
-    // What a transfer of `group` (or of `tag`'s group) fails with, or null: one test when no
-    // group was revoked (a pointer, not an exception_ptr, so the hot path builds nothing).
-    const std::exception_ptr* of_group(std::uint32_t group) const {
-      if (revoked_.empty()) [[likely]]
-        return nullptr;
-      auto found = revoked_.find(group);
-      return found == revoked_.end() ? nullptr : &found->second.error;
-    }
-    const std::exception_ptr* of_tag(std::uint64_t tag) const { return of_group(group_of(tag)); }
+    // Whether any group was revoked: the one test the hot path pays (the rest is out of line).
+    bool any() const { return !revoked_.empty(); }
+    // What a transfer of `group` (or of `tag`'s group) fails with, or null.
+    [[gnu::noinline]] const std::exception_ptr* of_group(std::uint32_t group) const;
+    const std::exception_ptr* of_tag(std::uint64_t tag) const { return any() ? of_group(group_of(tag)) : nullptr; }
+    // Fails `completion` when `tag`'s group is revoked; true if it did.
+    [[gnu::cold, gnu::noinline]] bool fail_if_revoked(std::uint64_t tag, detail::Completion& completion) const;
     // A peer lost, not after an orderly Goodbye: the groups it belongs to are revoked.
     void peer_lost(int peer, std::exception_ptr error);
+    // The cause of the first revocation since a group was last made (none once the survivors
+    // made their new group): a rank that stops now says it in its Goodbye, so that peers it
+    // leaves waiting in other groups learn why (the dead rank), not only that it left.
+    const std::optional<Error>& unrecovered() const { return unrecovered_; }
 
    private:
     void release_callers_memory(std::uint32_t group, const std::exception_ptr& error);
@@ -247,6 +253,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     };
     std::unordered_map<std::uint32_t, std::vector<int>> groups_;  // group id -> members (transport ranks)
     std::unordered_map<std::uint32_t, Revoked> revoked_;          // never forgotten: ids are not reused
+    std::optional<Error> unrecovered_;
     MeshTransport& mesh_;
   };
 

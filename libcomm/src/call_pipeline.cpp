@@ -90,7 +90,7 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
                                               .root = described.root,
                                               .count = described.count,
                                               .gpu = device.kind == Device::Kind::Cuda});
-  check_not_revoked(to_string(collective));
+  check_not_revoked(collective);
   prepared.sequence = collective_sequence_++;
   return prepared;
 }

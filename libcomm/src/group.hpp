@@ -95,9 +95,9 @@ class ProcessGroup::Impl {
   // ProcessGroup::shrink (group_recovery.cpp).
   std::unique_ptr<Impl> shrink(const std::vector<int>& exclude);
   // Throws why this group was revoked, if it was (one load when no group of the transport was).
-  void check_not_revoked(const char* op, std::int64_t sequence = -1) const {
+  void check_not_revoked(Collective collective) const {
     if (transport_->revoked_any()) [[unlikely]]
-      throw_if_revoked(op, sequence);
+      throw_if_revoked(to_string(collective), -1);
   }
   void set_cuda_stream(void* stream) { devices_.set_stream(stream); }
   void* cuda_stream() const { return devices_.stream(); }
