@@ -58,6 +58,10 @@ typedef enum {
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
 #define NCCL_CONFIG_UNDEF_PTR NULL
 #define NCCL_SPLIT_NOCOLOR -1
+/* NCCL 2.28-2.29's recovery flags (ncclCommShrink, ncclCommRevoke). */
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+#define NCCL_REVOKE_DEFAULT 0x00
 
 /* Only size, magic, version and blocking are read; the rest keep NCCL's layout. */
 typedef struct ncclConfig_v21700 {
@@ -121,6 +125,12 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
+/* Recovery (libcomm's docs/recovery.md): revoke fails every operation of the communicator on every
+ * rank; shrink, called by every survivor, leaves out excludeRanksList and every rank found dead
+ * (both flags revoke the parent first, so operations still in flight there fail rather than hang). */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags);
 const char* ncclGetErrorString(ncclResult_t result);
 const char* ncclGetLastError(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);

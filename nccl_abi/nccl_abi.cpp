@@ -108,6 +108,23 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
       comm_split(to_comm(comm), color, key, reinterpret_cast<comm_t*>(newcomm), config ? &settings : nullptr));
 }
 
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return refuse("ncclCommRevoke", "revokeFlags must be NCCL_REVOKE_DEFAULT (0)");
+  return forwarded(comm_revoke(to_comm(comm), "ncclCommRevoke"));
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags) {
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    return refuse("ncclCommShrink", "shrinkFlags must be NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT");
+  }
+  comm_config_t settings;
+  if (ncclResult_t refused = read_config(config, settings, "ncclCommShrink")) return refused;
+  return forwarded(comm_shrink(to_comm(comm), excludeRanksList, excludeRanksCount, reinterpret_cast<comm_t*>(newcomm),
+                               config ? &settings : nullptr));
+}
+
 const char* ncclGetErrorString(ncclResult_t result) {
   return comm_get_error_string(static_cast<comm_result_t>(result));
 }

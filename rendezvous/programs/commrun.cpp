@@ -48,6 +48,12 @@ options:
                            otherwise the ranks are left to the scheduler, so two jobs, or two
                            network namespaces standing in for hosts, never share a core.
                            core: pin even when that means sharing cores; none: never pin
+  --on-failure teardown|continue
+                           teardown (default): when a rank fails, stop the others.
+                           continue: report it and let the others go on (they may shrink
+                           their groups without it, docs/recovery.md); commrun then exits
+                           with the status of the first rank that exited non-zero, ranks
+                           killed by a signal aside
   --no-prefix              do not prefix output lines with the rank
   -h, --help               this text
 )";
@@ -80,6 +86,7 @@ struct Options {
   std::string master_addr;
   std::optional<std::uint16_t> master_port;
   double grace_seconds = 3.0;
+  bool continue_on_failure = false;
   double exit_wait_seconds = 300.0;
   bool prefix = true;
   std::string bind = "auto";
@@ -129,6 +136,10 @@ Options parse(int argc, char** argv) {
     } else if (name == "--bind") {
       options.bind = value("--bind");
       if (options.bind != "core" && options.bind != "none") usage_error("--bind takes core or none");
+    } else if (name == "--on-failure") {
+      std::string policy = value("--on-failure");
+      if (policy != "teardown" && policy != "continue") usage_error("--on-failure takes teardown or continue");
+      options.continue_on_failure = policy == "continue";
     } else if (name == "--no-prefix") {
       options.prefix = false;
     } else if (arg == "--") {
@@ -221,6 +232,7 @@ int main(int argc, char** argv) {
   plan.command = options.command;
   plan.prefix_output = options.prefix;
   plan.grace_period = std::chrono::milliseconds(static_cast<long long>(options.grace_seconds * 1000));
+  plan.continue_on_failure = options.continue_on_failure;
   // Spinning ranks that share a core hand it back and forth (a round trip of microseconds
   // instead of a fraction of one), so each rank gets a core of its own where it can: one of
   // this process's usable cores that no other commrun job holds (a second job on the machine,

@@ -282,7 +282,19 @@ int run(const LaunchPlan& plan) {
       int status = 0;
       if (::waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
       rank.exit_status = decode(status);
-      if (*rank.exit_status == 0 || first_failure) continue;
+      if (*rank.exit_status == 0) continue;
+      if (plan.continue_on_failure) {
+        if (WIFSIGNALED(status)) {
+          std::fprintf(stderr, "commrun: rank %d was killed by signal %d; the others go on (--on-failure continue)\n",
+                       rank.rank, *rank.exit_status - 128);
+        } else {
+          std::fprintf(stderr, "commrun: rank %d exited with status %d; the others go on (--on-failure continue)\n",
+                       rank.rank, *rank.exit_status);
+          if (!first_failure) first_failure = *rank.exit_status;
+        }
+        continue;
+      }
+      if (first_failure) continue;
       bool signalled = WIFSIGNALED(status);
       if (culprit == nullptr || (signalled && !culprit_signalled)) {
         culprit = &rank;

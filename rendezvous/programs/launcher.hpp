@@ -22,10 +22,15 @@ struct LaunchPlan {
   // After the first failure (or a forwarded SIGINT/SIGTERM): how long ranks get to exit after
   // SIGTERM before SIGKILL.
   std::chrono::milliseconds grace_period = std::chrono::seconds(3);
+  // --on-failure continue: a rank that dies or fails is reported and the others go on (they may
+  // shrink their groups without it, docs/recovery.md); the job's status is then that of the
+  // ranks not killed by a signal.
+  bool continue_on_failure = false;
 };
 
 // Runs every rank to completion. Returns 0 when all exited 0, else the exit status of the
-// first rank that failed (128 + signal number for a signal), as torchrun does. The signal
+// first rank that failed (128 + signal number for a signal), as torchrun does; with
+// continue_on_failure, the first non-zero status of a rank that exited (not killed). The signal
 // mask of the calling thread must already block the forwarded signals (see run_blocking_signals).
 int run(const LaunchPlan& plan);
 
