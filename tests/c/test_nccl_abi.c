@@ -21,15 +21,9 @@
 
 #include "c_check.h"
 #include "nccl.h"
+#include "nccl_check.h"
 
 #define MAX_LOCAL 4
-
-#define NCCL_OK(call)                                                                           \
-  do {                                                                                          \
-    ncclResult_t nccl_result_ = (call);                                                         \
-    CHECK(nccl_result_ == ncclSuccess, "%s -> %s: %s", #call, ncclGetErrorString(nccl_result_), \
-          ncclGetLastError(NULL));                                                              \
-  } while (0)
 
 /* The ranks this process drives: comms[k] is rank ranks[k] of a job of `size` ranks. */
 struct Job {
@@ -280,29 +274,6 @@ static int run_clique(void) {
   CHECK(async_error == ncclSuccess, "async error: %s", ncclGetErrorString(async_error));
   for (k = 0; k < job.local; ++k) NCCL_OK(ncclCommDestroy(job.comms[k]));
   return check_summary("drop-in libnccl, one process driving 3 ranks");
-}
-
-static void share_id(ncclUniqueId* id, int rank, const char* path) {
-  if (rank == 0) {
-    char partial[4200];
-    FILE* file;
-    snprintf(partial, sizeof partial, "%.4000s.partial", path);
-    NCCL_OK(ncclGetUniqueId(id));
-    file = fopen(partial, "wb");
-    CHECK(file && fwrite(id, sizeof *id, 1, file) == 1 && fclose(file) == 0 && rename(partial, path) == 0,
-          "writing the id to %s", path);
-  } else {
-    struct timespec pause = {0, 10 * 1000 * 1000};
-    int waited;
-    for (waited = 0; waited < 3000; ++waited) {
-      FILE* file = fopen(path, "rb");
-      size_t read = file ? fread(id, sizeof *id, 1, file) : 0;
-      if (file) fclose(file);
-      if (read == 1) return;
-      nanosleep(&pause, NULL);
-    }
-    CHECK(0, "no id in %s after 30 s", path);
-  }
 }
 
 static int run_process(const char* path) {
