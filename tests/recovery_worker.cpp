@@ -5,6 +5,9 @@
 //                          it; everyone then shrinks with nobody out and checks an all_reduce
 //   left-behind            rank 3 dies; rank 2 leaves because of it while rank 0 waits for it
 //                          in a group of the two: rank 0's error must name rank 3
+//   grow                   rank 2 dies; the survivors shrink, then grow by one: a process in mode
+//   newcomer               newcomer joins (InitOptions::join), receives the model by broadcast,
+//                          and all four all_reduce
 //   train STEPS KILLS      data-parallel steps: every step all_reduces a gradient (integers in
 //                          doubles, so sums are exact in any order) and updates the parameters.
 //                          KILLS: "rank@step[:when]" comma-separated, when = before (default:
@@ -33,16 +36,62 @@ int job_rank() { return std::atoi(std::getenv("RANK")); }
 
 void say(const std::string& line) { std::cout << "rank " << job_rank() << ": " << line << std::endl; }
 
-// Through the store the test hosts at MASTER_ADDR:MASTER_PORT (rank 0 may die).
-std::shared_ptr<comm::ProcessGroup> join() {
+// Through the store the test hosts at MASTER_ADDR:MASTER_PORT (rank 0 may die). A newcomer
+// joins the running group instead (InitOptions::join).
+std::shared_ptr<comm::ProcessGroup> join(bool newcomer = false) {
   comm::InitOptions options;
   options.store = std::make_shared<comm::TcpStore>(std::getenv("MASTER_ADDR"),
                                                    static_cast<std::uint16_t>(std::atoi(std::getenv("MASTER_PORT"))),
                                                    comm::TcpStoreOptions{.timeout = std::chrono::seconds(20)});
-  options.rank = job_rank();
-  options.world_size = std::atoi(std::getenv("WORLD_SIZE"));
+  if (newcomer) {
+    options.join = "default_pg";
+  } else {
+    options.rank = job_rank();
+    options.world_size = std::atoi(std::getenv("WORLD_SIZE"));
+  }
   options.timeout = std::chrono::seconds(20);
   return comm::init_process_group(options);
+}
+
+// The grown group's check: rank 0 broadcasts the "model" (the survivors' parameters), every rank
+// checks it and an all_reduce of rank + 1 over the whole group.
+int check_grown(comm::ProcessGroup& grown, std::vector<double>& model) {
+  grown.broadcast(comm::Buffer(model.data(), model.size(), comm::DType::Float64), 0);
+  bool model_ok = true;
+  for (std::size_t i = 0; i < model.size(); ++i) model_ok = model_ok && model[i] == 0.5 * double(i);
+  std::int64_t value = grown.rank() + 1;
+  grown.all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+  say("grown size=" + std::to_string(grown.size()) + " rank=" + std::to_string(grown.rank()) +
+      " sum=" + std::to_string(value) + (model_ok ? " model ok" : " MODEL WRONG"));
+  return model_ok ? 0 : 1;
+}
+
+// Rank 2 dies; the survivors shrink, then grow back by one: a newcomer (mode newcomer) joins,
+// receives the model and the four all_reduce.
+int run_grow() {
+  auto group = join();
+  std::vector<double> model(1000);
+  for (std::size_t i = 0; i < model.size(); ++i) model[i] = 0.5 * double(i);
+  std::int64_t value = 1;
+  group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+  if (group->rank() == 2) ::kill(::getpid(), SIGKILL);
+  try {
+    group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+    say("went through");
+    return 1;
+  } catch (const comm::Error& error) {
+    say(std::string("failed: ") + error.what());
+  }
+  auto shrunk = group->shrink();
+  say("shrunk size=" + std::to_string(shrunk->size()));
+  auto grown = shrunk->grow(1);
+  return check_grown(*grown, model);
+}
+
+int run_newcomer() {
+  auto grown = join(true);
+  std::vector<double> model(1000, -1.0);
+  return check_grown(*grown, model);
 }
 
 int run_revoke() {
@@ -188,6 +237,8 @@ int main(int argc, char** argv) {
   try {
     if (mode == "revoke") return run_revoke();
     if (mode == "left-behind") return run_left_behind();
+    if (mode == "grow") return run_grow();
+    if (mode == "newcomer") return run_newcomer();
     if (mode == "train" && argc > 3) return run_train(std::atoi(argv[2]), parse_kills(argv[3]));
   } catch (const comm::Error& error) {
     say(std::string("ERROR ") + comm::to_string(error.code()) + ": " + error.what());

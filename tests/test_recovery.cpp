@@ -29,7 +29,10 @@ struct Job {
   std::vector<std::unique_ptr<ChildProcess>> ranks;
 
   Job(int size, const std::vector<std::string>& arguments, const std::string& transport) {
-    for (int rank = 0; rank < size; ++rank) {
+    for (int rank = 0; rank < size; ++rank) start(rank, size, arguments, transport);
+  }
+  void start(int rank, int size, const std::vector<std::string>& arguments, const std::string& transport) {
+    {
       std::vector<std::string> argv{comm::testing::program_path("COMM_RECOVERY_WORKER")};
       argv.insert(argv.end(), arguments.begin(), arguments.end());
       ranks.push_back(std::make_unique<ChildProcess>(
@@ -180,4 +183,26 @@ TEST_CASE("a rank that leaves over a revocation tells the peers it leaves waitin
     CHECK(codes[static_cast<std::size_t>(rank)] == 0);
     CHECK_THAT(output, ContainsSubstring("failed peer=3") && ContainsSubstring("rank 3"));
   }
+}
+
+TEST_CASE("the survivors grow back: a newcomer joins the running group and gets the model", "[recovery]") {
+  std::string transport = GENERATE("shm", "tcp");
+  INFO("transport " << transport);
+  Job job(4, {"grow"}, transport);
+  job.start(4, 4, {"newcomer"}, transport);  // its RANK is only for its lines: it gets its rank from the group
+  auto codes = job.wait(60s);
+  CHECK(codes[2] == 128 + 9);
+  std::set<int> ranks;
+  for (int process : {0, 1, 3, 4}) {
+    std::string output = job.output(process);
+    INFO("process " << process << ":\n" << output);
+    CHECK(codes[static_cast<std::size_t>(process)] == 0);
+    std::smatch match;
+    static const std::regex line(R"(grown size=4 rank=(\d) sum=10 model ok)");
+    REQUIRE(std::regex_search(output, match, line));
+    ranks.insert(std::stoi(match[1]));
+  }
+  CHECK(ranks == std::set<int>{0, 1, 2, 3});
+  CHECK_THAT(job.output(4), ContainsSubstring("grown size=4 rank=3"));  // the newcomer comes last
+  check_nothing_left(job);
 }

@@ -182,7 +182,8 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<in
     layout.members.push_back(layout_.transport_rank(ranks[i]));
     if (ranks[i] == rank()) position = static_cast<int>(i);
   }
-  Identity identity{position, static_cast<int>(ranks.size()), -1, -1, name() + "/group" + std::to_string(id)};
+  Identity identity{position, static_cast<int>(ranks.size()),         -1,
+                    -1,       name() + "/group" + std::to_string(id), job_name()};
   try {
     auto child =
         std::make_unique<Impl>(std::move(identity), store_, transport_, timeout.value_or(timeout_), std::move(layout));

@@ -3,6 +3,7 @@
 // responsibility:
 //   group.cpp                  making groups (init, new_group)
 //   group_recovery.cpp         revoke and shrink: going on without a dead rank
+//   group_growth.cpp           grow: newcomers joining a running group
 //   call_pipeline.cpp          the one path of every collective: checked, its algorithm chosen,
 //                              numbered, then run here or queued (a Work); the tuner query
 //   call_checks.cpp            every check of a caller's arguments, before anything starts
@@ -44,6 +45,9 @@
 
 namespace comm {
 
+class MulticastDiscovery;
+struct WorldPlace;
+
 // Where the first error while making the group with this id is published (rendezvous/join.hpp).
 inline std::string join_failure_key(std::uint32_t group_id) { return "failure/" + std::to_string(group_id); }
 
@@ -60,7 +64,8 @@ class ProcessGroup::Impl {
     int size = 1;
     int local_rank = -1;  // from LOCAL_RANK and the like; -1 when no launcher said
     int local_size = -1;
-    std::string name{};  // the store prefix of this group
+    std::string name{};      // the store prefix of this group
+    std::string job_name{};  // the prefix of the job's groups in the store (the world's name)
   };
 
   // Collective over the group's members when the transport can map a shared segment (every
@@ -94,6 +99,12 @@ class ProcessGroup::Impl {
   void revoke(const std::string& reason);
   // ProcessGroup::shrink (group_recovery.cpp).
   std::unique_ptr<Impl> shrink(const std::vector<int>& exclude);
+  // ProcessGroup::grow (group_growth.cpp).
+  std::shared_ptr<ProcessGroup> grow(int count);
+  // The world group of a new transport (make_world.hpp): init_process_group's, a grown group's.
+  static std::shared_ptr<ProcessGroup> make_world(const WorldPlace& place,
+                                                  std::unique_ptr<MulticastDiscovery>* discovery = nullptr);
+  const std::string& job_name() const { return identity_.job_name.empty() ? identity_.name : identity_.job_name; }
   // Throws why this group was revoked, if it was (one load when no group of the transport was).
   void check_not_revoked(Collective collective) const {
     if (transport_->revoked_any()) [[unlikely]]
@@ -137,6 +148,7 @@ class ProcessGroup::Impl {
   algorithms::ChoiceCache choices_;
   std::uint32_t groups_created_ = 0;
   std::uint32_t shrinks_ = 0;                         // shrink calls so far: the same count on every survivor
+  std::uint32_t grows_ = 0;                           // grow calls so far: the same count on every member
   std::set<std::uint32_t> child_ids_;                 // of the groups made from this one: an id is never reused
   std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
   std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none

@@ -72,8 +72,12 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::shrink(const std::vector
   log::get(log::Subsystem::Group)
       .info("shrink: group {} goes on with {} of its {} ranks (out: {}); this rank is {} now", name(),
             layout.members.size(), size(), left.empty() ? "none" : left, position);
-  Identity identity{position, static_cast<int>(layout.members.size()), identity_.local_rank, identity_.local_size,
-                    name() + "/shrink" + std::to_string(shrinks_)};
+  Identity identity{position,
+                    static_cast<int>(layout.members.size()),
+                    identity_.local_rank,
+                    identity_.local_size,
+                    name() + "/shrink" + std::to_string(shrinks_),
+                    job_name()};
   auto child = std::make_unique<Impl>(std::move(identity), store_, transport_, timeout_, std::move(layout));
   child->link_ = link_;
   return child;

@@ -9,6 +9,8 @@
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
 #include "libcomm/src/group.hpp"
+#include "libcomm/src/group_growth.hpp"
+#include "libcomm/src/make_world.hpp"
 #include "rendezvous/init_method.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/launch_environment.hpp"
@@ -164,33 +166,138 @@ JobStore open_store(const InitOptions& options, const InitMethod& method, const 
   return {store, store_options.is_server, store->describe(), host};
 }
 
-std::shared_ptr<transport::Transport> open_transport(const InitOptions& options, const Placement& placement,
-                                                     Store& store, const JobStore& job,
-                                                     std::chrono::milliseconds timeout) {
+std::shared_ptr<transport::Transport> open_transport(const WorldPlace& place, Store& store) {
   auto from_environment = environment::get("COMM_TRANSPORT");
-  auto choice = transport::parse_medium_choice(from_environment.value_or(options.transport),
+  auto choice = transport::parse_medium_choice(from_environment.value_or(place.transport),
                                                from_environment ? "COMM_TRANSPORT" : "InitOptions::transport");
   transport::MeshOptions mesh{
-      .rank = placement.rank, .size = placement.world_size, .route_to_host = job.route_to_host, .timeout = timeout};
-  if (placement.world_size > 1 && options.job_secret) {
-    mesh.secret = JobSecret(*options.job_secret);
+      .rank = place.rank, .size = place.size, .route_to_host = place.route_to_host, .timeout = place.timeout};
+  if (place.size > 1 && place.job_secret) {
+    mesh.secret = JobSecret(*place.job_secret);
     mesh.secret_from_user = true;
-  } else if (placement.world_size > 1) {
+  } else if (place.size > 1) {
     auto agreed = agree_job_secret(store);
     mesh.secret = std::move(agreed.secret);
     mesh.secret_from_user = agreed.from_user;
   }
   transport::JobFailure job_failure{
-      [&] { throw_if_join_failed_or_store_lost(store, kJoinFailureKey, placement.rank, placement.world_size); },
-      [&](const Error& error) { fail_join(store, kJoinFailureKey, error, placement.rank, placement.world_size); },
+      [&] { throw_if_join_failed_or_store_lost(store, kJoinFailureKey, place.rank, place.size); },
+      [&](const Error& error) { fail_join(store, kJoinFailureKey, error, place.rank, place.size); },
       [&] { withdraw_word_of_death(store, kJoinFailureKey); }};
   return transport::connect_transport(store, mesh, choice, job_failure);
 }
 
+// What a world made through `job` takes from the options and the launcher (the rest is the group's).
+WorldPlace place_through(const JobStore& job, const InitOptions& options, const LaunchEnvironment& launch,
+                         std::chrono::milliseconds timeout) {
+  return {.local_rank = launch.local_rank.value_or(-1),
+          .local_size = launch.local_size.value_or(-1),
+          .timeout = timeout,
+          .hosts_server = job.hosts_server,
+          .store_description = job.description,
+          .route_to_host = job.route_to_host,
+          .transport = options.transport,
+          .job_secret = options.job_secret};
+}
+
+// InitOptions::join: a newcomer takes the next place a running group's grow() opened, after the
+// group's own ranks (ProcessGroup::grow, group_growth.cpp, writes "grow/open").
+WorldPlace place_in_running_group(const InitOptions& options, const InitMethod& method, const LaunchEnvironment& launch,
+                                  std::chrono::milliseconds timeout) {
+  Placement unknown;  // the rank and size come from the group
+  JobStore job = open_store(options, method, launch, unknown, options.join, timeout);
+  auto job_groups = std::make_shared<PrefixStore>(options.join, job.store);
+  GrowthRecord opened = read_growth(*job_groups);
+  auto claimed = job_groups->add("grow/" + std::to_string(opened.generation) + "/claimed", 1);
+  COMM_CHECK(claimed <= opened.count, InvalidArgumentError, ErrorContext{.op = kOp},
+             "group '" + options.join + "' opened " + std::to_string(opened.count) +
+                 " places for new ranks and all are taken; start as many new processes as grow() asks for");
+  WorldPlace place = place_through(job, options, launch, timeout);
+  place.store = std::make_shared<PrefixStore>(growth_prefix(opened.generation), job_groups);
+  place.name = options.join + "/" + growth_prefix(opened.generation);
+  place.job_name = options.join;
+  place.rank = opened.size + static_cast<int>(claimed) - 1;
+  place.size = opened.size + opened.count;
+  log::set_rank(place.rank, place.size);
+  log::get(log::Subsystem::Rendezvous)
+      .info("joining group '{}' as its rank {} of {} (grown from {})", options.join, place.rank, place.size,
+            opened.size);
+  return place;
+}
+
 }  // namespace
 
-std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
+std::shared_ptr<ProcessGroup> ProcessGroup::Impl::make_world(const WorldPlace& place,
+                                                             std::unique_ptr<MulticastDiscovery>* discovery) {
   auto started = std::chrono::steady_clock::now();
+  Store& group_store = *place.store;
+  JoinRequest join{place.rank, place.size, place.timeout, place.hosts_server, place.automatic_rank};
+  // A group grown from a running one (ProcessGroup::grow) routes like the job: towards the store.
+  WorldPlace routed = place;
+  if (routed.route_to_host.empty()) routed.route_to_host = route_host_of(*place.store);
+  if (place.size > 1) {
+    // From here until the transport can see deaths itself, the store says when this rank dies
+    // (its connection closes): a rank killed while others have not started yet is named at
+    // once by those waiting, not after the timeout.
+    bool deaths_seen = leave_word_of_death(group_store, kJoinFailureKey, place.rank);
+    // The join's waits look at what can fail meanwhile, where something can: a store that
+    // keeps last words, or discovery. Others (file://, a torch store, whose timed-out waits
+    // are not to be sliced) wait as they are.
+    transport::WatchedStore watched(group_store, [&] {
+      // Processes of another job under the same group name may still be heard while joining.
+      if (discovery && *discovery) (*discovery)->throw_if_failed();
+      throw_if_join_failed(group_store, kJoinFailureKey, place.rank, place.size);
+    });
+    try {
+      join_group(deaths_seen || (discovery && *discovery) ? static_cast<Store&>(watched) : group_store, join);
+    } catch (const MismatchError& error) {
+      // Published as the job's failure, so that every rank still making the group (one that
+      // completed it with the others, say, beside a duplicate RANK) reports this cause.
+      fail_join(group_store, kJoinFailureKey, error, place.rank, place.size);
+    }
+    if (discovery) discovery->reset();  // every process has found the store: no one needs announcements now
+  }
+  // From here a rank that fails publishes why, and the others report that cause rather than
+  // the rank that stopped after it.
+  std::shared_ptr<transport::Transport> transport;
+  std::unique_ptr<Impl> group;
+  try {
+    transport = open_transport(routed, group_store);
+    Identity identity{place.rank, place.size, place.local_rank, place.local_size, place.name, place.job_name};
+    group = std::make_unique<Impl>(std::move(identity), place.store, transport, place.timeout);
+    if (place.size > 1) {
+      transport::WatchedStore watched(group_store, [&] {
+        throw_if_join_failed_or_store_lost(group_store, kJoinFailureKey, place.rank, place.size);
+        try {
+          // A rank that is through may return from init and exit: that is not a death.
+          check_members_alive(*transport, {}, place.size, place.rank, "the group was being completed",
+                              [&](int member) { return group_store.check({"through/" + std::to_string(member)}); });
+        } catch (const Error& error) {
+          fail_join(group_store, kJoinFailureKey, error, place.rank, place.size);
+        }
+      });
+      finish_join(watched, join);
+      group->read_link();
+    }
+  } catch (const Error& error) {
+    if (place.size == 1) throw;
+    try {
+      fail_join(group_store, kJoinFailureKey, error, place.rank, place.size);
+    } catch (Error& first) {
+      // Ranks already through init hear the cause from the transport, not only that this
+      // rank left.
+      if (transport) transport->abort(first.what(), &first);
+      throw;
+    }
+  }
+  auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  log::get(log::Subsystem::Rendezvous)
+      .info("joined group '{}' as rank {} of {} through {} in {} ms", place.name, place.rank, place.size,
+            place.store_description, elapsed.count());
+  return std::make_shared<ProcessGroup>(std::move(group));
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   Placement placement;
   try {
     // Tuning variables first: a bad one is refused before anything waits on a peer.
@@ -198,9 +305,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     algorithms::read_environment();
     auto method = parse_init_method(options.init_method);
     auto launch = read_launch_environment();
+    auto timeout = environment::timeout_or(options.timeout);
+    if (!options.join.empty()) {
+      return ProcessGroup::Impl::make_world(place_in_running_group(options, method, launch, timeout));
+    }
     placement = place(options, method, launch);
     log::set_rank(placement.rank, placement.world_size);
-    auto timeout = environment::timeout_or(options.timeout);
 
     std::string name = options.group_name.empty() ? "default_pg" : options.group_name;
     JobStore job = open_store(options, method, launch, placement, name, timeout);
@@ -214,68 +324,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
           .info("rank {} of {} in group '{}', handed out in arrival order through {}", placement.rank,
                 placement.world_size, name, job.description);
     }
-    JoinRequest join{placement.rank, placement.world_size, timeout, job.hosts_server, automatic_rank};
-    if (placement.world_size > 1) {
-      // From here until the transport can see deaths itself, the store says when this rank dies
-      // (its connection closes): a rank killed while others have not started yet is named at
-      // once by those waiting, not after the timeout.
-      bool deaths_seen = leave_word_of_death(*group_store, kJoinFailureKey, placement.rank);
-      // The join's waits look at what can fail meanwhile, where something can: a store that
-      // keeps last words, or discovery. Others (file://, a torch store, whose timed-out waits
-      // are not to be sliced) wait as they are.
-      transport::WatchedStore watched(*group_store, [&] {
-        // Processes of another job under the same group name may still be heard while joining.
-        if (job.discovery) job.discovery->throw_if_failed();
-        throw_if_join_failed(*group_store, kJoinFailureKey, placement.rank, placement.world_size);
-      });
-      try {
-        join_group(deaths_seen || job.discovery ? static_cast<Store&>(watched) : *group_store, join);
-      } catch (const MismatchError& error) {
-        // Published as the job's failure, so that every rank still making the group (one that
-        // completed it with the others, say, beside a duplicate RANK) reports this cause.
-        fail_join(*group_store, kJoinFailureKey, error, placement.rank, placement.world_size);
-      }
-      job.discovery.reset();  // every process has found the store: no one needs announcements now
-    }
-    // From here a rank that fails publishes why, and the others report that cause rather than
-    // the rank that stopped after it.
-    std::shared_ptr<transport::Transport> transport;
-    std::unique_ptr<ProcessGroup::Impl> group;
-    try {
-      transport = open_transport(options, placement, *group_store, job, timeout);
-      ProcessGroup::Impl::Identity identity{placement.rank, placement.world_size, launch.local_rank.value_or(-1),
-                                            launch.local_size.value_or(-1), name};
-      group = std::make_unique<ProcessGroup::Impl>(std::move(identity), group_store, transport, timeout);
-      if (placement.world_size > 1) {
-        transport::WatchedStore watched(*group_store, [&] {
-          throw_if_join_failed_or_store_lost(*group_store, kJoinFailureKey, placement.rank, placement.world_size);
-          try {
-            // A rank that is through may return from init and exit: that is not a death.
-            check_members_alive(*transport, {}, placement.world_size, placement.rank, "the group was being completed",
-                                [&](int member) { return group_store->check({"through/" + std::to_string(member)}); });
-          } catch (const Error& error) {
-            fail_join(*group_store, kJoinFailureKey, error, placement.rank, placement.world_size);
-          }
-        });
-        finish_join(watched, join);
-        group->read_link();
-      }
-    } catch (const Error& error) {
-      if (placement.world_size == 1) throw;
-      try {
-        fail_join(*group_store, kJoinFailureKey, error, placement.rank, placement.world_size);
-      } catch (Error& first) {
-        // Ranks already through init hear the cause from the transport, not only that this
-        // rank left.
-        if (transport) transport->abort(first.what(), &first);
-        throw;
-      }
-    }
-    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-    log::get(log::Subsystem::Rendezvous)
-        .info("joined group '{}' as rank {} of {} through {} in {} ms", name, placement.rank, placement.world_size,
-              job.description, elapsed.count());
-    return std::make_shared<ProcessGroup>(std::move(group));
+    WorldPlace world = place_through(job, options, launch, timeout);
+    world.store = group_store;
+    world.name = world.job_name = name;
+    world.rank = placement.rank;
+    world.size = placement.world_size;
+    world.automatic_rank = automatic_rank;
+    return ProcessGroup::Impl::make_world(world, &job.discovery);
   } catch (Error& error) {
     error.add_context(ErrorContext{.rank = placement.rank, .op = kOp});
     throw;

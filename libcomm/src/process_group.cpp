@@ -27,6 +27,7 @@ void ProcessGroup::set_cuda_stream(void* stream) { impl_->set_cuda_stream(stream
 void* ProcessGroup::cuda_stream() const { return impl_->cuda_stream(); }
 void ProcessGroup::abort() { impl_->abort(); }
 void ProcessGroup::revoke(std::string reason) { impl_->revoke(reason); }
+std::shared_ptr<ProcessGroup> ProcessGroup::grow(int count) { return impl_->grow(count); }
 std::shared_ptr<ProcessGroup> ProcessGroup::shrink(std::vector<int> exclude) {
   return std::make_shared<ProcessGroup>(impl_->shrink(exclude));
 }

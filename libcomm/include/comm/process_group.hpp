@@ -38,6 +38,11 @@ struct InitOptions {
   // The secret the job's store and connections prove (TcpStoreOptions::job_secret); unset:
   // COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE), else a random one agreed through the store.
   std::optional<std::string> job_secret{};
+  // A newcomer to a running job: the name of the job's group to join ("default_pg" unless the
+  // job set group_name). Init then waits for the group's ranks to call grow(), takes the next
+  // place it opened (its rank: after theirs) and returns the grown group; rank and world_size
+  // are not given. The store is found as usual (env://, tcp://, a store); the job secret too.
+  std::string join{};
 };
 
 class ProcessGroup {
@@ -164,6 +169,12 @@ class ProcessGroup {
   // this group's order, over the connections they have. Every survivor gets the same group, or
   // every one an error (and may shrink again). This group is revoked first, if it was not.
   std::shared_ptr<ProcessGroup> shrink(std::vector<int> exclude = {});
+  // grow: called by every member, with the same `count`: opens `count` places for new
+  // processes, which join with InitOptions::join (a replacement for a dead rank, or more), and
+  // returns the group of all of them: this group's ranks keep their numbers, the newcomers
+  // follow in the order they joined. Through the job's store (which must still be up: commrun's,
+  // comm-store, or a live rank 0's); the grown group has connections of its own.
+  std::shared_ptr<ProcessGroup> grow(int count);
 
  private:
   friend std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options);
