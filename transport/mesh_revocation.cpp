@@ -17,7 +17,7 @@ void MeshTransport::add_group(std::uint32_t group, std::vector<int> members) {
   // group is born revoked, as it would have been had it existed then.
   for (int member : members) {
     const Peer& state = peers_[member];
-    if (member != rank_ && state.error && !(state.departing && state.goodbye_code == 0)) {
+    if (member != rank_ && lost(member) && !(state.departing && state.goodbye_code == 0)) {
       revocations_.peer_lost(member, state.error);
       break;
     }

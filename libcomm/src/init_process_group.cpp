@@ -306,6 +306,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     auto method = parse_init_method(options.init_method);
     auto launch = read_launch_environment();
     auto timeout = environment::timeout_or(options.timeout);
+    // A replacement commrun started (--restart) joins the running job: COMM_JOIN names its group.
+    if (auto from_launcher = environment::get("COMM_JOIN"); options.join.empty() && from_launcher) {
+      InitOptions joining = options;
+      joining.join = *from_launcher;
+      return ProcessGroup::Impl::make_world(place_in_running_group(joining, method, launch, timeout));
+    }
     if (!options.join.empty()) {
       return ProcessGroup::Impl::make_world(place_in_running_group(options, method, launch, timeout));
     }

@@ -54,6 +54,11 @@ options:
                            their groups without it, docs/recovery.md); commrun then exits
                            with the status of the first rank that exited non-zero, ranks
                            killed by a signal aside
+  --restart N              replace a rank that dies or fails with a new process, N times at
+                           most in all (implies --on-failure continue). Every rank gets
+                           COMM_RESTARTS=N; a replacement also COMM_JOIN=default_pg (its
+                           init_process_group joins the running job, when the survivors
+                           call grow(); docs/recovery.md) and COMM_REPLACEMENT=1, 2, ...
   --no-prefix              do not prefix output lines with the rank
   -h, --help               this text
 )";
@@ -87,6 +92,7 @@ struct Options {
   std::optional<std::uint16_t> master_port;
   double grace_seconds = 3.0;
   bool continue_on_failure = false;
+  int restarts = 0;
   double exit_wait_seconds = 300.0;
   bool prefix = true;
   std::string bind = "auto";
@@ -140,6 +146,8 @@ Options parse(int argc, char** argv) {
       std::string policy = value("--on-failure");
       if (policy != "teardown" && policy != "continue") usage_error("--on-failure takes teardown or continue");
       options.continue_on_failure = policy == "continue";
+    } else if (name == "--restart") {
+      options.restarts = parse_count(value("--restart"), "--restart", 0);
     } else if (name == "--no-prefix") {
       options.prefix = false;
     } else if (arg == "--") {
@@ -233,6 +241,7 @@ int main(int argc, char** argv) {
   plan.prefix_output = options.prefix;
   plan.grace_period = std::chrono::milliseconds(static_cast<long long>(options.grace_seconds * 1000));
   plan.continue_on_failure = options.continue_on_failure;
+  plan.restarts = options.restarts;
   // Spinning ranks that share a core hand it back and forth (a round trip of microseconds
   // instead of a fraction of one), so each rank gets a core of its own where it can: one of
   // this process's usable cores that no other commrun job holds (a second job on the machine,
@@ -267,6 +276,9 @@ int main(int argc, char** argv) {
   }
   if (made_here) {
     for (auto& rank : plan.ranks) rank.environment["COMM_JOB_TOKEN"] = secret_text;
+  }
+  if (options.restarts > 0) {  // the ranks know replacements will come (and grow to let them in)
+    for (auto& rank : plan.ranks) rank.environment["COMM_RESTARTS"] = std::to_string(options.restarts);
   }
   int status = 1;
   try {

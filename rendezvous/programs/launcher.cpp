@@ -205,6 +205,11 @@ int run(const LaunchPlan& plan) {
   if (signals.get() < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
 
   std::vector<Rank> ranks(plan.ranks.size());
+  ranks.reserve(plan.ranks.size() + static_cast<std::size_t>(plan.restarts));  // pointers into it stay valid
+  std::vector<std::size_t> spec_of(plan.ranks.size());  // the RankSpec each process was started from
+  for (std::size_t i = 0; i < spec_of.size(); ++i) spec_of[i] = i;
+  int restarts_used = 0;
+  bool continuing = plan.continue_on_failure || plan.restarts > 0;
   std::optional<int> first_failure;
   std::optional<Clock::time_point> kill_at;  // set once the job is being stopped
   auto stop_job = [&](int signal_number) {
@@ -277,13 +282,23 @@ int run(const LaunchPlan& plan) {
     // lowest-numbered rank that failed, nor the first one reaped (a survivor that saw the death
     // can exit before the killed rank's own teardown ends). So a rank that exits with a status
     // is named only if no rank killed by a signal is reaped within kBlameWindow.
-    for (auto& rank : ranks) {
+    std::vector<std::size_t> to_replace;
+    for (std::size_t index = 0; index < ranks.size(); ++index) {
+      Rank& rank = ranks[index];
       if (rank.exit_status) continue;
       int status = 0;
       if (::waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
       rank.exit_status = decode(status);
       if (*rank.exit_status == 0) continue;
-      if (plan.continue_on_failure) {
+      if (continuing && restarts_used < plan.restarts && !kill_at) {
+        ++restarts_used;
+        to_replace.push_back(index);
+        std::fprintf(stderr, "commrun: rank %d %s %d; starting replacement %d of %d (--restart)\n", rank.rank,
+                     WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
+                     WIFSIGNALED(status) ? *rank.exit_status - 128 : *rank.exit_status, restarts_used, plan.restarts);
+        continue;
+      }
+      if (continuing) {
         if (WIFSIGNALED(status)) {
           std::fprintf(stderr, "commrun: rank %d was killed by signal %d; the others go on (--on-failure continue)\n",
                        rank.rank, *rank.exit_status - 128);
@@ -300,6 +315,22 @@ int run(const LaunchPlan& plan) {
         culprit = &rank;
         culprit_signalled = signalled;
         if (!blame_by) blame_by = Clock::now() + kBlameWindow;
+      }
+    }
+    // Replacements join the running job: the survivors let them in with grow().
+    for (std::size_t index : to_replace) {
+      RankSpec spec = plan.ranks[spec_of[index]];
+      spec.environment["COMM_JOIN"] = plan.restart_group;
+      spec.environment["COMM_REPLACEMENT"] = std::to_string(restarts_used);
+      ranks.emplace_back();
+      spec_of.push_back(spec_of[index]);
+      try {
+        start(ranks.back(), spec, plan.command, plan.prefix_output);
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "commrun: cannot start a replacement for rank %d: %s\n", spec.rank, error.what());
+        ranks.pop_back();
+        spec_of.pop_back();
+        if (!first_failure) first_failure = 1;
       }
     }
     if (culprit != nullptr && (culprit_signalled || Clock::now() >= *blame_by || !running())) {

@@ -26,6 +26,12 @@ struct LaunchPlan {
   // shrink their groups without it, docs/recovery.md); the job's status is then that of the
   // ranks not killed by a signal.
   bool continue_on_failure = false;
+  // --restart N: a rank that dies or fails is replaced by a new process, N times at most in
+  // all (implies continue_on_failure). The replacement has the rank's environment plus
+  // COMM_JOIN (the group it joins with init_process_group: it waits for the survivors' grow())
+  // and COMM_REPLACEMENT (1 for the first replacement, 2 for the second, ...).
+  int restarts = 0;
+  std::string restart_group = "default_pg";
 };
 
 // Runs every rank to completion. Returns 0 when all exited 0, else the exit status of the
