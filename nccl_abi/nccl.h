@@ -131,6 +131,12 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                             ncclConfig_t* config, int shrinkFlags);
+/* Growing (NCCL 2.29): a member makes the id newcomers need with ncclCommGetUniqueId; every member
+ * calls ncclCommGrow(comm, nRanks, &id or NULL, -1, &newcomm, config), each newcomer
+ * ncclCommGrow(NULL, nRanks, &id, rank, &newcomm, config); nRanks is the grown size. */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config);
 const char* ncclGetErrorString(ncclResult_t result);
 const char* ncclGetLastError(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);

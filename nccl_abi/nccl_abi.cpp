@@ -125,6 +125,19 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
                                config ? &settings : nullptr));
 }
 
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  if (!uniqueId) return refuse("ncclCommGetUniqueId", "uniqueId is NULL");
+  return forwarded(comm_get_grow_id(to_comm(comm), reinterpret_cast<comm_unique_id*>(uniqueId)));
+}
+
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config) {
+  comm_config_t settings;
+  if (ncclResult_t refused = read_config(config, settings, "ncclCommGrow")) return refused;
+  return forwarded(comm_grow(to_comm(comm), nRanks, reinterpret_cast<const comm_unique_id*>(uniqueId), rank,
+                             reinterpret_cast<comm_t*>(newcomm), config ? &settings : nullptr));
+}
+
 const char* ncclGetErrorString(ncclResult_t result) {
   return comm_get_error_string(static_cast<comm_result_t>(result));
 }

@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include <optional>
 #include "comm/comm.h"
+
 #include "comm/comm.hpp"
+#include "libcomm/c_api/unique_id.hpp"
 
 struct comm_communicator {
   comm_communicator(int rank, int size, int device, std::chrono::milliseconds timeout)
@@ -25,6 +28,9 @@ struct comm_communicator {
   // What keeps the store of the communicator's id alive where this process hosts it (dropped
   // when the communicator ends).
   std::shared_ptr<void> hosted_store;
+  // The id it was made from (inherited by its splits, shrinks and growths): newcomers growing it
+  // meet at that store. Unset for a communicator made from the environment.
+  std::optional<comm::c_api::IdContents> id;
   int splits_made = 0;  // comm_split calls so far: names the next split's groups alike everywhere
 
   // Init finished: the group, or the failure (with its message kept as the last error).

@@ -84,6 +84,7 @@ comm_result_t init_rank(comm_t* comm, int nranks, const comm_unique_id& id, int 
     auto communicator = std::make_shared<comm_communicator>(rank, nranks, comm::cuda::current_device(),
                                                             settings.timeout.value_or(default_timeout()));
     communicator->hosted_store = comm::c_api::hold_hosted_store(contents);
+    communicator->id = contents;
     // The init holds the communicator too: a non-blocking one destroyed or aborted before it
     // finishes ends when its init does, on the init's thread.
     auto init = [communicator, contents, nranks, rank] {
@@ -194,12 +195,27 @@ comm_result_t comm_split(comm_t comm, int color, int key, comm_t* newcomm, comm_
     auto child = std::make_shared<comm_communicator>(position, static_cast<int>(ranks.size()),
                                                      comm::cuda::current_device(), timeout);
     child->hosted_store = comm->hosted_store;  // the child's store is the parent's
+    child->id = comm->id;
     child->ready(
         parent.new_group(std::move(ranks), "c-split/" + std::to_string(split) + "/" + std::to_string(color), timeout));
     *newcomm = adopt(std::move(child));
     return COMM_SUCCESS;
   });
 }
+
+namespace {
+
+// A communicator of a group made from `parent`'s (shrink, grow): the parent's store and id.
+comm_t derived(const comm_communicator& parent, std::shared_ptr<comm::ProcessGroup> group) {
+  auto child = std::make_shared<comm_communicator>(group->rank(), group->size(), comm::cuda::current_device(),
+                                                   parent.timeout);
+  child->hosted_store = parent.hosted_store;
+  child->id = parent.id;
+  child->ready(std::move(group));
+  return adopt(std::move(child));
+}
+
+}  // namespace
 
 comm_result_t comm_revoke(comm_t comm, const char* reason) {
   return guarded(comm, "comm_revoke", [&] {
@@ -217,11 +233,52 @@ comm_result_t comm_shrink(comm_t comm, const int* exclude, int exclude_count, co
     require(exclude_count >= 0, COMM_INVALID_ARGUMENT, "exclude_count is negative");
     require(exclude != nullptr || exclude_count == 0, COMM_INVALID_ARGUMENT, "exclude is NULL with a count above 0");
     read_config(config);  // checked like comm_split's; the new communicator keeps comm's timeout
-    auto shrunk = comm->group().shrink(std::vector<int>(exclude, exclude + exclude_count));
-    auto child = std::make_shared<comm_communicator>(shrunk->rank(), shrunk->size(), comm::cuda::current_device(),
-                                                     comm->timeout);
-    child->hosted_store = comm->hosted_store;
-    child->ready(std::move(shrunk));
+    *newcomm = derived(*comm, comm->group().shrink(std::vector<int>(exclude, exclude + exclude_count)));
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_get_grow_id(comm_t comm, comm_unique_id* id) {
+  return guarded(comm, "comm_get_grow_id", [&] {
+    require(comm != nullptr && id != nullptr, COMM_INVALID_ARGUMENT, "comm or id is NULL");
+    require(comm->id.has_value(), COMM_INVALID_ARGUMENT,
+            "this communicator was made from the environment, not from an id: newcomers join it with COMM_JOIN "
+            "(commrun --restart) or InitOptions::join, and comm_grow's id is not needed");
+    *id = comm::c_api::encode_unique_id(*comm->id);
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_grow(comm_t comm, int nranks, const comm_unique_id* id, int rank, comm_t* newcomm,
+                        comm_config_t* config) {
+  return guarded(comm, "comm_grow", [&] {
+    require(newcomm != nullptr, COMM_INVALID_ARGUMENT, "newcomm is NULL");
+    *newcomm = nullptr;
+    Config settings = read_config(config);
+    if (comm != nullptr) {  // a member: opens nranks - size places
+      require(rank == -1, COMM_INVALID_ARGUMENT, "a member of comm passes rank -1 (it keeps its rank)");
+      require(nranks > comm->size, COMM_INVALID_ARGUMENT,
+              "nranks must be above the communicator's size: it is the grown communicator's size");
+      *newcomm = derived(*comm, comm->group().grow(nranks - comm->size));
+      return COMM_SUCCESS;
+    }
+    // A newcomer: the id a member made with comm_get_grow_id, and its place.
+    require(id != nullptr, COMM_INVALID_ARGUMENT, "a newcomer (comm NULL) needs the id from comm_get_grow_id");
+    require(rank >= 0 && rank < nranks, COMM_INVALID_ARGUMENT, "rank must be in [0, nranks)");
+    auto contents = comm::c_api::read_unique_id(*id);
+    auto timeout = settings.timeout.value_or(default_timeout());
+    auto store = std::make_shared<comm::TcpStore>(
+        contents.host, contents.port, comm::TcpStoreOptions{.timeout = timeout, .job_secret = contents.secret});
+    auto grown = comm::init_process_group(comm::InitOptions{.rank = rank,
+                                                            .world_size = nranks,
+                                                            .timeout = timeout,
+                                                            .store = std::move(store),
+                                                            .job_secret = contents.secret,
+                                                            .join = "default_pg"});
+    auto child =
+        std::make_shared<comm_communicator>(grown->rank(), grown->size(), comm::cuda::current_device(), timeout);
+    child->id = contents;
+    child->ready(std::move(grown));
     *newcomm = adopt(std::move(child));
     return COMM_SUCCESS;
   });

@@ -64,18 +64,23 @@ std::string this_host() {
 
 }  // namespace
 
-comm_unique_id make_unique_id() {
-  std::string secret = JobSecret::generate().text();
-  std::string host = this_host();
-  require(host.size() < kHostBytes, COMM_INTERNAL_ERROR, "this host's name is too long for a unique id");
-  auto server = std::make_shared<TcpStoreServer>(0, "", secret);
+comm_unique_id encode_unique_id(const IdContents& contents) {
+  require(contents.host.size() < kHostBytes, COMM_INTERNAL_ERROR, "this host's name is too long for a unique id");
+  require(contents.secret.size() == kSecretBytes, COMM_INTERNAL_ERROR, "a unique id's secret has the wrong length");
   comm_unique_id id{};
   std::memcpy(id.internal, kMagic, sizeof kMagic);
   id.internal[4] = static_cast<char>(kVersion);
-  id.internal[kPortAt] = static_cast<char>(server->port() >> 8);
-  id.internal[kPortAt + 1] = static_cast<char>(server->port() & 0xFF);
-  std::memcpy(id.internal + kHostAt, host.data(), host.size());
-  std::memcpy(id.internal + kSecretAt, secret.data(), kSecretBytes);
+  id.internal[kPortAt] = static_cast<char>(contents.port >> 8);
+  id.internal[kPortAt + 1] = static_cast<char>(contents.port & 0xFF);
+  std::memcpy(id.internal + kHostAt, contents.host.data(), contents.host.size());
+  std::memcpy(id.internal + kSecretAt, contents.secret.data(), kSecretBytes);
+  return id;
+}
+
+comm_unique_id make_unique_id() {
+  std::string secret = JobSecret::generate().text();
+  auto server = std::make_shared<TcpStoreServer>(0, "", secret);
+  comm_unique_id id = encode_unique_id({this_host(), server->port(), secret});
   std::lock_guard lock(hosted_stores().mutex);
   hosted_stores().sweep();
   auto& entry = hosted_stores().by_secret[secret];

@@ -20,6 +20,8 @@ struct IdContents {
 
 // A new id; this process hosts its store until the communicators made from it here are gone.
 comm_unique_id make_unique_id();
+// An id of these contents (a communicator's own, for newcomers growing it: comm_get_grow_id).
+comm_unique_id encode_unique_id(const IdContents& contents);
 // The id's contents; CallError(COMM_INVALID_ARGUMENT) for bytes that are not an id.
 IdContents read_unique_id(const comm_unique_id& id);
 // What keeps the id's store alive in this process (null where another process hosts it): a

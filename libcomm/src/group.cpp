@@ -188,6 +188,8 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<in
     auto child =
         std::make_unique<Impl>(std::move(identity), store_, transport_, timeout.value_or(timeout_), std::move(layout));
     child->link_ = link_;
+    child->medium_choice_ = medium_choice_;
+    child->job_secret_ = job_secret_;
     return child;
   } catch (const Error& error) {
     if (position < 0 || ranks.size() == 1) throw;

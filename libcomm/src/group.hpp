@@ -147,8 +147,12 @@ class ProcessGroup::Impl {
   std::atomic<std::uint64_t> collective_sequence_{0};
   algorithms::ChoiceCache choices_;
   std::uint32_t groups_created_ = 0;
-  std::uint32_t shrinks_ = 0;                         // shrink calls so far: the same count on every survivor
-  std::uint32_t grows_ = 0;                           // grow calls so far: the same count on every member
+  std::uint32_t shrinks_ = 0;  // shrink calls so far: the same count on every survivor
+  std::uint32_t grows_ = 0;    // grow calls so far: the same count on every member
+  // How the job's transport was made (InitOptions::transport, job_secret): a grown group's
+  // ranks connect the same way, the newcomers with them. Inherited by the groups made from it.
+  std::string medium_choice_ = "auto";
+  std::optional<std::string> job_secret_{};
   std::set<std::uint32_t> child_ids_;                 // of the groups made from this one: an id is never reused
   std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
   std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none

@@ -61,7 +61,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::grow(int count) {
                    .local_rank = identity_.local_rank,
                    .local_size = identity_.local_size,
                    .timeout = timeout_,
-                   .store_description = "the job's store"};
+                   .store_description = "the job's store",
+                   .transport = medium_choice_,
+                   .job_secret = job_secret_};
   return make_world(place);
 }
 

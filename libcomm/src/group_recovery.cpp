@@ -80,6 +80,8 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::shrink(const std::vector
                     job_name()};
   auto child = std::make_unique<Impl>(std::move(identity), store_, transport_, timeout_, std::move(layout));
   child->link_ = link_;
+  child->medium_choice_ = medium_choice_;
+  child->job_secret_ = job_secret_;
   return child;
 }
 

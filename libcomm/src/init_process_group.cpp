@@ -208,7 +208,21 @@ WorldPlace place_in_running_group(const InitOptions& options, const InitMethod& 
   JobStore job = open_store(options, method, launch, unknown, options.join, timeout);
   auto job_groups = std::make_shared<PrefixStore>(options.join, job.store);
   GrowthRecord opened = read_growth(*job_groups);
-  auto claimed = job_groups->add("grow/" + std::to_string(opened.generation) + "/claimed", 1);
+  // A place given (NCCL's ncclCommGrow names each newcomer's rank), or the next one free.
+  std::int64_t claimed = 0;
+  if (options.rank >= 0) {
+    COMM_CHECK(options.rank >= opened.size && options.rank < opened.size + opened.count &&
+                   (options.world_size < 0 || options.world_size == opened.size + opened.count),
+               InvalidArgumentError, ErrorContext{.op = kOp},
+               "group '" + options.join + "' grows from " + std::to_string(opened.size) + " to " +
+                   std::to_string(opened.size + opened.count) + " ranks: a newcomer's rank is in " +
+                   std::to_string(opened.size) + ".." + std::to_string(opened.size + opened.count - 1) +
+                   ", and the size that one, not rank " + std::to_string(options.rank) + " of " +
+                   std::to_string(options.world_size));
+    claimed = options.rank - opened.size + 1;
+  } else {
+    claimed = job_groups->add("grow/" + std::to_string(opened.generation) + "/claimed", 1);
+  }
   COMM_CHECK(claimed <= opened.count, InvalidArgumentError, ErrorContext{.op = kOp},
              "group '" + options.join + "' opened " + std::to_string(opened.count) +
                  " places for new ranks and all are taken; start as many new processes as grow() asks for");
@@ -265,6 +279,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::make_world(const WorldPlace& p
     transport = open_transport(routed, group_store);
     Identity identity{place.rank, place.size, place.local_rank, place.local_size, place.name, place.job_name};
     group = std::make_unique<Impl>(std::move(identity), place.store, transport, place.timeout);
+    group->medium_choice_ = place.transport;
+    group->job_secret_ = place.job_secret;
     if (place.size > 1) {
       transport::WatchedStore watched(group_store, [&] {
         throw_if_join_failed_or_store_lost(group_store, kJoinFailureKey, place.rank, place.size);

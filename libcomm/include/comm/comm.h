@@ -133,6 +133,15 @@ comm_result_t comm_split(comm_t comm, int color, int key, comm_t* newcomm, comm_
  * revoked first and stays usable only for comm_destroy. `config` may be NULL. */
 comm_result_t comm_revoke(comm_t comm, const char* reason);
 comm_result_t comm_shrink(comm_t comm, const int* exclude, int exclude_count, comm_t* newcomm, comm_config_t* config);
+/* Growing a communicator by new processes. Every member calls comm_grow(comm, nranks, id or NULL,
+ * -1, &newcomm, config), nranks being the grown size; one member first makes the id with
+ * comm_get_grow_id and hands it to the newcomers (as comm_get_unique_id's id is), each of which
+ * calls comm_grow(NULL, nranks, &id, rank, &newcomm, config) with its place, rank in
+ * [old size, nranks). The members keep their ranks. Works for communicators made from an id
+ * (comm_init_rank) and those split, shrunk or grown from one; the id's store must still be up. */
+comm_result_t comm_get_grow_id(comm_t comm, comm_unique_id* id);
+comm_result_t comm_grow(comm_t comm, int nranks, const comm_unique_id* id, int rank, comm_t* newcomm,
+                        comm_config_t* config);
 
 /* Frees this rank's communicator at once, without waiting for its peers; operations still in
  * flight on it fail. Its peers' later calls on it get COMM_REMOTE_ERROR naming this rank. The
