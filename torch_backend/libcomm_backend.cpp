@@ -82,6 +82,22 @@ c10::intrusive_ptr<c10d::Backend> LibcommBackend::split(const c10::intrusive_ptr
   return backend;
 }
 
+// torch.distributed.shrink_group: every survivor calls it with the same ranks to leave out (the
+// dead never do); libcomm's shrink revokes this group first (so SHRINK_DEFAULT and SHRINK_ABORT
+// behave alike: nothing pending here is left waiting) and the survivors agree on who is out.
+// torch numbers the new group from its own list, so survivors that found another rank dead too
+// get an error naming it, rather than a group torch numbers otherwise.
+c10::intrusive_ptr<c10d::Backend> LibcommBackend::shrink(const std::vector<int64_t>& ranks_to_exclude, int,
+                                                         const c10::intrusive_ptr<Options>& options) {
+  std::vector<int> exclude(ranks_to_exclude.begin(), ranks_to_exclude.end());
+  auto shrunk = group("shrink")->shrink(exclude);
+  TORCH_CHECK(shrunk->size() == getSize() - static_cast<int>(exclude.size()), "ProcessGroup libcomm: shrink: the ",
+              shrunk->size(), " survivors also found dead a rank not in ranks_to_exclude (",
+              getSize() - static_cast<int>(exclude.size()), " were expected); call shrink_group again listing it");
+  auto timeout = options ? options->timeout : works_.timeout();
+  return c10::make_intrusive<LibcommBackend>(std::move(shrunk), timeout);
+}
+
 void LibcommBackend::abort() {
   std::lock_guard lock(group_mutex_);
   if (group_) group_->abort();

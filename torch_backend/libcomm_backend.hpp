@@ -1,7 +1,8 @@
 // torch.distributed's Backend (torch 2.x's c10d::Backend) over a libcomm group: every operation
 // of the interface on CPU tensors (and CUDA tensors where torch has CUDA), each issued as
 // libcomm's asynchronous form and handed to torch by a WorkIssuer; coalescing, splitting (a libcomm
-// subgroup over the same connections), abort and shutdown, sequence numbers and timeouts.
+// subgroup over the same connections), shrinking (torch.distributed.shrink_group: libcomm's
+// shrink, docs/recovery.md), abort and shutdown, sequence numbers and timeouts.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -26,6 +27,7 @@ class LibcommBackend final : public c10d::Backend {
   const std::string getBackendName() const override { return "libcomm"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
   bool supportsSplitting() const override { return true; }
+  bool supportsShrinking() const override { return true; }
   bool supportsCoalescing() const override { return true; }
   void setTimeout(std::chrono::milliseconds timeout) override;
   void setSequenceNumberForGroup() override;
@@ -34,6 +36,8 @@ class LibcommBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& options) override;
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+                                           const c10::intrusive_ptr<Options>& options) override;
   void abort() override;
   void shutdown() override;
 
