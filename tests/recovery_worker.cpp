@@ -5,6 +5,8 @@
 //                          it; everyone then shrinks with nobody out and checks an all_reduce
 //   left-behind            rank 3 dies; rank 2 leaves because of it while rank 0 waits for it
 //                          in a group of the two: rank 0's error must name rank 3
+//   subgroup               rank 2 dies in a group of ranks 0-2: 0 and 1 shrink it, then all three
+//                          survivors shrink the world
 //   grow                   rank 2 dies; the survivors shrink, then grow by one: a process in mode
 //   newcomer               newcomer joins (InitOptions::join), receives the model by broadcast,
 //                          and all four all_reduce
@@ -150,6 +152,36 @@ int run_left_behind() {
   return 0;
 }
 
+// A sub-group shrinks the same way: ranks 0-2 work in a group of their own, rank 2 dies; ranks 0
+// and 1 shrink the sub-group, while rank 3, outside it, finds the world revoked by the death and
+// shrinks the world with them afterwards.
+int run_subgroup() {
+  auto group = join();
+  auto part = group->new_group({0, 1, 2});
+  std::int64_t value = 1;
+  group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+  if (group->rank() == 2) ::kill(::getpid(), SIGKILL);
+  if (group->rank() < 3) {
+    try {
+      part->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+      say("went through");
+      return 1;
+    } catch (const comm::Error& error) {
+      say(std::string("part failed: ") + error.what());
+    }
+    auto shrunk = part->shrink();
+    std::int64_t mine = group->rank() + 1;
+    shrunk->all_reduce(comm::Buffer(&mine, 1, comm::DType::Int64));
+    say("part shrunk size=" + std::to_string(shrunk->size()) + " sum=" + std::to_string(mine));
+  }
+  // The world was revoked by the death too (every member saw it): it shrinks to 0, 1, 3.
+  auto world = group->shrink();
+  std::int64_t mine = group->rank() + 1;
+  world->all_reduce(comm::Buffer(&mine, 1, comm::DType::Int64));
+  say("world shrunk size=" + std::to_string(world->size()) + " sum=" + std::to_string(mine));
+  return 0;
+}
+
 struct Kill {
   int rank, step;
   std::string when;
@@ -238,6 +270,7 @@ int main(int argc, char** argv) {
     if (mode == "revoke") return run_revoke();
     if (mode == "left-behind") return run_left_behind();
     if (mode == "grow") return run_grow();
+    if (mode == "subgroup") return run_subgroup();
     if (mode == "newcomer") return run_newcomer();
     if (mode == "train" && argc > 3) return run_train(std::atoi(argv[2]), parse_kills(argv[3]));
   } catch (const comm::Error& error) {

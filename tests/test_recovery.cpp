@@ -206,3 +206,18 @@ TEST_CASE("the survivors grow back: a newcomer joins the running group and gets 
   CHECK_THAT(job.output(4), ContainsSubstring("grown size=4 rank=3"));  // the newcomer comes last
   check_nothing_left(job);
 }
+
+TEST_CASE("a sub-group shrinks the same way, and the world after it", "[recovery]") {
+  std::string transport = GENERATE("shm", "tcp");
+  INFO("transport " << transport);
+  Job job(4, {"subgroup"}, transport);
+  auto codes = job.wait(60s);
+  CHECK(codes[2] == 128 + 9);
+  for (int rank : {0, 1, 3}) {
+    std::string output = job.output(rank);
+    INFO("rank " << rank << ":\n" << output);
+    CHECK(codes[static_cast<std::size_t>(rank)] == 0);
+    if (rank < 2) CHECK_THAT(output, ContainsSubstring("part shrunk size=2 sum=3"));  // ranks 0 and 1: 1 + 2
+    CHECK_THAT(output, ContainsSubstring("world shrunk size=3 sum=7"));               // 1 + 2 + 4
+  }
+}

@@ -190,14 +190,16 @@ std::shared_ptr<transport::Transport> open_transport(const WorldPlace& place, St
 // What a world made through `job` takes from the options and the launcher (the rest is the group's).
 WorldPlace place_through(const JobStore& job, const InitOptions& options, const LaunchEnvironment& launch,
                          std::chrono::milliseconds timeout) {
-  return {.local_rank = launch.local_rank.value_or(-1),
-          .local_size = launch.local_size.value_or(-1),
-          .timeout = timeout,
-          .hosts_server = job.hosts_server,
-          .store_description = job.description,
-          .route_to_host = job.route_to_host,
-          .transport = options.transport,
-          .job_secret = options.job_secret};
+  WorldPlace place;
+  place.local_rank = launch.local_rank.value_or(-1);
+  place.local_size = launch.local_size.value_or(-1);
+  place.timeout = timeout;
+  place.hosts_server = job.hosts_server;
+  place.store_description = job.description;
+  place.route_to_host = job.route_to_host;
+  place.transport = options.transport;
+  place.job_secret = options.job_secret;
+  return place;
 }
 
 // InitOptions::join: a newcomer takes the next place a running group's grow() opened, after the
