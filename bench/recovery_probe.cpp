@@ -4,6 +4,9 @@
 // group (checked) and print when the failure reached them and when the new group was ready.
 //   commrun --on-failure continue -n 4 build/bench/recovery_probe 2
 //   commrun -n 3 build/bench/recovery_probe none     (a fresh job's start, for comparison)
+//   commrun --restart 1 -n 4 build/bench/recovery_probe 2 grow
+//       (the survivors then grow back by one: the replacement commrun starts joins; each prints
+//       when the grown group was ready)
 #include <signal.h>
 #include <unistd.h>
 
@@ -26,9 +29,17 @@ long long now_ns() {
 
 int main(int argc, char** argv) try {
   std::string victim_text = argc > 1 ? argv[1] : "none";
+  bool grow_back = argc > 2 && std::string(argv[2]) == "grow";
   auto group = comm::init_process_group();
   int rank = group->rank();
   std::vector<float> data(256, 1.0f);
+  if (std::getenv("COMM_JOIN") != nullptr) {  // the replacement: init returned the grown group
+    std::vector<float> one{1.0f};
+    group->all_reduce(one, comm::ReduceOp::Sum);
+    std::printf("probe joined rank=%d grown_at=%lld size=%d correct=%d\n", rank, now_ns(), group->size(),
+                one[0] == static_cast<float>(group->size()) ? 1 : 0);
+    return 0;
+  }
   if (victim_text == "none") {
     group->all_reduce(data, comm::ReduceOp::Sum);
     std::printf("probe rank=%d started\n", rank);
@@ -60,6 +71,13 @@ int main(int argc, char** argv) try {
   bool correct = one[0] == static_cast<float>(shrunk->size());
   std::printf("probe rank=%d failed_at=%lld ready_at=%lld size=%d correct=%d\n", rank, failed_at, ready_at,
               shrunk->size(), correct ? 1 : 0);
+  if (grow_back) {
+    auto grown = shrunk->grow(1);
+    std::vector<float> again{1.0f};
+    grown->all_reduce(again, comm::ReduceOp::Sum);
+    std::printf("probe rank=%d grown_at=%lld size=%d correct=%d\n", rank, now_ns(), grown->size(),
+                again[0] == static_cast<float>(grown->size()) ? 1 : 0);
+  }
   return correct ? 0 : 1;
 } catch (const comm::Error& error) {
   std::fprintf(stderr, "recovery_probe: %s\n", error.what());
