@@ -153,14 +153,27 @@ int run_left_behind() {
 }
 
 // A sub-group shrinks the same way: ranks 0-2 work in a group of their own, rank 2 dies; ranks 0
-// and 1 shrink the sub-group, while rank 3, outside it, finds the world revoked by the death and
-// shrinks the world with them afterwards.
+// and 1 shrink the sub-group, while rank 3, outside it, finds the world revoked by the death (a
+// barrier fails) and shrinks the world with them afterwards. (Rank 3 shrinking the world at once
+// would revoke it under the others' first world call, which is what revoke is for.)
 int run_subgroup() {
   auto group = join();
   auto part = group->new_group({0, 1, 2});
   std::int64_t value = 1;
   group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
-  if (group->rank() == 2) ::kill(::getpid(), SIGKILL);
+  if (group->rank() == 2) {  // once the others are surely past the world's first call
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::kill(::getpid(), SIGKILL);
+  }
+  if (group->rank() == 3) {  // waits in the world until the death revokes it (not shrinking first)
+    try {
+      group->barrier();
+      say("went through");
+      return 1;
+    } catch (const comm::Error& error) {
+      say(std::string("world failed: ") + error.what());
+    }
+  }
   if (group->rank() < 3) {
     try {
       part->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
