@@ -128,8 +128,11 @@ class Case:
         self.stop_file = "/tmp/comm-faults-stop-%d-%d" % (os.getpid(), seed)
         # Issue 31: TCP cases also connect on first use, half of them (from a generator of its
         # own, so that every seed still draws the case it drew before).
+        # Not for mismatches: a rank that connects lazily to a peer already stopped over a
+        # mismatch and gone hears only that it ended, not the mismatch (the known limit of lazy
+        # connections, docs/bootstrap.md; one case of 40 failed so in CI).
         self.connect = "eager"
-        if self.transport == "tcp" and random.Random(seed * 7919 + 1).random() < 0.5:
+        if self.transport == "tcp" and self.kind != "mismatch" and random.Random(seed * 7919 + 1).random() < 0.5:
             self.connect = "lazy"
         self.failures = []
         self.detections = []
