@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -37,6 +38,19 @@ namespace {
 int job_rank() { return std::atoi(std::getenv("RANK")); }
 
 void say(const std::string& line) { std::cout << "rank " << job_rank() << ": " << line << std::endl; }
+
+// Runs a call that must fail (a rank is dead, or the group revoked): says "LABEL peer=P: error"
+// and returns true; says "went through" and returns false if it did not fail.
+bool fails(const std::string& label, const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const comm::Error& error) {
+    say(label + " peer=" + std::to_string(error.peer()) + ": " + error.what());
+    return true;
+  }
+  say("went through");
+  return false;
+}
 
 // Through the store the test hosts at MASTER_ADDR:MASTER_PORT (rank 0 may die). A newcomer
 // joins the running group instead (InitOptions::join).
@@ -76,14 +90,11 @@ int run_grow() {
   for (std::size_t i = 0; i < model.size(); ++i) model[i] = 0.5 * double(i);
   std::int64_t value = 1;
   group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
-  if (group->rank() == 2) ::kill(::getpid(), SIGKILL);
-  try {
-    group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
-    say("went through");
-    return 1;
-  } catch (const comm::Error& error) {
-    say(std::string("failed: ") + error.what());
+  if (group->rank() == 2) {  // once the others are surely past the first call (else they fail in it)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::kill(::getpid(), SIGKILL);
   }
+  if (!fails("failed", [&] { group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); })) return 1;
   auto shrunk = group->shrink();
   say("shrunk size=" + std::to_string(shrunk->size()));
   auto grown = shrunk->grow(1);
@@ -134,22 +145,12 @@ int run_left_behind() {
   auto group = join();
   auto pair = group->new_group({0, 2});
   std::int64_t value = 1;
-  try {
-    if (group->rank() == 3) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      ::kill(::getpid(), SIGKILL);
-    }
-    if (group->rank() == 0) {
-      pair->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
-    } else {
-      group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
-    }
-    say("went through");
-    return 1;
-  } catch (const comm::Error& error) {
-    say("failed peer=" + std::to_string(error.peer()) + ": " + error.what());
+  if (group->rank() == 3) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::kill(::getpid(), SIGKILL);
   }
-  return 0;
+  comm::ProcessGroup& waits_in = group->rank() == 0 ? *pair : *group;
+  return fails("failed", [&] { waits_in.all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); }) ? 0 : 1;
 }
 
 // A sub-group shrinks the same way: ranks 0-2 work in a group of their own, rank 2 dies; ranks 0
@@ -165,23 +166,10 @@ int run_subgroup() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     ::kill(::getpid(), SIGKILL);
   }
-  if (group->rank() == 3) {  // waits in the world until the death revokes it (not shrinking first)
-    try {
-      group->barrier();
-      say("went through");
-      return 1;
-    } catch (const comm::Error& error) {
-      say(std::string("world failed: ") + error.what());
-    }
-  }
+  // Rank 3 waits in the world until the death revokes it (not shrinking first).
+  if (group->rank() == 3 && !fails("world failed", [&] { group->barrier(); })) return 1;
   if (group->rank() < 3) {
-    try {
-      part->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
-      say("went through");
-      return 1;
-    } catch (const comm::Error& error) {
-      say(std::string("part failed: ") + error.what());
-    }
+    if (!fails("part failed", [&] { part->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); })) return 1;
     auto shrunk = part->shrink();
     std::int64_t mine = group->rank() + 1;
     shrunk->all_reduce(comm::Buffer(&mine, 1, comm::DType::Int64));

@@ -100,8 +100,7 @@ void MeshTransport::Revocations::release_callers_memory(std::uint32_t group, con
       state.arrival.receive.reset();
     }
     std::erase_if(state.waiting, [&](WaitingFrame& frame) {
-      bool callers =
-          (frame.header.kind == FrameKind::Eager || frame.header.kind == FrameKind::Data) && of_group(frame.header);
+      bool callers = carries_callers_bytes(frame.header.kind) && of_group(frame.header);
       if (callers && frame.on_written) frame.on_written->fail(error);
       return callers;
     });

@@ -229,21 +229,19 @@ std::vector<std::shared_ptr<detail::Completion>> StreamConnection::take_queued()
 
 std::vector<std::shared_ptr<detail::Completion>> StreamConnection::release(
     const std::function<bool(const FrameHeader&)>& chosen) {
-  auto carries_callers_bytes = [&](const FrameHeader& header) {
-    return (header.kind == FrameKind::Eager || header.kind == FrameKind::Data) && chosen(header);
-  };
-  if (in_payload_ && carries_callers_bytes(current_)) {
+  auto released = [&](const FrameHeader& header) { return carries_callers_bytes(header.kind) && chosen(header); };
+  if (in_payload_ && released(current_)) {
     payload_target_ = nullptr;
     reduction_ = nullptr;
     carry_bytes_ = 0;
   }
-  std::vector<std::shared_ptr<detail::Completion>> released;
+  std::vector<std::shared_ptr<detail::Completion>> let_go;
   for (auto it = outbox_.begin(); it != outbox_.end();) {
-    if (!carries_callers_bytes(it->header)) {
+    if (!released(it->header)) {
       ++it;
       continue;
     }
-    if (it->on_written) released.push_back(std::move(it->on_written));
+    if (it->on_written) let_go.push_back(std::move(it->on_written));
     if (it->written == 0) {
       it = outbox_.erase(it);
       continue;
@@ -255,7 +253,7 @@ std::vector<std::shared_ptr<detail::Completion>> StreamConnection::release(
     }
     ++it;
   }
-  return released;
+  return let_go;
 }
 
 }  // namespace comm::transport

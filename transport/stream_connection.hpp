@@ -47,6 +47,9 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 40);
 
+// Frames whose payload is a caller's buffer (what a revoked group lets go of).
+inline bool carries_callers_bytes(FrameKind kind) { return kind == FrameKind::Eager || kind == FrameKind::Data; }
+
 inline FrameHeader make_frame(FrameKind kind, std::uint64_t tag, std::uint64_t bytes, std::uint64_t id = 0,
                               std::uint64_t extra = 0) {
   FrameHeader header{};
