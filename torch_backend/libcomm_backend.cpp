@@ -5,6 +5,7 @@
 
 #include "device_stream.hpp"
 #include "tensor_buffers.hpp"
+#include "world_group.hpp"
 
 namespace torch_libcomm {
 
@@ -90,12 +91,32 @@ c10::intrusive_ptr<c10d::Backend> LibcommBackend::split(const c10::intrusive_ptr
 c10::intrusive_ptr<c10d::Backend> LibcommBackend::shrink(const std::vector<int64_t>& ranks_to_exclude, int,
                                                          const c10::intrusive_ptr<Options>& options) {
   std::vector<int> exclude(ranks_to_exclude.begin(), ranks_to_exclude.end());
-  auto shrunk = group("shrink")->shrink(exclude);
-  TORCH_CHECK(shrunk->size() == getSize() - static_cast<int>(exclude.size()), "ProcessGroup libcomm: shrink: the ",
-              shrunk->size(), " survivors also found dead a rank not in ranks_to_exclude (",
+  auto [shrunk, survivors] = shrink_to_survivors(exclude);
+  TORCH_CHECK(shrunk->getSize() == getSize() - static_cast<int>(exclude.size()), "ProcessGroup libcomm: shrink: the ",
+              shrunk->getSize(), " survivors also found dead a rank not in ranks_to_exclude (",
               getSize() - static_cast<int>(exclude.size()), " were expected); call shrink_group again listing it");
-  auto timeout = options ? options->timeout : works_.timeout();
-  return c10::make_intrusive<LibcommBackend>(std::move(shrunk), timeout);
+  if (options) shrunk->setTimeout(options->timeout);
+  return shrunk;
+}
+
+std::pair<c10::intrusive_ptr<LibcommBackend>, std::vector<int>> LibcommBackend::shrink_to_survivors(
+    std::vector<int> exclude) {
+  auto old = group("shrink");
+  auto shrunk = old->shrink(std::move(exclude));
+  // Who is left, in this group's numbers: torch maps ranks through them.
+  std::vector<int> survivors(static_cast<std::size_t>(shrunk->size()));
+  int mine = getRank();
+  shrunk->all_gather(comm::Buffer(survivors.data(), survivors.size(), comm::DType::Int32),
+                     comm::Buffer(&mine, 1, comm::DType::Int32));
+  succeed_world_group(*old, shrunk);
+  return {c10::make_intrusive<LibcommBackend>(std::move(shrunk), works_.timeout()), std::move(survivors)};
+}
+
+c10::intrusive_ptr<LibcommBackend> LibcommBackend::grow(int count) {
+  auto old = group("grow");
+  auto grown = old->grow(count);
+  succeed_world_group(*old, grown);
+  return c10::make_intrusive<LibcommBackend>(std::move(grown), works_.timeout());
 }
 
 void LibcommBackend::abort() {

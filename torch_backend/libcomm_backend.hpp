@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -40,6 +41,13 @@ class LibcommBackend final : public c10d::Backend {
                                            const c10::intrusive_ptr<Options>& options) override;
   void abort() override;
   void shutdown() override;
+
+  // torch_libcomm.shrink: libcomm's shrink, no list needed (the survivors agree on who is out,
+  // `exclude` and every rank found dead); the new backend and the survivors' ranks in this group.
+  std::pair<c10::intrusive_ptr<LibcommBackend>, std::vector<int>> shrink_to_survivors(std::vector<int> exclude);
+  // torch_libcomm.grow: libcomm's grow, `count` newcomers joining (their init_process_group
+  // finds COMM_JOIN set).
+  c10::intrusive_ptr<LibcommBackend> grow(int count);
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& options) override;

@@ -6,20 +6,21 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/comm.hpp"
 #include "libcomm_backend.hpp"
 #include "torch_store.hpp"
+#include "world_group.hpp"
 
 namespace py = pybind11;
 
 namespace {
 
-// The world group of this process, which torch's new_group groups are made from (and share the
-// connections of). torch owns it; a destroyed world leaves this empty.
-std::mutex world_mutex;
-std::weak_ptr<comm::ProcessGroup> world;
+// Groups are made one at a time: each waits for the other ranks to make it too.
+std::mutex creation_mutex;
 
 // torch calls this for the world group (no global ranks) and for every new_group, on the group's
 // members only, with a store already prefixed for the group and a group name all members share.
@@ -28,8 +29,8 @@ c10::intrusive_ptr<c10d::Backend> create(const c10d::DistributedBackendOptions& 
   std::shared_ptr<comm::ProcessGroup> group;
   {
     py::gil_scoped_release no_gil;  // making a group waits for the other ranks
-    std::lock_guard lock(world_mutex);
-    auto parent = world.lock();
+    std::lock_guard lock(creation_mutex);
+    auto parent = torch_libcomm::world_group();
     if (!options.global_ranks_in_group.empty() && parent) {
       std::vector<int> ranks(options.global_ranks_in_group.begin(), options.global_ranks_in_group.end());
       group = parent->new_group(std::move(ranks), "torch/" + options.group_id, timeout);
@@ -40,12 +41,19 @@ c10::intrusive_ptr<c10d::Backend> create(const c10d::DistributedBackendOptions& 
       init.world_size = options.group_size;
       init.timeout = timeout;
       group = comm::init_process_group(init);
-      if (options.global_ranks_in_group.empty()) world = group;
+      if (options.global_ranks_in_group.empty()) torch_libcomm::set_world_group(group);
     }
   }
   auto backend = c10::make_intrusive<torch_libcomm::LibcommBackend>(std::move(group), timeout);
   backend->setGroupUid(options.group_id);
   return backend;
+}
+
+torch_libcomm::LibcommBackend& libcomm_backend(const c10::intrusive_ptr<c10d::Backend>& backend, const char* what) {
+  auto* libcomm = dynamic_cast<torch_libcomm::LibcommBackend*>(backend.get());
+  TORCH_CHECK(libcomm != nullptr, "torch_libcomm.", what, ": the group's backend is ",
+              backend ? backend->getBackendName() : std::string("none"), ", not libcomm");
+  return *libcomm;
 }
 
 }  // namespace
@@ -60,4 +68,22 @@ PYBIND11_MODULE(_C, module) {
       "_sequence_number",
       [](const c10::intrusive_ptr<c10d::Backend>& backend) { return backend->getSequenceNumberForGroup(); },
       py::arg("backend"));
+  // torch_libcomm.shrink and grow (__init__.py makes torch process groups of what these return).
+  module.def(
+      "_shrink",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend, std::vector<int> exclude) {
+        auto& libcomm = libcomm_backend(backend, "shrink");
+        py::gil_scoped_release no_gil;  // the survivors agree
+        auto [shrunk, survivors] = libcomm.shrink_to_survivors(std::move(exclude));
+        return std::make_pair(c10::intrusive_ptr<c10d::Backend>(std::move(shrunk)), std::move(survivors));
+      },
+      py::arg("backend"), py::arg("exclude"));
+  module.def(
+      "_grow",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend, int count) {
+        auto& libcomm = libcomm_backend(backend, "grow");
+        py::gil_scoped_release no_gil;  // the newcomers join
+        return c10::intrusive_ptr<c10d::Backend>(libcomm.grow(count));
+      },
+      py::arg("backend"), py::arg("count"));
 }

@@ -17,6 +17,17 @@ def free_port():
         return probe.getsockname()[1]
 
 
+def open_sockets():
+    """The sockets this process holds (to see that a call opened none)."""
+    count = 0
+    for entry in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink("/proc/self/fd/" + entry).startswith("socket:")
+        except OSError:
+            pass
+    return count
+
+
 def quiet_environment(**extra):
     """The environment for a child job: Python's stdout buffered (each print is then one write, so
     the ranks' lines do not interleave mid-line), plus extra."""

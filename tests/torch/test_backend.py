@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 import torch_libcomm  # noqa: F401  registers "libcomm"
-from launchers import free_port, spawn_and_report
+from launchers import free_port, open_sockets, spawn_and_report
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
           torch.int64]
@@ -189,16 +189,6 @@ def check_async(rank, size, check):
     if not all(work.is_completed() and work.is_success() for work in works):
         check.failures.append("rank %d: completed works say they are not" % rank)
     dist.barrier()
-
-
-def open_sockets():
-    count = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink("/proc/self/fd/" + name).startswith("socket:")
-        except OSError:
-            pass
-    return count
 
 
 def check_groups(rank, size, check):

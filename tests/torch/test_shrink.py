@@ -2,7 +2,9 @@
 """torch.distributed.shrink_group on libcomm (issue 32): 4 ranks (processes started here, env://,
 rank 0's TCPStore), rank 2 killed with SIGKILL after a first all_reduce; the survivors' next
 all_reduce fails with an error naming rank 2, they call dist.shrink_group([2]) and the shrunk
-group (the new default group) all_reduces right, over shm and over tcp. Also: the backend says it
+group (the new default group) all_reduces right, and so does a new_group made after it (in the
+shrunk group's numbers, over the shrunk group's connections: no new socket over tcp), over shm
+and over tcp. Also: the backend says it
 supports shrinking, and a rank that is not dead but listed is left out all the same.
 
     PYTHONPATH=build/torch_backend .venv/bin/python tests/torch/test_shrink.py
@@ -16,7 +18,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from launchers import free_port, quiet_environment
+from launchers import free_port, open_sockets, quiet_environment
 
 SIZE = 4
 
@@ -45,6 +47,17 @@ def worker():
     dist.all_reduce(mine, group=shrunk)
     print("rank %d shrunk: rank %d of %d, sums %g %g" % (rank, dist.get_rank(), dist.get_world_size(), value.item(),
                                                          mine.item()), flush=True)
+    # Groups made after the shrink number their ranks from the shrunk default group: new ranks 1
+    # and 2 are old ranks 1 and 3 (made from the old world, they would be 1 and the dead 2).
+    sockets_before = open_sockets()
+    pair = dist.new_group([1, 2])
+    if os.environ["COMM_TRANSPORT"] == "tcp":  # a group of the shrunk world's, on its connections
+        print("rank %d pair: %d new sockets" % (rank, open_sockets() - sockets_before), flush=True)
+    if dist.get_rank() in (1, 2):
+        mine = torch.tensor([float(dist.get_rank() + 1)])
+        dist.all_reduce(mine, group=pair)
+        print("rank %d pair: sum %g" % (rank, mine.item()), flush=True)
+    dist.barrier()  # rank 0 hosts the store the pair's members still use
     dist.destroy_process_group()
     return 0
 
@@ -76,7 +89,9 @@ def run(transport):
             "rank %d supports_shrinking=True" % rank,
             "rank %d failed:" % rank,
             "rank %d shrunk: rank %d of 3, sums 7 7" % (rank, new_rank),  # 1 + 2 + 4
-        ]
+        ] + (["rank %d pair: sum 5" % rank] if new_rank in (1, 2) else [])
+        if transport == "tcp":
+            expected.append("rank %d pair: 0 new sockets" % rank)
         if process.returncode != 0:
             failures.append("rank %d exited with %s" % (rank, process.returncode))
         for line in expected:

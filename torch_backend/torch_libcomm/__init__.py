@@ -6,6 +6,11 @@ Importing this package registers the backend "libcomm" for CPU and CUDA tensors,
 
 runs torch.distributed's collectives on libcomm. Installed with pip, torch imports it by itself
 (the "torch.backends" entry point; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns that off).
+
+Recovery from a dead rank (docs/recovery.md): torch.distributed.shrink_group works on libcomm
+groups; `shrink()` here needs no list of the dead (the survivors agree on it), and `grow()`
+takes new processes into the default group (they join with init_process_group when COMM_JOIN
+is set, as commrun --restart sets it).
 """
 
 import torch  # loads the torch libraries that the extension links against
@@ -13,7 +18,7 @@ import torch.distributed as _distributed
 
 from torch_libcomm import _C
 
-__all__ = ["register"]
+__all__ = ["register", "shrink", "grow"]
 
 
 def register() -> None:
@@ -24,6 +29,67 @@ def register() -> None:
         _distributed.Backend.register_backend(
             "libcomm", _C._create, extended_api=True, devices=["cpu", "cuda"]
         )
+
+
+def shrink(ranks_to_exclude=None, group=None):
+    """Shrinks `group` (the default group unless given) to its live ranks and returns the new
+    group. Every survivor calls it (the dead never do); they agree on who is out: the ranks in
+    `ranks_to_exclude` (the same list on every caller) and every rank found dead, even one dying
+    during the call. Ranks are numbered densely in the old order. As with shrink_group, a shrunk
+    default group becomes the default group and the other groups are destroyed."""
+    c10d = _distributed.distributed_c10d
+    old = group if group is not None else c10d._get_default_group()
+    is_default = old == c10d._get_default_group()
+    backend, survivors = _C._shrink(old._get_backend(torch.device("cpu")), list(ranks_to_exclude or []))
+    if is_default:
+        mapping = {rank: rank for rank in range(len(survivors))}  # the new world numbers its own
+    else:
+        members = c10d.get_process_group_ranks(old)  # global ranks, in the group's order
+        mapping = {members[old_rank]: new_rank for new_rank, old_rank in enumerate(survivors)}
+    return _replace_group(old, is_default, backend, mapping, "shrunk")
+
+
+def grow(count, group=None):
+    """Grows the default group by `count` new processes and returns the grown group, which
+    becomes the default group (the others are destroyed). Every member calls it with the same
+    count; each newcomer calls init_process_group("libcomm", rank=R, world_size=N) with COMM_JOIN
+    set to the group's libcomm name ("default_pg"), R from the old size on, N the new size. The
+    members keep their ranks. Through the job's store, which must still be up: host it outside
+    the ranks (torchrun's agent store, TORCHELASTIC_USE_AGENT_STORE) when rank 0 may die."""
+    c10d = _distributed.distributed_c10d
+    default = c10d._get_default_group()
+    if group is not None and group != default:
+        raise ValueError("torch_libcomm.grow: only the default group grows (newcomers join the world)")
+    backend = _C._grow(default._get_backend(torch.device("cpu")), int(count))
+    mapping = {rank: rank for rank in range(backend.size())}
+    return _replace_group(default, True, backend, mapping, "grown")
+
+
+def _replace_group(old, is_default, backend, mapping, how):
+    """Makes a torch process group of a libcomm backend that replaces `old`, as torch's
+    shrink_group does (torch 2.13's internals: this package is built against the torch it runs
+    with)."""
+    c10d = _distributed.distributed_c10d
+    if is_default:
+        c10d._destroy_all_other_groups(exclude_group=old)
+    backend_name, store = c10d._world.pg_map[old]
+    config = c10d._world.pg_backend_config.get(old, "")
+    old_name = c10d._get_process_group_name(old)
+    name = c10d._process_group_name(list(mapping), use_hashed_name=True)
+    c10d._cleanup_original_group(old, is_default)
+    pg = c10d.ProcessGroup(c10d.PrefixStore(f"{name}/", store.clone()), backend.rank(), backend.size())
+    backend_type = c10d.ProcessGroup.BackendType.CUSTOM
+    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    for device in devices:
+        pg._register_backend(device, backend_type, backend)
+    pg._set_default_backend(backend_type)
+    pg._set_group_name(name)
+    pg._set_group_desc("default:" + how if is_default else old_name + ":" + how)
+    if is_default:
+        c10d._update_default_pg(pg)
+    c10d._register_pg_in_world(pg=pg, backend_name=backend_name, store=store, group_name=name, backend_config=config,
+                               rank_mapping=mapping)
+    return pg
 
 
 def _autoload() -> None:
