@@ -232,6 +232,36 @@ int run_all_reduce_stream(std::size_t count, std::string_view algorithm) {
   }
 }
 
+// Rank 0 receives from rank 2 once the file COMM_TEST_GO exists (connections on first use: it
+// asks rank 2 to connect to it); the others wait. The test stops ranks 1-3 first and kills 2.
+int run_ask_then_wait() {
+  try {
+    auto group = comm::init_process_group();
+    std::cout << "ready" << std::endl;
+    if (group->rank() != 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+      return 0;
+    }
+    while (!std::filesystem::exists(env_or("COMM_TEST_GO", "")))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::cout << "asking" << std::endl;
+    std::int32_t value = 0;
+    auto started = std::chrono::steady_clock::now();
+    try {
+      group->recv(comm::Buffer(&value, 1, comm::DType::Int32), 2);
+    } catch (const comm::Error& error) {
+      auto after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      std::cout << "FAILED " << comm::to_string(error.code()) << " after " << after.count() << " ms, about peer "
+                << error.peer() << ": " << error.what() << std::endl;
+      return 10;
+    }
+    return 0;
+  } catch (const comm::Error& error) {
+    std::cout << "ERROR " << error.what() << std::endl;
+    return 11;
+  }
+}
+
 int run_file_add(char** argv) {
   comm::FileStore store(argv[2], std::chrono::seconds(30));
   int count = std::atoi(argv[4]);
@@ -348,6 +378,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "p2p-exchange") return run_p2p_exchange();
   if (mode == "p2p-stream") return run_p2p_stream();
+  if (mode == "ask-then-wait") return run_ask_then_wait();
   if (mode == "arena-stream") return run_all_reduce_stream(1 << 20, "shared_memory");
   if (mode == "ring-stream") return run_all_reduce_stream(1 << 18, "ring");
   if (mode == "inherited-fds") {  // descriptors beyond stdin, stdout and stderr this process started with

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -304,6 +305,49 @@ TEST_CASE("a lazily connecting rank's listener refuses strangers after init", "[
   for (auto& thread : ranks) thread.join();
   ::unsetenv("COMM_CONNECT");
   REQUIRE_RANK_CHECKS(checks);
+}
+
+// Issue 32 (3 of 1,000 recovery cases with connections on first use): a lower rank that asked a
+// higher one to connect back heard of the higher one's death only at the timeout, 20 s into a
+// shrink whose other survivors gave up at the same moment. Rank 2 here is stopped when rank 0
+// asks (the kernel queues the request), then killed: rank 0's receive from it must fail at once,
+// naming it. Ranks 1 and 3 (rank 2's neighbours, which would tell rank 0) are stopped meanwhile.
+TEST_CASE("a rank asked to connect back that dies first is named at once (connections on first use)",
+          "[transport][process]") {
+  constexpr int kRanks = 4;
+  std::string port = std::to_string(comm::testing::free_port());
+  std::string go = (std::filesystem::temp_directory_path() / ("comm-ask-go-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove(go);
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    ranks.push_back(
+        std::make_unique<ChildProcess>(std::vector<std::string>{helper(), "ask-then-wait"},
+                                       std::map<std::string, std::string>{{"RANK", std::to_string(rank)},
+                                                                          {"WORLD_SIZE", std::to_string(kRanks)},
+                                                                          {"MASTER_ADDR", "127.0.0.1"},
+                                                                          {"MASTER_PORT", port},
+                                                                          {"COMM_TRANSPORT", "tcp"},
+                                                                          {"COMM_CONNECT", "lazy"},
+                                                                          {"COMM_TIMEOUT", "60"},
+                                                                          {"COMM_HANG_REPORT", "0"},
+                                                                          {"COMM_TEST_GO", go}}));
+  }
+  for (auto& rank : ranks) REQUIRE(wait_for_output(*rank, "ready", 30s));
+  for (int rank = 1; rank < kRanks; ++rank) ranks[rank]->signal(SIGSTOP);
+  { std::ofstream(go) << "go"; }
+  REQUIRE(wait_for_output(*ranks[0], "asking", 10s));
+  std::this_thread::sleep_for(300ms);  // the request is in rank 2's queue
+  ranks[2]->signal(SIGKILL);
+  auto killed_at = Clock::now();
+  auto status = ranks[0]->wait_for(15s);
+  auto reaction = Clock::now() - killed_at;
+  for (int rank : {1, 3}) ranks[rank]->signal(SIGCONT);
+  std::filesystem::remove(go);
+  INFO(ranks[0]->output());
+  REQUIRE(status.has_value());
+  CHECK(*status == 10);
+  CHECK(reaction < 2s);
+  CHECK_THAT(ranks[0]->output(), ContainsSubstring("about peer 2") && ContainsSubstring("rank 2 at"));
 }
 
 // Issue 15, finding 6: when the shared-memory set-up failed part way (a peer died before

@@ -3,8 +3,8 @@
 
 Each case starts 3 to 6 ranks of comm-recovery-worker's data-parallel training (train mode:
 an all_reduce of 1 MiB of exact integer gradients per step; a failed step is redone on the group
-shrink() returns, after the survivors agree on the step) over shm or tcp (or tcp with connections
-on first use: COMM_RECOVERY_TRANSPORT=tcp+lazy; not by default), with a store hosted by this
+shrink() returns, after the survivors agree on the step) over shm, tcp or tcp with connections
+on first use (COMM_RECOVERY_TRANSPORT=tcp+lazy draws only those), with a store hosted by this
 script (comm-store), and kills one or two ranks with SIGKILL: before a step's all_reduce, during it, or during the shrink that follows another's
 death (so several ranks at once, and deaths during the agreement). It asserts: no hang (every
 process ends within the case's timeout); every rank that was not killed finishes, all in a group
@@ -67,10 +67,7 @@ def allowed_sums(size, deaths):
 
 def draw_case(rng):
     size = rng.choice([3, 4, 4, 5, 6])
-    # Connections on first use (tcp+lazy, opt-in) are left out by default: 3 of 1,000 cases
-    # there failed (a lazy connection made from both sides at once during the agreement leaves
-    # one side's sends failing); COMM_RECOVERY_TRANSPORT=tcp+lazy runs them.
-    transport = rng.choice(["shm", "tcp"])
+    transport = rng.choice(["shm", "tcp", "tcp+lazy"])
     transport = os.environ.get("COMM_RECOVERY_TRANSPORT", transport)  # to repeat one kind
     victims = rng.sample(range(size), rng.choice([1, 1, 2]))
     kills = []

@@ -76,7 +76,9 @@ void LazyConnector::start_outbound(int peer, bool request) {
 
 void LazyConnector::watch(Handshake& handshake) {
   if (!handshake.socket.valid()) return;
-  std::uint32_t events = handshake.stage == Stage::Receiving ? EPOLLIN : EPOLLOUT;
+  bool reading =
+      handshake.stage == Stage::Receiving || handshake.stage == Stage::Waiting || handshake.stage == Stage::Holding;
+  std::uint32_t events = reading ? EPOLLIN | EPOLLRDHUP : EPOLLOUT;
   auto key = reinterpret_cast<std::uint64_t>(&handshake);
   try {
     epoll_.modify(handshake.socket.fd(), events, key);
@@ -92,6 +94,13 @@ void LazyConnector::refuse(const Handshake& handshake, const std::string& reason
                          refusals_.window().count());
   }
   if (verdict.write) connector_log().warn("refused a connection from {}: {}", handshake.from, reason);
+}
+
+bool LazyConnector::closed_by_peer(const Handshake& handshake) {
+  if (!handshake.socket.valid()) return true;
+  std::uint8_t byte = 0;
+  ssize_t n = ::recv(handshake.socket.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 void LazyConnector::accept_all() {
@@ -127,13 +136,23 @@ bool LazyConnector::step(Handshake& handshake, std::vector<Connected>& connected
     return false;
   };
   if (handshake.stage == Stage::Waiting) {
-    // Our request was delivered: the higher rank connects back (or it has ended).
+    // Our request was delivered: the higher rank connects back, then closes the request's
+    // socket; closed before it has, the higher rank has ended.
     if (peers_[handshake.peer] == PeerState::Connected) return false;
+    if (closed_by_peer(handshake)) {
+      return give_up("rank " + std::to_string(handshake.peer) + " at " + handshake.from +
+                     " was asked to connect to this rank and ended before it had: look at its output for why");
+    }
     if (Clock::now() > handshake.deadline) {
       return give_up("rank " + std::to_string(handshake.peer) + " at " + handshake.from +
                      " was asked to connect to this rank and has not: is it stuck, or gone?");
     }
     return true;
+  }
+  if (handshake.stage == Stage::Holding) {
+    // A lower rank's request, held open until this rank's connection to it is made (or fails);
+    // the lower rank closing it first has given up or ended, which the connection finds out.
+    return peers_[handshake.peer] == PeerState::Underway && !closed_by_peer(handshake);
   }
   while (handshake.stage == Stage::Sending || handshake.stage == Stage::Answering) {
     // A connection still being made says EAGAIN or ENOTCONN: EPOLLOUT comes when it is made.
@@ -156,9 +175,9 @@ bool LazyConnector::step(Handshake& handshake, std::vector<Connected>& connected
       connected.push_back({handshake.peer, release(handshake), peer_name_of(handshake.in)});
       return false;
     }
-    if (handshake.request) {  // this socket has done its part; the peer connects back
-      release(handshake);
+    if (handshake.request) {  // the peer connects back; this socket tells if it dies first
       handshake.stage = Stage::Waiting;
+      watch(handshake);
       return step(handshake, connected, lost);
     }
     handshake.stage = Stage::Receiving;
@@ -208,7 +227,10 @@ bool LazyConnector::step(Handshake& handshake, std::vector<Connected>& connected
         if (peer > options_.rank)
           return give_up("rank " + std::to_string(peer) + " asked to be connected by a lower rank");
         want(peer);  // nothing if connected or under way already
-        return false;
+        handshake.peer = peer;
+        handshake.stage = Stage::Holding;
+        watch(handshake);
+        return step(handshake, connected, lost);
       }
       return give_up(reason);
     }

@@ -5,7 +5,9 @@
 // Only the higher rank of a pair ever connects, as in the full mesh (tcp_mesh.hpp), with the
 // same proved hellos: so two ranks that want each other at the same moment never make two
 // connections. A lower rank that wants a higher one sends it a request instead (a hello of
-// its own purpose, then it closes), and the higher rank connects back. The listener stays open
+// its own purpose), and the higher rank connects back. Both keep the request's socket open until
+// that connection is made: so a rank that dies before it has connected back (or while it is
+// asked) closes it, and the lower rank hears of the death at once, not after the timeout. The listener stays open
 // while the transport lives; what connects to it is authenticated like the mesh's peers, and a
 // stranger, a second claim to a connected rank's place, or a hello that does not come in time
 // is refused and logged (a few lines however many).
@@ -66,14 +68,16 @@ class LazyConnector {
 
  private:
   // Sending our hello (or request), Answering a higher rank's, Receiving a hello or answer,
-  // Waiting (socketless) for a higher rank we asked to connect back.
-  enum class Stage { Sending, Answering, Receiving, Waiting };
+  // Waiting for a higher rank we asked to connect back (on the request's socket, which it
+  // closes once connected or when it dies), Holding a lower rank's request until this rank has
+  // connected back to it.
+  enum class Stage { Sending, Answering, Receiving, Waiting, Holding };
   struct Handshake {
     int peer = -1;  // -1 until an accepted connection's hello names it
     Socket socket;
     Stage stage = Stage::Sending;
     bool outbound = true;  // we connected; else the listener accepted it
-    bool request = false;  // a request to a higher rank: done once sent
+    bool request = false;  // a request to a higher rank: Waiting once sent
     std::vector<std::uint8_t> out;
     std::size_t sent = 0;
     Hello in{};
@@ -86,6 +90,8 @@ class LazyConnector {
   // False once the handshake is over (completed, failed or refused).
   bool step(Handshake& handshake, std::vector<Connected>& connected, std::vector<Lost>& lost);
   void accept_all();
+  // Whether the peer closed the socket (or the connection broke): EOF or an error, no bytes.
+  static bool closed_by_peer(const Handshake& handshake);
   void watch(Handshake& handshake);
   // The handshake's socket, out of the epoll set.
   Socket release(Handshake& handshake);
