@@ -10,6 +10,8 @@
 //   grow                   rank 2 dies; the survivors shrink, then grow by one: a process in mode
 //   newcomer               newcomer joins (InitOptions::join), receives the model by broadcast,
 //                          and all four all_reduce
+//   grow-twice             the same, then rank 1 dies and they grow back again: two processes in
+//   newcomer-twice         mode newcomer-twice start at once, one joins each growth
 //   train STEPS KILLS      data-parallel steps: every step all_reduces a gradient (integers in
 //                          doubles, so sums are exact in any order) and updates the parameters.
 //                          KILLS: "rank@step[:when]" comma-separated, when = before (default:
@@ -105,6 +107,53 @@ int run_newcomer() {
   auto grown = join(true);
   std::vector<double> model(1000, -1.0);
   return check_grown(*grown, model);
+}
+
+// grow-twice's second round: the member started as rank 1 dies; the rest shrink and grow back
+// again, taking in the newcomer that did not get a place the first time.
+int grow_again(std::shared_ptr<comm::ProcessGroup> group, std::vector<double>& model) {
+  group->barrier();
+  if (job_rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::kill(::getpid(), SIGKILL);
+  }
+  std::int64_t value = 1;
+  if (!fails("failed again", [&] { group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); })) return 1;
+  auto grown = group->shrink()->grow(1);
+  std::int64_t round = 2;
+  grown->broadcast(comm::Buffer(&round, 1, comm::DType::Int64), 0);
+  return check_grown(*grown, model);
+}
+
+// Two deaths, one after the other, each replaced: ranks 2 and then 1 die, the survivors grow
+// back twice. Two newcomers (mode newcomer-twice) start at once: one takes the first growth's
+// place, the other finds it taken and waits for the second growth.
+int run_grow_twice() {
+  auto group = join();
+  std::vector<double> model(1000);
+  for (std::size_t i = 0; i < model.size(); ++i) model[i] = 0.5 * double(i);
+  std::int64_t value = 1;
+  group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+  if (group->rank() == 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::kill(::getpid(), SIGKILL);
+  }
+  if (!fails("failed", [&] { group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); })) return 1;
+  auto grown = group->shrink()->grow(1);
+  std::int64_t round = 1;
+  grown->broadcast(comm::Buffer(&round, 1, comm::DType::Int64), 0);
+  if (check_grown(*grown, model) != 0) return 1;
+  return grow_again(grown, model);
+}
+
+int run_newcomer_twice() {
+  auto grown = join(true);
+  std::vector<double> model(1000, -1.0);
+  std::int64_t round = 0;
+  grown->broadcast(comm::Buffer(&round, 1, comm::DType::Int64), 0);
+  say("joined in round " + std::to_string(round));
+  if (check_grown(*grown, model) != 0) return 1;
+  return round == 1 ? grow_again(grown, model) : 0;
 }
 
 int run_revoke() {
@@ -273,6 +322,8 @@ int main(int argc, char** argv) {
     if (mode == "grow") return run_grow();
     if (mode == "subgroup") return run_subgroup();
     if (mode == "newcomer") return run_newcomer();
+    if (mode == "grow-twice") return run_grow_twice();
+    if (mode == "newcomer-twice") return run_newcomer_twice();
     if (mode == "train" && argc > 3) return run_train(std::atoi(argv[2]), parse_kills(argv[3]));
   } catch (const comm::Error& error) {
     say(std::string("ERROR ") + comm::to_string(error.code()) + ": " + error.what());

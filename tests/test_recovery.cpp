@@ -207,6 +207,35 @@ TEST_CASE("the survivors grow back: a newcomer joins the running group and gets 
   check_nothing_left(job);
 }
 
+// Before: a newcomer read the latest growth's record, whatever it was; the one that came for
+// the second death took the first growth's record, found its place taken and failed, and the
+// survivors' second grow waited out its timeout.
+TEST_CASE("two deaths, two growths: a newcomer that finds a growth's places taken waits for the next", "[recovery]") {
+  std::string transport = GENERATE("shm", "tcp");
+  INFO("transport " << transport);
+  Job job(4, {"grow-twice"}, transport);
+  job.start(4, 4, {"newcomer-twice"}, transport);
+  job.start(5, 4, {"newcomer-twice"}, transport);
+  auto codes = job.wait(60s);
+  CHECK(codes[1] == 128 + 9);
+  CHECK(codes[2] == 128 + 9);
+  std::map<int, int> growths_seen;  // process -> "grown" lines
+  for (int process : {0, 3, 4, 5}) {
+    std::string output = job.output(process);
+    INFO("process " << process << ":\n" << output);
+    CHECK(codes[static_cast<std::size_t>(process)] == 0);
+    static const std::regex line(R"(grown size=4 rank=\d sum=10 model ok)");
+    growths_seen[process] = static_cast<int>(
+        std::distance(std::sregex_iterator(output.begin(), output.end(), line), std::sregex_iterator()));
+  }
+  CHECK(growths_seen[0] == 2);
+  CHECK(growths_seen[3] == 2);
+  CHECK(growths_seen[4] + growths_seen[5] == 3);  // one newcomer in both growths, the other in the second
+  CHECK_THAT(job.output(4) + job.output(5),
+             ContainsSubstring("joined in round 1") && ContainsSubstring("joined in round 2"));
+  check_nothing_left(job);
+}
+
 TEST_CASE("a sub-group shrinks the same way, and the world after it", "[recovery]") {
   std::string transport = GENERATE("shm", "tcp");
   INFO("transport " << transport);

@@ -136,6 +136,11 @@ class ProcessGroup::Impl {
   // Collective over the members: the shared-memory collectives' segment, through the store.
   void map_arena();
   void throw_if_revoked(const char* op, std::int64_t sequence) const;
+  // grow's steps (group_growth.cpp): the generation rank 0 announces; a failed growth told to
+  // the newcomers that took a place of it.
+  std::uint64_t wait_for_announcement(const std::string& announcement, const char* op);
+  void publish_growth_failure(const std::string& announcement, std::uint64_t generation, const Error& error,
+                              int grown_size);
   // Runs the call's algorithm; a failure aborts the group, so peers stop waiting.
   void execute(const PreparedCall& prepared);
 
@@ -153,6 +158,9 @@ class ProcessGroup::Impl {
   // ranks connect the same way, the newcomers with them. Inherited by the groups made from it.
   std::string medium_choice_ = "auto";
   std::optional<std::string> job_secret_{};
+  // The job's group namespace in the store ("default_pg", InitOptions::join names it): growth
+  // records live there, whichever group grows, so that newcomers find them.
+  std::shared_ptr<Store> job_store_;
   std::set<std::uint32_t> child_ids_;                 // of the groups made from this one: an id is never reused
   std::unique_ptr<algorithms::ScratchPool> scratch_;  // the collectives' temporary memory
   std::unique_ptr<transport::SharedArena> arena_;     // shared-memory collectives' segment; null: none

@@ -17,7 +17,9 @@ struct GrowthRecord {
 
 inline std::string growth_prefix(std::uint64_t generation) { return "grow" + std::to_string(generation); }
 
-// The record newcomers read ("grow/open", the latest growth), written by the group's rank 0.
+// The key of the record newcomers read (the latest growth), written by the group's rank 0.
+inline constexpr const char* kGrowthOpenKey = "grow/open";
+// The record newcomers read (the latest growth), written by the group's rank 0.
 void open_growth(Store& job_groups, const GrowthRecord& record);
 // Waits (the store's timeout) for a growth to be opened, and returns it.
 GrowthRecord read_growth(Store& job_groups);

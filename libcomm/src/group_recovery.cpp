@@ -82,6 +82,7 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::shrink(const std::vector
   child->link_ = link_;
   child->medium_choice_ = medium_choice_;
   child->job_secret_ = job_secret_;
+  child->job_store_ = job_store_;
   return child;
 }
 

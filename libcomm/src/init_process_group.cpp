@@ -1,6 +1,9 @@
 // init_process_group: turns InitOptions, the URL and the launcher's environment into a rank,
 // a world size and a store, then runs the join protocol (rendezvous/join.hpp).
 #include <chrono>
+#include <functional>
+#include <optional>
+#include <thread>
 
 #include "algorithms/tuner.hpp"
 #include "comm/process_group.hpp"
@@ -202,43 +205,82 @@ WorldPlace place_through(const JobStore& job, const InitOptions& options, const 
   return place;
 }
 
+// A growth newer than `tried`, once one is opened; nothing at the deadline.
+std::optional<GrowthRecord> next_growth(Store& job_groups, std::uint64_t tried,
+                                        std::chrono::steady_clock::time_point deadline) {
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (job_groups.check({kGrowthOpenKey})) {
+      GrowthRecord record = read_growth(job_groups);
+      if (record.generation > tried) return record;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::nullopt;
+}
+
 // InitOptions::join: a newcomer takes the next place a running group's grow() opened, after the
-// group's own ranks (ProcessGroup::grow, group_growth.cpp, writes "grow/open").
-WorldPlace place_in_running_group(const InitOptions& options, const InitMethod& method, const LaunchEnvironment& launch,
-                                  std::chrono::milliseconds timeout) {
+// group's own ranks (ProcessGroup::grow, group_growth.cpp, writes "grow/open"). A newcomer whose
+// growth failed (a member died while growing: the members shrink, and may grow again), or that
+// found its places taken (an earlier growth's record), waits for the next growth until the
+// timeout. A place given (NCCL's ncclCommGrow names each newcomer's rank) is tried once.
+using WorldMaker = std::function<std::shared_ptr<ProcessGroup>(const WorldPlace&)>;
+std::shared_ptr<ProcessGroup> join_running_group(const InitOptions& options, const InitMethod& method,
+                                                 const LaunchEnvironment& launch, std::chrono::milliseconds timeout,
+                                                 const WorldMaker& make_world) {
   Placement unknown;  // the rank and size come from the group
   JobStore job = open_store(options, method, launch, unknown, options.join, timeout);
   auto job_groups = std::make_shared<PrefixStore>(options.join, job.store);
-  GrowthRecord opened = read_growth(*job_groups);
-  // A place given (NCCL's ncclCommGrow names each newcomer's rank), or the next one free.
-  std::int64_t claimed = 0;
-  if (options.rank >= 0) {
-    COMM_CHECK(options.rank >= opened.size && options.rank < opened.size + opened.count &&
-                   (options.world_size < 0 || options.world_size == opened.size + opened.count),
-               InvalidArgumentError, ErrorContext{.op = kOp},
-               "group '" + options.join + "' grows from " + std::to_string(opened.size) + " to " +
-                   std::to_string(opened.size + opened.count) + " ranks: a newcomer's rank is in " +
-                   std::to_string(opened.size) + ".." + std::to_string(opened.size + opened.count - 1) +
-                   ", and the size that one, not rank " + std::to_string(options.rank) + " of " +
-                   std::to_string(options.world_size));
-    claimed = options.rank - opened.size + 1;
-  } else {
-    claimed = job_groups->add("grow/" + std::to_string(opened.generation) + "/claimed", 1);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::uint64_t tried = 0;
+  std::exception_ptr last_failure;
+  while (true) {
+    std::optional<GrowthRecord> opened =
+        tried == 0 ? read_growth(*job_groups) : next_growth(*job_groups, tried, deadline);
+    if (!opened) std::rethrow_exception(last_failure);
+    std::int64_t claimed = 0;
+    if (options.rank >= 0) {
+      COMM_CHECK(options.rank >= opened->size && options.rank < opened->size + opened->count &&
+                     (options.world_size < 0 || options.world_size == opened->size + opened->count),
+                 InvalidArgumentError, ErrorContext{.op = kOp},
+                 "group '" + options.join + "' grows from " + std::to_string(opened->size) + " to " +
+                     std::to_string(opened->size + opened->count) + " ranks: a newcomer's rank is in " +
+                     std::to_string(opened->size) + ".." + std::to_string(opened->size + opened->count - 1) +
+                     ", and the size that one, not rank " + std::to_string(options.rank) + " of " +
+                     std::to_string(options.world_size));
+      claimed = options.rank - opened->size + 1;
+    } else {
+      claimed = job_groups->add("grow/" + std::to_string(opened->generation) + "/claimed", 1);
+    }
+    tried = opened->generation;
+    if (claimed > opened->count) {
+      InvalidArgumentError taken("group '" + options.join + "' opened " + std::to_string(opened->count) +
+                                     " places for new ranks and all are taken; start as many new processes as "
+                                     "grow() asks for",
+                                 ErrorContext{.op = kOp});
+      if (options.rank >= 0) throw taken;
+      last_failure = std::make_exception_ptr(taken);
+      continue;
+    }
+    WorldPlace place = place_through(job, options, launch, timeout);
+    place.job_store = job_groups;
+    place.store = std::make_shared<PrefixStore>(growth_prefix(opened->generation), job_groups);
+    place.name = options.join + "/" + growth_prefix(opened->generation);
+    place.job_name = options.join;
+    place.rank = opened->size + static_cast<int>(claimed) - 1;
+    place.size = opened->size + opened->count;
+    log::set_rank(place.rank, place.size);
+    log::get(log::Subsystem::Rendezvous)
+        .info("joining group '{}' as its rank {} of {} (grown from {})", options.join, place.rank, place.size,
+              opened->size);
+    try {
+      return make_world(place);
+    } catch (const Error& error) {
+      if (options.rank >= 0) throw;
+      log::get(log::Subsystem::Rendezvous)
+          .info("the growth of group '{}' failed ({}); waiting for the next", options.join, error.message());
+      last_failure = std::current_exception();
+    }
   }
-  COMM_CHECK(claimed <= opened.count, InvalidArgumentError, ErrorContext{.op = kOp},
-             "group '" + options.join + "' opened " + std::to_string(opened.count) +
-                 " places for new ranks and all are taken; start as many new processes as grow() asks for");
-  WorldPlace place = place_through(job, options, launch, timeout);
-  place.store = std::make_shared<PrefixStore>(growth_prefix(opened.generation), job_groups);
-  place.name = options.join + "/" + growth_prefix(opened.generation);
-  place.job_name = options.join;
-  place.rank = opened.size + static_cast<int>(claimed) - 1;
-  place.size = opened.size + opened.count;
-  log::set_rank(place.rank, place.size);
-  log::get(log::Subsystem::Rendezvous)
-      .info("joining group '{}' as its rank {} of {} (grown from {})", options.join, place.rank, place.size,
-            opened.size);
-  return place;
 }
 
 }  // namespace
@@ -262,10 +304,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::make_world(const WorldPlace& p
     transport::WatchedStore watched(group_store, [&] {
       // Processes of another job under the same group name may still be heard while joining.
       if (discovery && *discovery) (*discovery)->throw_if_failed();
+      if (place.also_watch) place.also_watch();
       throw_if_join_failed(group_store, kJoinFailureKey, place.rank, place.size);
     });
     try {
-      join_group(deaths_seen || (discovery && *discovery) ? static_cast<Store&>(watched) : group_store, join);
+      bool watch = deaths_seen || (discovery && *discovery) || place.also_watch;
+      join_group(watch ? static_cast<Store&>(watched) : group_store, join);
     } catch (const MismatchError& error) {
       // Published as the job's failure, so that every rank still making the group (one that
       // completed it with the others, say, beside a duplicate RANK) reports this cause.
@@ -283,6 +327,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::make_world(const WorldPlace& p
     group = std::make_unique<Impl>(std::move(identity), place.store, transport, place.timeout);
     group->medium_choice_ = place.transport;
     group->job_secret_ = place.job_secret;
+    group->job_store_ = place.job_store ? place.job_store : place.store;
     if (place.size > 1) {
       transport::WatchedStore watched(group_store, [&] {
         throw_if_join_failed_or_store_lost(group_store, kJoinFailureKey, place.rank, place.size);
@@ -325,14 +370,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     auto launch = read_launch_environment();
     auto timeout = environment::timeout_or(options.timeout);
     // A replacement commrun started (--restart) joins the running job: COMM_JOIN names its group.
+    WorldMaker make_world = [](const WorldPlace& place) { return ProcessGroup::Impl::make_world(place); };
     if (auto from_launcher = environment::get("COMM_JOIN"); options.join.empty() && from_launcher) {
       InitOptions joining = options;
       joining.join = *from_launcher;
-      return ProcessGroup::Impl::make_world(place_in_running_group(joining, method, launch, timeout));
+      return join_running_group(joining, method, launch, timeout, make_world);
     }
-    if (!options.join.empty()) {
-      return ProcessGroup::Impl::make_world(place_in_running_group(options, method, launch, timeout));
-    }
+    if (!options.join.empty()) return join_running_group(options, method, launch, timeout, make_world);
     placement = place(options, method, launch);
     log::set_rank(placement.rank, placement.world_size);
 

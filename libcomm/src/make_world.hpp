@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,9 +16,10 @@
 namespace comm {
 
 struct WorldPlace {
-  std::shared_ptr<Store> store;  // the group's namespace in the job's store
-  std::string name;              // the group's name (errors, logs)
-  std::string job_name;          // the prefix of the job's groups in the store (InitOptions::join names it)
+  std::shared_ptr<Store> store;        // the group's namespace in the job's store
+  std::shared_ptr<Store> job_store{};  // the job's group namespace, where it is not `store` (a grown group)
+  std::string name;                    // the group's name (errors, logs)
+  std::string job_name;                // the prefix of the job's groups in the store (InitOptions::join names it)
   int rank = 0;
   int size = 1;
   bool automatic_rank = false;
@@ -28,6 +30,9 @@ struct WorldPlace {
   std::string route_to_host{};
   std::string transport = "auto";           // InitOptions::transport (COMM_TRANSPORT overrides)
   std::optional<std::string> job_secret{};  // InitOptions::job_secret
+  // Called while the members join, beside the store's own checks; throws to give up (grow: a
+  // death in the growing group).
+  std::function<void()> also_watch{};
 };
 
 // ProcessGroup::Impl::make_world (group.hpp) joins the members through the store, connects them
