@@ -16,12 +16,17 @@
 //                          doubles, so sums are exact in any order) and updates the parameters.
 //                          KILLS: "rank@step[:when]" comma-separated, when = before (default:
 //                          SIGKILL before the step's all_reduce), during (after starting it),
-//                          shrink (at its first shrink, whatever step failed). A failed step is
-//                          redone on the group shrink() returns. At the end each survivor prints
-//                          "final SIZE CHECKSUM" and its parameters' sum.
+//                          shrink (at its first shrink, whatever step failed), grow (at its first
+//                          grow), join (a newcomer, once joined, before the state reaches it). A
+//                          failed step is redone on the group shrink() returns; with
+//                          COMM_RESTARTS=N the survivors then grow back by the ranks lost, up to N
+//                          in all (the test starts a newcomer per death). At the end each survivor
+//                          prints "final SIZE CHECKSUM" and its parameters' sum.
+//   train-join STEPS KILLS a newcomer to that training: joins a growth, receives the state, goes on
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -251,10 +256,12 @@ std::vector<Kill> parse_kills(const std::string& text) {
 }
 
 // A kill "during the shrink" strikes at this rank's first shrink, whichever step failed (a rank
-// killed before step k may have made the others fail step k-1 already).
+// killed before step k may have made the others fail step k-1 already); so do kills at a grow
+// and at a newcomer's join.
 void die_if(const std::vector<Kill>& kills, int step, const std::string& when) {
+  bool any_step = when == "shrink" || when == "grow" || when == "join";
   for (const auto& kill : kills) {
-    if (kill.rank == job_rank() && (kill.step == step || when == "shrink") && kill.when == when) {
+    if (kill.rank == job_rank() && (kill.step == step || any_step) && kill.when == when) {
       std::cout.flush();
       ::kill(::getpid(), SIGKILL);
     }
@@ -267,47 +274,110 @@ void gradient(std::vector<double>& out, int rank, int step) {
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = double((rank + 1) * (int(i % 7) + 1) * (step + 1) % 1000);
 }
 
-int run_train(int steps, const std::vector<Kill>& kills) {
-  auto group = join();
-  std::vector<double> parameters(1 << 17, 0.0);  // 1 MiB: past the eager size, so large messages too
-  std::vector<double> grad(parameters.size());
+// The training job's state: what a newcomer receives, and what every member agrees on.
+struct Training {
+  std::shared_ptr<comm::ProcessGroup> group;
+  std::vector<double> parameters = std::vector<double>(1 << 17, 0.0);  // 1 MiB: large messages too
   std::vector<double> before_step = parameters;  // a rank one step ahead of others rolls back to it
+  // step; replacements still to come (COMM_RESTARTS, less those admitted); ranks lost and not
+  // yet replaced. The same on every member.
+  std::int64_t step = 0, restarts_left = 0, owed = 0;
   int shrinks = 0;
-  for (int step = 0; step < steps;) {
+};
+
+// Rank 0 of a grown group hands the newcomers the model and the counts.
+void share_state(Training& training) {
+  training.group->broadcast(
+      comm::Buffer(training.parameters.data(), training.parameters.size(), comm::DType::Float64), 0);
+  std::int64_t counts[3] = {training.step, training.restarts_left, training.owed};
+  training.group->broadcast(comm::Buffer(counts, 3, comm::DType::Int64), 0);
+  training.step = counts[0];
+  training.restarts_left = counts[1];
+  training.owed = counts[2];
+  training.before_step = training.parameters;
+}
+
+// After a failed step (or a failed recovery): shrink, agree on the step to redo, and grow back
+// by the ranks lost while replacements are coming (the test starts one per death, up to
+// COMM_RESTARTS). A death during any of it fails it on every member: they start over.
+void recover(Training& training, const std::vector<Kill>& kills) {
+  while (true) {
+    try {
+      die_if(kills, static_cast<int>(training.step), "shrink");
+      int before = training.group->size();
+      training.group = training.group->shrink();
+      ++training.shrinks;
+      training.owed += before - training.group->size();
+      // A survivor may have finished the step the others failed (the dead rank's part had
+      // reached it): the survivors agree on the earliest step not done everywhere, and redo it.
+      std::int64_t agreed = training.step;
+      training.group->all_reduce(comm::Buffer(&agreed, 1, comm::DType::Int64), comm::ReduceOp::Min);
+      if (agreed < training.step) training.parameters = training.before_step;
+      say("shrunk to " + std::to_string(training.group->size()) + " ranks, now rank " +
+          std::to_string(training.group->rank()) + "; redoing step " + std::to_string(agreed) +
+          (agreed < training.step ? " (rolled back one step)" : ""));
+      training.step = agreed;
+      int coming = static_cast<int>(std::min(training.owed, training.restarts_left));
+      if (coming > 0) {
+        die_if(kills, static_cast<int>(training.step), "grow");
+        training.group = training.group->grow(coming);
+        training.restarts_left -= coming;
+        training.owed -= coming;
+        share_state(training);
+        say("grown to " + std::to_string(training.group->size()) + " ranks at step " + std::to_string(training.step));
+      }
+      return;
+    } catch (const comm::Error& error) {
+      say(std::string("recovery failed, again: ") + comm::to_string(error.code()) + ": " + error.what());
+    }
+  }
+}
+
+// train, or train-join (a newcomer: it joins a growth and receives the state first).
+int run_train(int steps, const std::vector<Kill>& kills, bool newcomer) {
+  Training training;
+  training.group = join(newcomer);
+  const char* restarts = std::getenv("COMM_RESTARTS");
+  training.restarts_left = restarts != nullptr ? std::atoi(restarts) : 0;
+  if (newcomer) {
+    die_if(kills, 0, "join");
+    try {
+      share_state(training);
+    } catch (const comm::Error& error) {
+      // Another rank died while the state was on its way: this one knows nothing to go on with,
+      // and leaves (the members count it lost, and a replacement comes for it).
+      say(std::string("no state: ") + comm::to_string(error.code()) + ": " + error.what());
+      return 3;
+    }
+    say("joined at step " + std::to_string(training.step) + " as rank " + std::to_string(training.group->rank()));
+  }
+  std::vector<double> grad(training.parameters.size());
+  while (training.step < steps) {
+    int step = static_cast<int>(training.step);
     die_if(kills, step, "before");
     gradient(grad, job_rank(), step);
     try {
-      auto work = group->iall_reduce(comm::Buffer(grad.data(), grad.size(), comm::DType::Float64));
+      auto work = training.group->iall_reduce(comm::Buffer(grad.data(), grad.size(), comm::DType::Float64));
       die_if(kills, step, "during");
       work->wait();
     } catch (const comm::Error& error) {
       say("step " + std::to_string(step) + " failed: " + comm::to_string(error.code()) + ": " + error.what());
-      die_if(kills, step, "shrink");
-      group = group->shrink();
-      ++shrinks;
-      // A survivor may have finished the step the others failed (the dead rank's part had
-      // reached it): the survivors agree on the earliest step not done everywhere, and redo it.
-      std::int64_t agreed = step;
-      group->all_reduce(comm::Buffer(&agreed, 1, comm::DType::Int64), comm::ReduceOp::Min);
-      if (agreed < step) parameters = before_step;
-      say("shrunk to " + std::to_string(group->size()) + " ranks, now rank " + std::to_string(group->rank()) +
-          "; redoing step " + std::to_string(agreed) + (agreed < step ? " (rolled back one step)" : ""));
-      step = static_cast<int>(agreed);
+      recover(training, kills);
       continue;
     }
-    before_step = parameters;
-    for (std::size_t i = 0; i < parameters.size(); ++i) parameters[i] -= grad[i];
-    ++step;
+    training.before_step = training.parameters;
+    for (std::size_t i = 0; i < training.parameters.size(); ++i) training.parameters[i] -= grad[i];
+    ++training.step;
   }
   std::uint64_t checksum = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(parameters.data());
-  for (std::size_t i = 0; i < parameters.size() * sizeof(double); ++i)
+  const auto* bytes = reinterpret_cast<const unsigned char*>(training.parameters.data());
+  for (std::size_t i = 0; i < training.parameters.size() * sizeof(double); ++i)
     checksum = (checksum ^ bytes[i]) * 1099511628211ull;
   double sum = 0;
-  for (double value : parameters) sum += value;
+  for (double value : training.parameters) sum += value;
   std::ostringstream line;
   line.precision(17);
-  line << "final " << group->size() << " " << checksum << " sum " << sum << " shrinks " << shrinks;
+  line << "final " << training.group->size() << " " << checksum << " sum " << sum << " shrinks " << training.shrinks;
   say(line.str());
   return 0;
 }
@@ -324,7 +394,8 @@ int main(int argc, char** argv) {
     if (mode == "newcomer") return run_newcomer();
     if (mode == "grow-twice") return run_grow_twice();
     if (mode == "newcomer-twice") return run_newcomer_twice();
-    if (mode == "train" && argc > 3) return run_train(std::atoi(argv[2]), parse_kills(argv[3]));
+    if (mode == "train" && argc > 3) return run_train(std::atoi(argv[2]), parse_kills(argv[3]), false);
+    if (mode == "train-join" && argc > 3) return run_train(std::atoi(argv[2]), parse_kills(argv[3]), true);
   } catch (const comm::Error& error) {
     say(std::string("ERROR ") + comm::to_string(error.code()) + ": " + error.what());
     return 10;

@@ -5,12 +5,16 @@ Each case starts 3 to 6 ranks of comm-recovery-worker's data-parallel training (
 an all_reduce of 1 MiB of exact integer gradients per step; a failed step is redone on the group
 shrink() returns, after the survivors agree on the step) over shm, tcp or tcp with connections
 on first use (COMM_RECOVERY_TRANSPORT=tcp+lazy draws only those), with a store hosted by this
-script (comm-store), and kills one or two ranks with SIGKILL: before a step's all_reduce, during it, or during the shrink that follows another's
-death (so several ranks at once, and deaths during the agreement). It asserts: no hang (every
-process ends within the case's timeout); every rank that was not killed finishes, all in a group
-of the same size, with bitwise identical parameters; their sum is one the step's rule allows (a
-dead rank's gradient counts up to the step it died in, one step either way: see
-test_recovery.cpp's reference_sums); nothing of the job is left in /dev/shm.
+script (comm-store), and kills one or two ranks with SIGKILL: before a step's all_reduce, during
+it, during the shrink that follows another's death (so several ranks at once, and deaths during
+the agreement), or during a grow. Half the cases allow replacements (COMM_RESTARTS=1 or 2): this
+script starts a newcomer for each rank that dies or fails, as commrun --restart does, and the
+survivors grow back; a newcomer may be killed too (as it joins, or in a step). It asserts: no
+hang (every process ends within the case's timeout); every rank that was not killed finishes
+(newcomers that never joined aside), all in a group of the same size, with bitwise identical
+parameters; their sum is one the deaths allow (each rank's gradient counts from the step it
+joined at to the step it died in, one step either way: see test_recovery.cpp's reference_sums);
+nothing of the job is left in /dev/shm.
 
   run_recovery_faults.py WORKER STORE [--cases N] [--seed S]
 N defaults to COMM_RECOVERY_CASES or 40 (the long mode: COMM_RECOVERY_CASES=1000). A failure
@@ -23,6 +27,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 STEPS = 6
@@ -52,16 +57,14 @@ def per_rank_step_sums(size):
     return sums
 
 
-def allowed_sums(size, deaths):
-    """deaths: {rank: the step it died at}; each may count one step less or more."""
-    sums = per_rank_step_sums(size)
+def allowed_sums(contributions):
+    """contributions: {identity: (first step, {steps it may count up to})}: each identity's
+    gradient counts at steps first..until-1, for one of its untils."""
+    identities = max(contributions) + 1 if contributions else 0
+    sums = per_rank_step_sums(identities)
     options = {0.0}
-    for rank in range(size):
-        if rank in deaths:
-            untils = {max(0, min(STEPS, deaths[rank] + shift)) for shift in (-1, 0, 1)}
-        else:
-            untils = {STEPS}
-        options = {total + sum(sums[rank][:until]) for total in options for until in untils}
+    for identity, (first, untils) in contributions.items():
+        options = {total + sum(sums[identity][first:max(first, until)]) for total in options for until in untils}
     return options
 
 
@@ -69,21 +72,27 @@ def draw_case(rng):
     size = rng.choice([3, 4, 4, 5, 6])
     transport = rng.choice(["shm", "tcp", "tcp+lazy"])
     transport = os.environ.get("COMM_RECOVERY_TRANSPORT", transport)  # to repeat one kind
+    # Replacements: the survivors grow back by the ranks lost, up to this many in all.
+    restarts = rng.choice([0, 0, 1, 2])
     victims = rng.sample(range(size), rng.choice([1, 1, 2]))
+    moments = ["before", "during", "shrink"] + (["grow", "grow"] if restarts else [])
     kills = []
     for victim in victims:
-        kills.append((victim, rng.randrange(STEPS), rng.choice(["before", "during", "shrink"])))
-    return size, transport, kills
+        kills.append((victim, rng.randrange(STEPS), rng.choice(moments)))
+    if restarts and rng.random() < 0.4:  # a newcomer dies too: as it joins, or in a step
+        kills.append((size + rng.randrange(restarts), rng.randrange(STEPS), rng.choice(["join", "before", "during"])))
+    return size, transport, restarts, kills
 
 
 def run_case(worker, store_program, seed, timeout):
     rng = random.Random(seed)
-    size, transport, kills = draw_case(rng)
-    description = "%d ranks, %s, kills %s" % (size, transport, ",".join("%d@%d:%s" % kill for kill in kills))
+    size, transport, restarts, kills = draw_case(rng)
+    description = "%d ranks, %s, %d restarts, kills %s" % (size, transport, restarts,
+                                                           ",".join("%d@%d:%s" % kill for kill in kills))
     port = free_port()
     store = subprocess.Popen([store_program, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     problems = []
-    ranks = []
+    processes = []  # (identity, Popen, output file)
     try:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -94,53 +103,109 @@ def run_case(worker, store_program, seed, timeout):
                 time.sleep(0.02)
         medium, _, connect = transport.partition("+")
         spec = ",".join("%d@%d:%s" % kill for kill in kills)
+
+        def start(identity, mode):
+            env = dict(os.environ, RANK=str(identity), WORLD_SIZE=str(size), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port), COMM_TRANSPORT=medium, COMM_CONNECT=connect or "eager",
+                       COMM_HANG_REPORT="0", COMM_RESTARTS=str(restarts))
+            # The child appends (its own open file): reading here never moves where it writes.
+            handle, output = tempfile.mkstemp(prefix="comm-recovery-")
+            os.close(handle)
+            with open(output, "a") as sink:
+                process = subprocess.Popen([worker, mode, str(STEPS), spec], env=env, stdout=sink,
+                                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            processes.append((identity, process, output))
+
         for rank in range(size):
-            env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                       COMM_TRANSPORT=medium, COMM_CONNECT=connect or "eager", COMM_HANG_REPORT="0")
-            ranks.append(subprocess.Popen([worker, "train", str(STEPS), spec], env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True, start_new_session=True))
-        outputs, codes = [], []
+            start(rank, "train")
+        # As commrun --restart does: a newcomer for each rank that dies or fails, up to `restarts`.
+        replaced, ended = 0, set()
         finish_by = time.monotonic() + timeout
-        for process in ranks:
-            try:
-                out, _ = process.communicate(timeout=max(1, finish_by - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        while True:
+            for identity, process, _ in list(processes):
+                if identity in ended or process.poll() is None:
+                    continue
+                ended.add(identity)
+                if process.returncode != 0 and replaced < restarts:
+                    start(size + replaced, "train-join")
+                    replaced += 1
+            members_running = [process for identity, process, output in processes
+                               if process.poll() is None and (identity < size or "joined at" in read(output))]
+            if not members_running:
+                break  # newcomers still waiting for a growth will get none
+            if time.monotonic() > finish_by:
                 problems.append("HANG: a rank still runs after %d s" % timeout)
                 break
-            outputs.append(out)
-            codes.append(process.returncode)
-        if not problems:
-            check(size, kills, outputs, codes, problems)
-    finally:
-        for process in ranks:
+            time.sleep(0.01)
+        cleaned = set()
+        for identity, process, _ in processes:
             if process.poll() is None:
                 os.killpg(process.pid, 9)
                 process.wait()
+                cleaned.add(identity)
+        ended = [(identity, read(output), process.returncode, identity in cleaned)
+                 for identity, process, output in processes]
+        if os.environ.get("COMM_RECOVERY_VERBOSE"):
+            for identity, out, code, cleaned_up in ended:
+                print("--- %d (exit %s%s):\n%s" % (identity, code, ", cleaned up" if cleaned_up else "", out))
+        if not problems:
+            check(size, kills, ended, problems)
+    finally:
+        for _, process, output in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, 9)
+                process.wait()
+            os.unlink(output)
         store.kill()
         store.wait()
     for entry in os.listdir("/dev/shm"):
-        for process in ranks:
+        for _, process, _ in processes:
             if "-%d-" % process.pid in entry:
                 problems.append("left in /dev/shm: " + entry)
     return description, problems, size
 
 
-def check(size, kills, outputs, codes, problems):
-    deaths = {}
+def read(output):
+    with open(output) as text:
+        return text.read()
+
+
+def check(size, kills, ended, problems):
+    """ended: (identity, output, exit code, cleaned up here) of every process, newcomers included
+    (identities size and up)."""
+    contributions = {}
     finals = {}
-    for rank, (out, code) in enumerate(zip(outputs, codes)):
-        if code == 128 + 9 or code == -9:
-            # Its step of death: a shrink-time kill died after failing a step, which it printed.
+    deaths = 0
+    show = int(os.environ.get("COMM_RECOVERY_SHOW", "1500"))
+    for identity, out, code, cleaned in ended:
+        newcomer = identity >= size
+        joined = re.search(r"joined at step (\d+)", out)
+        first = int(joined.group(1)) if joined else 0
+        if newcomer and not joined:
+            # It never took part: killed as it joined, left without the state, or waited for a
+            # growth that never came (cleaned up).
+            if not cleaned and code not in (-9, 128 + 9, 3):
+                problems.append("newcomer %d ended with %s:\n%s" % (identity, code, out[-show:]))
+            continue
+        if code in (-9, 128 + 9):
+            deaths += 1
+            # Its step of death: a kill at a shrink or grow struck after a step failed, which it
+            # printed; a kill in a step struck in that step.
             failed = re.findall(r"step (\d+) failed", out)
-            nominal = [step for victim, step, when in kills if victim == rank]
-            deaths[rank] = int(failed[-1]) if failed and not any(
-                when != "shrink" for victim, _, when in kills if victim == rank) else nominal[0]
+            moments = [when for victim, _, when in kills if victim == identity]
+            nominal = [step for victim, step, _ in kills if victim == identity]
+            if failed and all(when in ("shrink", "grow") for when in moments):
+                died = int(failed[-1])
+            else:
+                died = nominal[0] if nominal else first
+            contributions[identity] = (first, {max(first, min(STEPS, died + shift)) for shift in (-1, 0, 1)})
             continue
         match = re.search(r"final (\d+) (\d+) sum (\S+)", out)
-        if code != 0 or not match:
-            problems.append("rank %d ended with %s:\n%s" % (rank, code, out[-int(os.environ.get("COMM_RECOVERY_SHOW", "1500")):]))
+        if cleaned or code != 0 or not match:
+            problems.append("rank %d ended with %s:\n%s" % (identity, "a hang" if cleaned else code, out[-show:]))
             continue
-        finals[rank] = (int(match.group(1)), match.group(2), float(match.group(3)))
+        finals[identity] = (int(match.group(1)), match.group(2), float(match.group(3)))
+        contributions[identity] = (first, {STEPS})
     if problems:
         return
     if len({final[0] for final in finals.values()}) > 1 or len({final[1] for final in finals.values()}) > 1:
@@ -150,10 +215,12 @@ def check(size, kills, outputs, codes, problems):
         group_size, _, total = next(iter(finals.values()))
         # A rank killed during the last step may have given every survivor its part first: it is
         # then still in their group, which never needed to shrink again.
-        if not size - len(deaths) <= group_size <= size:
-            problems.append("the survivors' group has %d ranks; %d of %d died" % (group_size, len(deaths), size))
-        if total not in allowed_sums(size, deaths):
-            problems.append("WRONG RESULT: parameters' sum %r is none the deaths %s allow" % (total, deaths))
+        if not len(finals) <= group_size <= len(finals) + deaths:
+            problems.append("the survivors' group has %d ranks; %d finished, %d died" % (group_size, len(finals),
+                                                                                      deaths))
+        if total not in allowed_sums(contributions):
+            problems.append("WRONG RESULT: parameters' sum %r is none the contributions %s allow" %
+                            (total, contributions))
 
 
 def main():
