@@ -31,6 +31,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <sstream>
@@ -91,12 +93,25 @@ int check_grown(comm::ProcessGroup& grown, std::vector<double>& model) {
 
 // Rank 2 dies; the survivors shrink, then grow back by one: a newcomer (mode newcomer) joins,
 // receives the model and the four all_reduce.
+// What this process holds of its peers: mappings of shared-memory segments, and sockets.
+std::string held() {
+  int mappings = 0, sockets = 0;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) mappings += line.find("/dev/shm/comm-") != std::string::npos;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    sockets += std::filesystem::read_symlink(entry.path(), error).string().rfind("socket:", 0) == 0;
+  }
+  return "mappings=" + std::to_string(mappings) + " sockets=" + std::to_string(sockets);
+}
+
 int run_grow() {
   auto group = join();
   std::vector<double> model(1000);
   for (std::size_t i = 0; i < model.size(); ++i) model[i] = 0.5 * double(i);
   std::int64_t value = 1;
   group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+  say("holds before " + held());
   if (group->rank() == 2) {  // once the others are surely past the first call (else they fail in it)
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     ::kill(::getpid(), SIGKILL);
@@ -104,6 +119,7 @@ int run_grow() {
   if (!fails("failed", [&] { group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); })) return 1;
   auto shrunk = group->shrink();
   say("shrunk size=" + std::to_string(shrunk->size()));
+  say("holds after " + held());
   auto grown = shrunk->grow(1);
   return check_grown(*grown, model);
 }
@@ -287,8 +303,8 @@ struct Training {
 
 // Rank 0 of a grown group hands the newcomers the model and the counts.
 void share_state(Training& training) {
-  training.group->broadcast(
-      comm::Buffer(training.parameters.data(), training.parameters.size(), comm::DType::Float64), 0);
+  training.group->broadcast(comm::Buffer(training.parameters.data(), training.parameters.size(), comm::DType::Float64),
+                            0);
   std::int64_t counts[3] = {training.step, training.restarts_left, training.owed};
   training.group->broadcast(comm::Buffer(counts, 3, comm::DType::Int64), 0);
   training.step = counts[0];

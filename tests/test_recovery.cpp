@@ -186,6 +186,7 @@ TEST_CASE("a rank that leaves over a revocation tells the peers it leaves waitin
 }
 
 TEST_CASE("the survivors grow back: a newcomer joins the running group and gets the model", "[recovery]") {
+  // Also: the survivors let go of what they held of the dead rank.
   std::string transport = GENERATE("shm", "tcp");
   INFO("transport " << transport);
   Job job(4, {"grow"}, transport);
@@ -201,6 +202,14 @@ TEST_CASE("the survivors grow back: a newcomer joins the running group and gets 
     static const std::regex line(R"(grown size=4 rank=(\d) sum=10 model ok)");
     REQUIRE(std::regex_search(output, match, line));
     ranks.insert(std::stoi(match[1]));
+    if (process == 4) continue;
+    // What a survivor held of the dead rank is let go once its death is seen: its connection
+    // (the pair's segments, or its socket). The old group, still held, keeps the rest.
+    static const std::regex holds(
+        R"(holds before mappings=(\d+) sockets=(\d+)[\s\S]*holds after mappings=(\d+) sockets=(\d+))");
+    REQUIRE(std::regex_search(output, match, holds));
+    if (transport == "shm") CHECK(std::stoi(match[3]) < std::stoi(match[1]));
+    CHECK(std::stoi(match[4]) == std::stoi(match[2]) - 1);
   }
   CHECK(ranks == std::set<int>{0, 1, 2, 3});
   CHECK_THAT(job.output(4), ContainsSubstring("grown size=4 rank=3"));  // the newcomer comes last
