@@ -137,6 +137,16 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
 ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
 ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
                           ncclConfig_t* config);
+/* Calls of later NCCLs that programs built against their nccl.h link (PyTorch's CUDA library
+ * does). Init from several ids (2.23) is honoured with the first id, which every rank holds; the
+ * rest are refused with ncclInvalidUsage and a message naming them (ncclGetLastError). */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config);
+typedef struct ncclWindow* ncclWindow_t;
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+typedef struct ncclSimInfo ncclSimInfo_t;
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 const char* ncclGetErrorString(ncclResult_t result);
 const char* ncclGetLastError(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);

@@ -79,6 +79,30 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   return ncclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
+// NCCL spreads its bootstrap over several ids; libcomm's store needs one, and every rank has the first.
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config) {
+  if (nId < 1 || commIds == nullptr) return refuse("ncclCommInitRankScalable", "needs at least one id (nId >= 1)");
+  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
+  if (win != nullptr) *win = nullptr;
+  refuse("ncclCommWindowRegister",
+         "symmetric-memory windows are not offered by libcomm's drop-in; leave symmetric memory off");
+  return ncclInvalidUsage;
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+  refuse("ncclCommWindowDeregister", "no window was ever registered (libcomm's drop-in offers none)");
+  return ncclInvalidUsage;
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
+  refuse("ncclGroupSimulateEnd", "libcomm's drop-in does not estimate a group's time; call ncclGroupEnd");
+  return ncclInvalidUsage;
+}
+
 // One process's clique, as NCCL's: an id and every rank's init in one group. libcomm binds each
 // communicator to the device current at the call; devlist is not consulted.
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int*) {

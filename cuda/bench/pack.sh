@@ -25,4 +25,27 @@ for program in "${programs[@]}"; do
     esac
   done
 done
+# libcomm's static libraries, to build torch_libcomm there against its torch
+# (build_torch_module.sh), and the drop-in libnccl.so.2 for torch's ProcessGroupNCCL.
+mkdir -p "$pack/static" "$pack/nccl"
+for library in "$builddir"/libcomm/src/libcomm_c_api.a "$builddir"/libcomm/src/libcomm_api.a \
+               "$builddir"/libcomm/base/libcomm_base.a "$builddir"/transport/libcomm_transport*.a \
+               "$builddir"/rendezvous/libcomm_rendezvous.a "$builddir"/algorithms/libcomm_*.a "$builddir"/cuda/libcomm_cuda.a; do
+  [ -e "$library" ] || continue
+  # Meson's archives are thin (they name the objects in the build tree): a real one travels.
+  # shellcheck disable=SC2046  # (ar names them from here, one a line, without spaces)
+  ar qcs "$pack/static/$(basename "$library")" $(ar t "$library")
+  strip --strip-debug "$pack/static/$(basename "$library")"
+done
+for library in libcrypto.so.3; do  # the module's own needs beyond the binaries'
+  path=$(ldconfig -p | awk -v name="$library" '$1 == name {print $NF; exit}')
+  [ -n "$path" ] && cp -L "$path" "$pack/lib/"
+done
+if [ -e "$builddir/nccl_abi/libnccl.so.2" ]; then
+  cp -L "$builddir/nccl_abi/libnccl.so.2" "$pack/nccl/libnccl.so.2"
+  strip --strip-unneeded "$pack/nccl/libnccl.so.2"
+fi
+# The Gloo side of the many-core comparison (the peers' script, shared beside the checkout).
+peers="$(dirname "$0")/../../../shared/peers/torch_gloo_bench.py"
+[ -e "$peers" ] && cp "$peers" "$pack/"
 du -sh "$pack"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh [pack dir] [results dir]: on the GPU machine, runs the GPU tests and benches packed by
-# pack.sh and writes their output to the results dir (default $OUT, else ./gpu-results).
+# pack.sh and writes their output to the results dir (default $OUT, else ./gpu-results): one log
+# and summary.txt. Pack from a build with CUDA and the drop-in (-Dcuda=enabled -Dnccl_abi=true).
 # ONLY=REGEX runs the steps whose names match. Exit status: non-zero when a test failed. Skips
 # (exit 77) count as failures here, since this
 # script only runs where a GPU is expected.
@@ -58,4 +59,39 @@ run device_all_reduce_perf_tcp_2 env COMM_TRANSPORT=tcp "$pack/bin/commrun" -n 2
 run host_all_reduce_perf_2 "$pack/bin/commrun" -n 2 "$pack/bin/all_reduce_perf" -b 1M -e 256M -f 4
 run host_all_reduce_perf_tcp_2 env COMM_TRANSPORT=tcp \
   "$pack/bin/commrun" -n 2 "$pack/bin/all_reduce_perf" -b 1M -e 256M -f 4
+# Issue 33. PyTorch's own ProcessGroupNCCL on the drop-in libnccl.so.2 (preloaded: torch's
+# libraries then find their nccl* symbols in it), after listing the symbols torch imports.
+python=${PYTHON:-python3}
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -e "$pack/nccl/libnccl.so.2" ]; then
+  dropin=$(cd "$pack/nccl" && pwd)/libnccl.so.2
+  run nccl_symbols "$python" "$here/nccl_symbols.py" "$dropin"
+  for ranks in 1 2; do
+    run torch_nccl_dropin_$ranks env LD_PRELOAD="$dropin" "$python" "$here/torch_collectives_check.py" --backend nccl \
+      --world-size $ranks
+  done
+  run torch_nccl_nvidia_1 "$python" "$here/torch_collectives_check.py" --backend nccl --world-size 1
+  run nccl_one_rank_nvidia "$python" "$here/nccl_one_rank.py" nvidia
+  run nccl_one_rank_dropin env LD_PRELOAD="$dropin" "$python" "$here/nccl_one_rank.py" dropin
+fi
+# torch_libcomm on CUDA tensors, built here against this machine's torch.
+module=${TMPDIR:-/tmp}/torch_libcomm_module
+run build_torch_module bash "$here/build_torch_module.sh" "$pack" "$module"
+for ranks in 1 2; do
+  run torch_libcomm_cuda_$ranks env PYTHONPATH="$module" "$python" "$here/torch_collectives_check.py" \
+    --backend libcomm --world-size $ranks
+done
+# CPU tensors on the machine's cores: libcomm's all_reduce against torch's Gloo, 2-16 ranks.
+for ranks in 2 4 8 16; do
+  run cpu_libcomm_small_$ranks "$pack/bin/commrun" --no-prefix -n $ranks "$pack/bin/all_reduce_perf" -b 8 -e 8 --csv
+  run cpu_libcomm_large_$ranks "$pack/bin/commrun" --no-prefix -n $ranks "$pack/bin/all_reduce_perf" -b 1M -e 256M -f 16 \
+    -n 5 --csv
+  if [ -e "$pack/torch_gloo_bench.py" ]; then
+    run cpu_gloo_$ranks "$python" "$pack/torch_gloo_bench.py" --world-size $ranks --colls all_reduce --budget 0.2 \
+      --max-bytes 268435456
+  fi
+done
+# One file to read first: every step's exit, the checks' totals and the symbol count.
+grep -E "^== .*: exit |^torch .* passed|^nccl symbols:|MISSING" "$log" >"$results/summary.txt" || true
+echo "failed steps: $(grep -cE '^== .*: exit [1-9]' "$log")" >>"$results/summary.txt"
 exit $failed

@@ -258,6 +258,19 @@ static void check_refusals(ncclComm_t comm) {
           ncclGetErrorString(result));
   }
   CHECK(strcmp(ncclGetErrorString(ncclInvalidUsage), "invalid usage") == 0, "ncclGetErrorString");
+  /* Later NCCLs' calls a program may link: refused by name, never silently. */
+  {
+    ncclWindow_t window = (ncclWindow_t)data;
+    result = ncclCommWindowRegister(comm, data, sizeof data, &window, 0);
+    CHECK(result == ncclInvalidUsage && window == NULL && strstr(ncclGetLastError(NULL), "ncclCommWindowRegister"),
+          "ncclCommWindowRegister: %s (%s)", ncclGetErrorString(result), ncclGetLastError(NULL));
+    result = ncclGroupSimulateEnd(NULL);
+    CHECK(result == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclGroupSimulateEnd"),
+          "ncclGroupSimulateEnd: %s", ncclGetErrorString(result));
+    result = ncclCommInitRankScalable(NULL, 2, 0, 0, NULL, NULL);
+    CHECK(result == ncclInvalidArgument && strstr(ncclGetLastError(NULL), "ncclCommInitRankScalable"),
+          "ncclCommInitRankScalable without ids: %s", ncclGetErrorString(result));
+  }
 }
 
 static int run_clique(void) {
