@@ -18,13 +18,18 @@ torch_lib=${flags[2]}
 extra=()
 if [ -n "${flags[4]:-}" ] && compgen -G "$pack/static/libcomm_cuda.a" >/dev/null; then
   cuda_root=${CUDA_HOME:-/usr/local/cuda}
-  extra=("$torch_lib/libc10_cuda.so" "$torch_lib/libtorch_cuda.so" "$cuda_root/lib64/libcudart_static.a" -ldl -lrt)
+  cudart=$cuda_root/lib64/libcudart_static.a
+  [ -e "$cudart" ] || cudart=$cuda_root/targets/x86_64-linux/lib/libcudart_static.a
+  extra=("$torch_lib/libc10_cuda.so" "$torch_lib/libtorch_cuda.so" "$cudart" -ldl -lrt)
 fi
 python_include=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 suffix=$("$python" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 mkdir -p "$out/torch_libcomm"
 shared=()
-for library in "$pack"/lib/*.so*; do [ -e "$library" ] && shared+=("$library"); done
+for library in "$pack"/lib/*.so*; do  # libcomm itself comes from the static libraries: one copy
+  case "$(basename "$library")" in libcomm.so*) continue ;; esac
+  [ -e "$library" ] && shared+=("$library")
+done
 compile=(-DTORCH_LIBCOMM_CUDA=1)
 [ ${#extra[@]} -gt 0 ] || compile=()
 mkdir -p "$out/objects"

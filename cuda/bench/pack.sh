@@ -32,9 +32,13 @@ for library in "$builddir"/libcomm/src/libcomm_c_api.a "$builddir"/libcomm/src/l
                "$builddir"/libcomm/base/libcomm_base.a "$builddir"/transport/libcomm_transport*.a \
                "$builddir"/rendezvous/libcomm_rendezvous.a "$builddir"/algorithms/libcomm_*.a "$builddir"/cuda/libcomm_cuda.a; do
   [ -e "$library" ] || continue
-  # Meson's archives are thin (they name the objects in the build tree): a real one travels.
-  # shellcheck disable=SC2046  # (ar names them from here, one a line, without spaces)
-  ar qcs "$pack/static/$(basename "$library")" $(ar t "$library")
+  if [ "$(head -c 7 "$library")" = '!<thin>' ]; then
+    # A thin archive names objects in the build tree: a real one travels.
+    # shellcheck disable=SC2046  # (ar names them from here, one a line, without spaces)
+    ar qcs "$pack/static/$(basename "$library")" $(ar t "$library")
+  else
+    cp "$library" "$pack/static/"
+  fi
   strip --strip-debug "$pack/static/$(basename "$library")"
 done
 for library in libcrypto.so.3; do  # the module's own needs beyond the binaries'
