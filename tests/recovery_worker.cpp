@@ -91,8 +91,6 @@ int check_grown(comm::ProcessGroup& grown, std::vector<double>& model) {
   return model_ok ? 0 : 1;
 }
 
-// Rank 2 dies; the survivors shrink, then grow back by one: a newcomer (mode newcomer) joins,
-// receives the model and the four all_reduce.
 // What this process holds of its peers: mappings of shared-memory segments, and sockets.
 std::string held() {
   int mappings = 0, sockets = 0;
@@ -105,18 +103,33 @@ std::string held() {
   return "mappings=" + std::to_string(mappings) + " sockets=" + std::to_string(sockets);
 }
 
-int run_grow() {
-  auto group = join();
+// The model the growth tests hand their newcomers.
+std::vector<double> growth_model() {
   std::vector<double> model(1000);
   for (std::size_t i = 0; i < model.size(); ++i) model[i] = 0.5 * double(i);
-  std::int64_t value = 1;
-  group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
-  say("holds before " + held());
-  if (group->rank() == 2) {  // once the others are surely past the first call (else they fail in it)
+  return model;
+}
+
+// `victim` (its rank in the job as started) dies once the others are surely past the call they
+// made last (else they fail in it); the others' next all_reduce must fail.
+bool lose(comm::ProcessGroup& group, int victim, const std::string& label) {
+  if (job_rank() == victim) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     ::kill(::getpid(), SIGKILL);
   }
-  if (!fails("failed", [&] { group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); })) return 1;
+  std::int64_t value = 1;
+  return fails(label, [&] { group.all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); });
+}
+
+// Rank 2 dies; the survivors shrink, then grow back by one: a newcomer (mode newcomer) joins,
+// receives the model and the four all_reduce.
+int run_grow() {
+  auto group = join();
+  std::vector<double> model = growth_model();
+  std::int64_t value = 1;
+  group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+  say("holds before " + held());
+  if (!lose(*group, 2, "failed")) return 1;
   auto shrunk = group->shrink();
   say("shrunk size=" + std::to_string(shrunk->size()));
   say("holds after " + held());
@@ -134,12 +147,7 @@ int run_newcomer() {
 // again, taking in the newcomer that did not get a place the first time.
 int grow_again(std::shared_ptr<comm::ProcessGroup> group, std::vector<double>& model) {
   group->barrier();
-  if (job_rank() == 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    ::kill(::getpid(), SIGKILL);
-  }
-  std::int64_t value = 1;
-  if (!fails("failed again", [&] { group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); })) return 1;
+  if (!lose(*group, 1, "failed again")) return 1;
   auto grown = group->shrink()->grow(1);
   std::int64_t round = 2;
   grown->broadcast(comm::Buffer(&round, 1, comm::DType::Int64), 0);
@@ -151,15 +159,10 @@ int grow_again(std::shared_ptr<comm::ProcessGroup> group, std::vector<double>& m
 // place, the other finds it taken and waits for the second growth.
 int run_grow_twice() {
   auto group = join();
-  std::vector<double> model(1000);
-  for (std::size_t i = 0; i < model.size(); ++i) model[i] = 0.5 * double(i);
+  std::vector<double> model = growth_model();
   std::int64_t value = 1;
   group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
-  if (group->rank() == 2) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    ::kill(::getpid(), SIGKILL);
-  }
-  if (!fails("failed", [&] { group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64)); })) return 1;
+  if (!lose(*group, 2, "failed")) return 1;
   auto grown = group->shrink()->grow(1);
   std::int64_t round = 1;
   grown->broadcast(comm::Buffer(&round, 1, comm::DType::Int64), 0);

@@ -104,6 +104,25 @@ std::vector<std::uint8_t> mesh_hello(int from, int to, int world, const comm::Jo
   return hello;
 }
 
+// `size` ranks of the helper, `arguments` its mode and the rest, joining through env:// at
+// 127.0.0.1:`port`, with `extra` in their environment.
+std::vector<std::unique_ptr<ChildProcess>> start_ranks(int size, const std::vector<std::string>& arguments,
+                                                       const std::string& port,
+                                                       const std::map<std::string, std::string>& extra = {}) {
+  std::vector<std::string> argv{helper()};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int rank = 0; rank < size; ++rank) {
+    std::map<std::string, std::string> environment{{"RANK", std::to_string(rank)},
+                                                   {"WORLD_SIZE", std::to_string(size)},
+                                                   {"MASTER_ADDR", "127.0.0.1"},
+                                                   {"MASTER_PORT", port}};
+    environment.insert(extra.begin(), extra.end());
+    ranks.push_back(std::make_unique<ChildProcess>(argv, environment));
+  }
+  return ranks;
+}
+
 }  // namespace
 
 TEST_CASE("ranks as processes exchange all pairs, a ring and any-source messages", "[transport][process]") {
@@ -159,16 +178,7 @@ TEST_CASE("every survivor of a killed rank names it, not the rank that passed th
   INFO(transport);
   constexpr int kRanks = 4, kVictim = 2;
   std::string port = std::to_string(comm::testing::free_port());
-  std::vector<std::unique_ptr<ChildProcess>> ranks;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    ranks.push_back(
-        std::make_unique<ChildProcess>(std::vector<std::string>{helper(), "ring-stream"},
-                                       std::map<std::string, std::string>{{"RANK", std::to_string(rank)},
-                                                                          {"WORLD_SIZE", std::to_string(kRanks)},
-                                                                          {"MASTER_ADDR", "127.0.0.1"},
-                                                                          {"MASTER_PORT", port},
-                                                                          {"COMM_TRANSPORT", transport}}));
-  }
+  auto ranks = start_ranks(kRanks, {"ring-stream"}, port, {{"COMM_TRANSPORT", transport}});
   for (auto& rank : ranks) REQUIRE(wait_for_output(*rank, "receiving", 30s));
   ranks[kVictim]->signal(SIGKILL);
   auto killed_at = Clock::now();
@@ -318,20 +328,12 @@ TEST_CASE("a rank asked to connect back that dies first is named at once (connec
   std::string port = std::to_string(comm::testing::free_port());
   std::string go = (std::filesystem::temp_directory_path() / ("comm-ask-go-" + std::to_string(::getpid()))).string();
   std::filesystem::remove(go);
-  std::vector<std::unique_ptr<ChildProcess>> ranks;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    ranks.push_back(
-        std::make_unique<ChildProcess>(std::vector<std::string>{helper(), "ask-then-wait"},
-                                       std::map<std::string, std::string>{{"RANK", std::to_string(rank)},
-                                                                          {"WORLD_SIZE", std::to_string(kRanks)},
-                                                                          {"MASTER_ADDR", "127.0.0.1"},
-                                                                          {"MASTER_PORT", port},
-                                                                          {"COMM_TRANSPORT", "tcp"},
-                                                                          {"COMM_CONNECT", "lazy"},
-                                                                          {"COMM_TIMEOUT", "60"},
-                                                                          {"COMM_HANG_REPORT", "0"},
-                                                                          {"COMM_TEST_GO", go}}));
-  }
+  auto ranks = start_ranks(kRanks, {"ask-then-wait"}, port,
+                           {{"COMM_TRANSPORT", "tcp"},
+                            {"COMM_CONNECT", "lazy"},
+                            {"COMM_TIMEOUT", "60"},
+                            {"COMM_HANG_REPORT", "0"},
+                            {"COMM_TEST_GO", go}});
   for (auto& rank : ranks) REQUIRE(wait_for_output(*rank, "ready", 30s));
   for (int rank = 1; rank < kRanks; ++rank) ranks[rank]->signal(SIGSTOP);
   { std::ofstream(go) << "go"; }
@@ -418,16 +420,7 @@ TEST_CASE("a rank that dies during init is named at once, with the step it died 
   }));
   INFO("rank 2 dies before setting ..." << suffix);
   comm::TcpStoreServer server(0, "127.0.0.1", "");
-  std::vector<std::unique_ptr<ChildProcess>> ranks;
-  for (int rank = 0; rank < 4; ++rank) {
-    ranks.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{helper(), "die-before", suffix},
-        std::map<std::string, std::string>{{"RANK", std::to_string(rank)},
-                                           {"WORLD_SIZE", "4"},
-                                           {"MASTER_ADDR", "127.0.0.1"},
-                                           {"MASTER_PORT", std::to_string(server.port())},
-                                           {"COMM_HANG_REPORT", "0"}}));
-  }
+  auto ranks = start_ranks(4, {"die-before", suffix}, std::to_string(server.port()), {{"COMM_HANG_REPORT", "0"}});
   REQUIRE(ranks[2]->wait_for(30s) == 3);
   auto died = std::chrono::steady_clock::now();
   for (int rank : {0, 1, 3}) {
@@ -460,15 +453,7 @@ TEST_CASE("a rank that dies during init is named at once, with the step it died 
 TEST_CASE("a hand-started job killed during init leaves nothing in /dev/shm", "[transport][shm]") {
   for (int round = 0; round < 8; ++round) {
     comm::TcpStoreServer server(0, "127.0.0.1", "");
-    std::vector<std::unique_ptr<ChildProcess>> ranks;
-    for (int rank = 0; rank < 4; ++rank) {
-      ranks.push_back(std::make_unique<ChildProcess>(
-          std::vector<std::string>{helper(), "arena-stream"},
-          std::map<std::string, std::string>{{"RANK", std::to_string(rank)},
-                                             {"WORLD_SIZE", "4"},
-                                             {"MASTER_ADDR", "127.0.0.1"},
-                                             {"MASTER_PORT", std::to_string(server.port())}}));
-    }
+    auto ranks = start_ranks(4, {"arena-stream"}, std::to_string(server.port()));
     std::this_thread::sleep_for(std::chrono::milliseconds(30 + 40 * round));
     std::vector<std::string> pids;
     for (auto& rank : ranks) {

@@ -91,25 +91,31 @@ c10::intrusive_ptr<c10d::Backend> LibcommBackend::split(const c10::intrusive_ptr
 c10::intrusive_ptr<c10d::Backend> LibcommBackend::shrink(const std::vector<int64_t>& ranks_to_exclude, int,
                                                          const c10::intrusive_ptr<Options>& options) {
   std::vector<int> exclude(ranks_to_exclude.begin(), ranks_to_exclude.end());
-  auto [shrunk, survivors] = shrink_to_survivors(exclude);
-  TORCH_CHECK(shrunk->getSize() == getSize() - static_cast<int>(exclude.size()), "ProcessGroup libcomm: shrink: the ",
-              shrunk->getSize(), " survivors also found dead a rank not in ranks_to_exclude (",
-              getSize() - static_cast<int>(exclude.size()), " were expected); call shrink_group again listing it");
-  if (options) shrunk->setTimeout(options->timeout);
-  return shrunk;
+  int expected = getSize() - static_cast<int>(exclude.size());
+  auto shrunk = shrunk_group(std::move(exclude));
+  TORCH_CHECK(shrunk->size() == expected, "ProcessGroup libcomm: shrink: the ", shrunk->size(),
+              " survivors also found dead a rank not in ranks_to_exclude (", expected,
+              " were expected); call shrink_group again listing it");
+  auto timeout = options ? options->timeout : works_.timeout();
+  return c10::make_intrusive<LibcommBackend>(std::move(shrunk), timeout);
 }
 
 std::pair<c10::intrusive_ptr<LibcommBackend>, std::vector<int>> LibcommBackend::shrink_to_survivors(
     std::vector<int> exclude) {
-  auto old = group("shrink");
-  auto shrunk = old->shrink(std::move(exclude));
+  auto shrunk = shrunk_group(std::move(exclude));
   // Who is left, in this group's numbers: torch maps ranks through them.
   std::vector<int> survivors(static_cast<std::size_t>(shrunk->size()));
   int mine = getRank();
   shrunk->all_gather(comm::Buffer(survivors.data(), survivors.size(), comm::DType::Int32),
                      comm::Buffer(&mine, 1, comm::DType::Int32));
-  succeed_world_group(*old, shrunk);
   return {c10::make_intrusive<LibcommBackend>(std::move(shrunk), works_.timeout()), std::move(survivors)};
+}
+
+std::shared_ptr<comm::ProcessGroup> LibcommBackend::shrunk_group(std::vector<int> exclude) {
+  auto old = group("shrink");
+  auto shrunk = old->shrink(std::move(exclude));
+  succeed_world_group(*old, shrunk);
+  return shrunk;
 }
 
 c10::intrusive_ptr<LibcommBackend> LibcommBackend::grow(int count) {

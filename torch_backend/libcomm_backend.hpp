@@ -93,6 +93,8 @@ class LibcommBackend final : public c10d::Backend {
  private:
   // The group, or an error in torch's words once the backend was shut down.
   std::shared_ptr<comm::ProcessGroup> group(const char* operation) const;
+  // libcomm's shrink of the group, which succeeds it as the world if it was the world.
+  std::shared_ptr<comm::ProcessGroup> shrunk_group(std::vector<int> exclude);
 
   mutable std::mutex group_mutex_;
   std::shared_ptr<comm::ProcessGroup> group_;  // null once shut down

@@ -191,7 +191,6 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::new_group(std::vector<in
     child->medium_choice_ = medium_choice_;
     child->job_secret_ = job_secret_;
     child->job_store_ = job_store_;
-  child->job_store_ = job_store_;
     return child;
   } catch (const Error& error) {
     if (position < 0 || ranks.size() == 1) throw;

@@ -252,13 +252,11 @@ std::shared_ptr<ProcessGroup> join_running_group(const InitOptions& options, con
       claimed = job_groups->add("grow/" + std::to_string(opened->generation) + "/claimed", 1);
     }
     tried = opened->generation;
-    if (claimed > opened->count) {
-      InvalidArgumentError taken("group '" + options.join + "' opened " + std::to_string(opened->count) +
-                                     " places for new ranks and all are taken; start as many new processes as "
-                                     "grow() asks for",
-                                 ErrorContext{.op = kOp});
-      if (options.rank >= 0) throw taken;
-      last_failure = std::make_exception_ptr(taken);
+    if (claimed > opened->count) {  // (a given place is in range: checked above)
+      last_failure = std::make_exception_ptr(InvalidArgumentError(
+          "group '" + options.join + "' opened " + std::to_string(opened->count) +
+              " places for new ranks and all are taken; start as many new processes as grow() asks for",
+          ErrorContext{.op = kOp}));
       continue;
     }
     WorldPlace place = place_through(job, options, launch, timeout);
