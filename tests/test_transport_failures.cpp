@@ -104,6 +104,24 @@ std::vector<std::uint8_t> mesh_hello(int from, int to, int world, const comm::Jo
   return hello;
 }
 
+// Whether every thread of `pid` is stopped (SIGSTOP) within `limit`.
+bool wait_until_stopped(int pid, std::chrono::milliseconds limit) {
+  auto all_stopped = [pid] {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+      std::ifstream stat(task.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      auto after_name = line.rfind(')');  // the state follows the command's name in parentheses
+      if (after_name == std::string::npos || after_name + 2 >= line.size() || line[after_name + 2] != 'T') return false;
+    }
+    return true;
+  };
+  for (auto deadline = Clock::now() + limit; Clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
+    if (all_stopped()) return true;
+  }
+  return false;
+}
+
 // `size` ranks of the helper, `arguments` its mode and the rest, joining through env:// at
 // 127.0.0.1:`port`, with `extra` in their environment.
 std::vector<std::unique_ptr<ChildProcess>> start_ranks(int size, const std::vector<std::string>& arguments,
@@ -336,6 +354,9 @@ TEST_CASE("a rank asked to connect back that dies first is named at once (connec
                             {"COMM_TEST_GO", go}});
   for (auto& rank : ranks) REQUIRE(wait_for_output(*rank, "ready", 30s));
   for (int rank = 1; rank < kRanks; ++rank) ranks[rank]->signal(SIGSTOP);
+  // A stop takes effect when each thread next runs: on a loaded machine rank 2 could still answer
+  // the request (and the test would not be the one it means to be) unless it has stopped first.
+  for (int rank = 1; rank < kRanks; ++rank) REQUIRE(wait_until_stopped(ranks[rank]->pid(), 10s));
   { std::ofstream(go) << "go"; }
   REQUIRE(wait_for_output(*ranks[0], "asking", 10s));
   std::this_thread::sleep_for(300ms);  // the request is in rank 2's queue
