@@ -147,6 +147,12 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 typedef struct ncclSimInfo ncclSimInfo_t;
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+/* NCCL 2.28's device API (nccl_device/core.h there): kernels that talk to peers themselves.
+ * Refused with ncclInvalidUsage and a message naming the call; outDevComm is left untouched. */
+typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+typedef struct ncclDevComm ncclDevComm_t;
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs, ncclDevComm_t* outDevComm);
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm_t* devComm);
 const char* ncclGetErrorString(ncclResult_t result);
 const char* ncclGetLastError(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
@@ -170,6 +176,15 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream);
+/* NCCL 2.28's collectives (PyTorch built against 2.28 calls ncclAlltoAll for all_to_all_single).
+ * ncclAlltoAll: both buffers hold nranks * count elements, block r of sendbuff goes to rank r.
+ * ncclGather: the root's recvbuff holds nranks * count elements; ncclScatter: the root's sendbuff. */
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                          ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream);
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,

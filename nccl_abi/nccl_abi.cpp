@@ -103,6 +103,18 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
   return ncclInvalidUsage;
 }
 
+ncclResult_t ncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements_t*, ncclDevComm_t*) {
+  refuse("ncclDevCommCreate",
+         "NCCL's device API (kernels that reach peers themselves) is not offered by libcomm's drop-in; "
+         "use the host collectives");
+  return ncclInvalidUsage;
+}
+
+ncclResult_t ncclDevCommDestroy(ncclComm_t, const ncclDevComm_t*) {
+  refuse("ncclDevCommDestroy", "no device communicator was ever made (libcomm's drop-in offers none)");
+  return ncclInvalidUsage;
+}
+
 // One process's clique, as NCCL's: an id and every rank's init in one group. libcomm binds each
 // communicator to the device current at the call; devlist is not consulted.
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int*) {
@@ -244,6 +256,27 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   if (!known_datatype(datatype)) return refuse("ncclAllGather", kUnknownDatatype);
   return forwarded(
       comm_all_gather(sendbuff, recvbuff, sendcount, static_cast<comm_datatype_t>(datatype), to_comm(comm), stream));
+}
+
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                          ncclComm_t comm, cudaStream_t stream) {
+  if (!known_datatype(datatype)) return refuse("ncclAlltoAll", kUnknownDatatype);
+  return forwarded(
+      comm_all_to_all(sendbuff, recvbuff, count, static_cast<comm_datatype_t>(datatype), to_comm(comm), stream));
+}
+
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  if (!known_datatype(datatype)) return refuse("ncclGather", kUnknownDatatype);
+  return forwarded(
+      comm_gather(sendbuff, recvbuff, count, static_cast<comm_datatype_t>(datatype), root, to_comm(comm), stream));
+}
+
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  if (!known_datatype(datatype)) return refuse("ncclScatter", kUnknownDatatype);
+  return forwarded(
+      comm_scatter(sendbuff, recvbuff, count, static_cast<comm_datatype_t>(datatype), root, to_comm(comm), stream));
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,

@@ -10,6 +10,7 @@ set -euo pipefail
 pack=$1
 out=$2
 python=${PYTHON:-python3}
+cuda_include=
 mapfile -t flags < <("$python" torch_backend/torch_build_flags.py)
 includes=()
 IFS=';' read -ra directories <<<"${flags[1]}"
@@ -17,8 +18,17 @@ for directory in "${directories[@]}"; do includes+=(-isystem "$directory"); done
 torch_lib=${flags[2]}
 extra=()
 if [ -n "${flags[4]:-}" ] && compgen -G "$pack/static/libcomm_cuda.a" >/dev/null; then
+  # CUDA's headers from the machine's toolkit, else from the CUDA wheels beside torch; its static
+  # runtime from the pack (the one libcomm_cuda.a was built with), else the toolkit's.
+  cuda_include=
+  wheels=$("$python" -c "import os, nvidia; print(os.path.dirname(list(nvidia.__path__)[0]))" 2>/dev/null || true)
+  for directory in "${CUDA_HOME:-/usr/local/cuda}/include" /usr/local/cuda/include ${wheels:+"$wheels"/nvidia/*/include}; do
+    if [ -e "$directory/cuda_runtime_api.h" ]; then cuda_include=$directory; break; fi
+  done
+  [ -n "$cuda_include" ] || { echo "build_torch_module: no cuda_runtime_api.h found" >&2; exit 1; }
   cuda_root=${CUDA_HOME:-/usr/local/cuda}
-  cudart=$cuda_root/lib64/libcudart_static.a
+  cudart=$pack/cuda/libcudart_static.a
+  [ -e "$cudart" ] || cudart=$cuda_root/lib64/libcudart_static.a
   [ -e "$cudart" ] || cudart=$cuda_root/targets/x86_64-linux/lib/libcudart_static.a
   extra=("$torch_lib/libc10_cuda.so" "$torch_lib/libtorch_cuda.so" "$cudart" -ldl -lrt)
 fi
@@ -35,7 +45,7 @@ compile=(-DTORCH_LIBCOMM_CUDA=1)
 mkdir -p "$out/objects"
 for source in torch_backend/*.cpp; do  # one compiler per source, side by side
   g++ -std=c++20 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="${flags[3]}" "${compile[@]}" -Ilibcomm/include \
-    -isystem "$python_include" "${includes[@]}" ${extra:+-isystem "${cuda_root:-/usr/local/cuda}/include"} \
+    -isystem "$python_include" "${includes[@]}" ${cuda_include:+-isystem "$cuda_include"} \
     -c "$source" -o "$out/objects/$(basename "$source" .cpp).o" &
 done
 wait_all=0

@@ -41,6 +41,12 @@ for library in "$builddir"/libcomm/src/libcomm_c_api.a "$builddir"/libcomm/src/l
   fi
   strip --strip-debug "$pack/static/$(basename "$library")"
 done
+# The static CUDA runtime libcomm_cuda.a was built with, for the module's link there.
+cudart=${CUDA_HOME:-/usr/local/cuda}/lib64/libcudart_static.a
+if [ -e "$pack/static/libcomm_cuda.a" ] && [ -e "$cudart" ]; then
+  mkdir -p "$pack/cuda"
+  cp "$cudart" "$pack/cuda/"
+fi
 for library in libcrypto.so.3; do  # the module's own needs beyond the binaries'
   path=$(ldconfig -p | awk -v name="$library" '$1 == name {print $NF; exit}')
   [ -n "$path" ] && cp -L "$path" "$pack/lib/"

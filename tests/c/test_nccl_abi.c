@@ -8,8 +8,9 @@
  * way, every collective NCCL 2.19 has, with every ncclDataType_t and (for the reductions) every
  * ncclRedOp_t, issued as one group over this process's communicators, in and out of place,
  * against references computed in double; an all-to-all as grouped ncclSend/ncclRecv to every
- * rank, itself included; and what libcomm refuses or accepts without effect (operators made at
- * run time, libcomm's own datatypes and ops, registration, ncclMemAlloc without a GPU).
+ * rank, itself included, and as NCCL 2.28's ncclAlltoAll, with its ncclGather and ncclScatter;
+ * and what libcomm refuses or accepts without effect (operators made at run time, libcomm's own
+ * datatypes and ops, registration, ncclMemAlloc without a GPU, the 2.28 device API).
  *
  *   build/tests/c/test_nccl_abi
  *   commrun -n 4 build/tests/c/test_nccl_abi /tmp/id-file
@@ -207,6 +208,45 @@ static void check_data_movement(const struct Job* job, int datatype, size_t coun
             peer);
     }
   }
+
+  /* The same exchange as NCCL 2.28's one call, ncclAlltoAll (torch's all_to_all_single makes it) */
+  for (k = 0; k < job->local; ++k) memset(buffers.receive[k], 0, block * (size_t)job->size);
+  NCCL_OK(ncclGroupStart());
+  for (k = 0; k < job->local; ++k) {
+    NCCL_OK(ncclAlltoAll(buffers.send[k], buffers.receive[k], count, datatype, job->comms[k], NULL));
+  }
+  NCCL_OK(ncclGroupEnd());
+  for (k = 0; k < job->local; ++k) {
+    for (peer = 0; peer < job->size; ++peer) {
+      CHECK(holds(datatype, buffers.receive[k] + (size_t)peer * block, peer, (size_t)job->ranks[k] * count, count),
+            "ncclAlltoAll %s %zu: rank %d, block from %d wrong", datatype_name(datatype), count, job->ranks[k], peer);
+    }
+  }
+
+  /* NCCL 2.28's ncclGather to one root (each rank's first block), ncclScatter from another */
+  for (k = 0; k < job->local; ++k) memset(buffers.receive[k], 0, block * (size_t)job->size);
+  NCCL_OK(ncclGroupStart());
+  for (k = 0; k < job->local; ++k) {
+    NCCL_OK(ncclGather(buffers.send[k], buffers.receive[k], count, datatype, first_root, job->comms[k], NULL));
+  }
+  NCCL_OK(ncclGroupEnd());
+  for (k = 0; k < job->local; ++k) {
+    if (job->ranks[k] != first_root) continue;
+    for (peer = 0; peer < job->size; ++peer) {
+      CHECK(holds(datatype, buffers.receive[k] + (size_t)peer * block, peer, 0, count),
+            "ncclGather %s %zu: root %d, block from %d wrong", datatype_name(datatype), count, first_root, peer);
+    }
+  }
+  for (k = 0; k < job->local; ++k) memset(buffers.receive[k], 0, block * (size_t)job->size);
+  NCCL_OK(ncclGroupStart());
+  for (k = 0; k < job->local; ++k) {
+    NCCL_OK(ncclScatter(buffers.send[k], buffers.receive[k], count, datatype, second_root, job->comms[k], NULL));
+  }
+  NCCL_OK(ncclGroupEnd());
+  for (k = 0; k < job->local; ++k) {
+    CHECK(holds(datatype, buffers.receive[k], second_root, (size_t)job->ranks[k] * count, count),
+          "ncclScatter %s %zu: rank %d wrong", datatype_name(datatype), count, job->ranks[k]);
+  }
   release(job, &buffers);
 }
 
@@ -267,6 +307,12 @@ static void check_refusals(ncclComm_t comm) {
     result = ncclGroupSimulateEnd(NULL);
     CHECK(result == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclGroupSimulateEnd"),
           "ncclGroupSimulateEnd: %s", ncclGetErrorString(result));
+    result = ncclDevCommCreate(comm, NULL, NULL);
+    CHECK(result == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclDevCommCreate"),
+          "ncclDevCommCreate: %s (%s)", ncclGetErrorString(result), ncclGetLastError(NULL));
+    result = ncclDevCommDestroy(comm, NULL);
+    CHECK(result == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclDevCommDestroy"),
+          "ncclDevCommDestroy: %s (%s)", ncclGetErrorString(result), ncclGetLastError(NULL));
     result = ncclCommInitRankScalable(NULL, 2, 0, 0, NULL, NULL);
     CHECK(result == ncclInvalidArgument && strstr(ncclGetLastError(NULL), "ncclCommInitRankScalable"),
           "ncclCommInitRankScalable without ids: %s", ncclGetErrorString(result));
