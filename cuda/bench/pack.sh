@@ -10,7 +10,7 @@ pack=${2:-.device-carry/gpu}
 ninja -C "$builddir" >/dev/null
 rm -rf "$pack"
 mkdir -p "$pack/bin" "$pack/lib"
-programs=(tests/test_cuda_device tests/test_cuda_reduce tests/test_cuda_buffers tests/gpu_collectives
+programs=(tests/test_cuda_device tests/test_cuda_reduce tests/test_cuda_buffers tests/gpu_collectives tests/gpu_c_api_stream
           cuda/bench/reduce_kernel_perf cuda/bench/ipc_pingpong cuda/bench/device_all_reduce_perf bench/all_reduce_perf
           rendezvous/programs/commrun)
 for program in "${programs[@]}"; do

@@ -74,6 +74,9 @@ for ranks in 1 2; do
   step torch_nccl_dropin_$ranks 90 env LD_PRELOAD="$dropin" "$python" "$here/torch_collectives_check.py" \
     --backend nccl --world-size $ranks --timeout 80
 done
+# The same with the calls made on a side stream of the program's (not torch's default stream).
+step torch_nccl_dropin_side_2 90 env LD_PRELOAD="$dropin" "$python" "$here/torch_collectives_check.py" \
+  --backend nccl --world-size 2 --timeout 80 --stream side
 # (c) torch_libcomm on CUDA tensors, built here against this machine's torch.
 step build_torch_module 150 bash -c 'while [ ! -s "$1" ]; do sleep 1; done; cat "$2"; exit "$(cat "$1")"' wait \
   "$build_rc" "$results/build_torch_module.log"
@@ -81,11 +84,14 @@ for ranks in 1 2; do
   step torch_libcomm_cuda_$ranks 90 env PYTHONPATH="$module" "$python" "$here/torch_collectives_check.py" \
     --backend libcomm --world-size $ranks --timeout 80
 done
+step torch_libcomm_cuda_side_2 90 env PYTHONPATH="$module" "$python" "$here/torch_collectives_check.py" \
+  --backend libcomm --world-size 2 --timeout 80 --stream side
 # (d) the GPU tests and device collectives: IPC, forced staging over shared memory, staging in
 # many small pieces (64 KiB slots: piece boundaries), staging because peers are reached over TCP.
 step test_cuda_device 40 "$pack/bin/test_cuda_device"
 step test_cuda_reduce 40 "$pack/bin/test_cuda_reduce"
 step test_cuda_buffers 40 "$pack/bin/test_cuda_buffers"
+for ranks in 1 2 3; do step gpu_c_api_stream_$ranks 45 "$pack/bin/commrun" -n $ranks "$pack/bin/gpu_c_api_stream"; done
 for ranks in 1 2 3 4; do step gpu_collectives_$ranks 45 "$pack/bin/commrun" -n $ranks "$pack/bin/gpu_collectives"; done
 for ranks in 2 4; do
   step gpu_collectives_staged_$ranks 45 env COMM_CUDA_PATH=staging "$pack/bin/commrun" -n $ranks \

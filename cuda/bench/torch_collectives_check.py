@@ -20,6 +20,7 @@ import os
 import socket
 import subprocess
 import sys
+import traceback
 
 DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64"]
 
@@ -45,7 +46,10 @@ class Checks:
         try:
             body()
         except Exception as error:  # a check that raises fails, and the next one runs
-            self.check(name, False, "%s: %s" % (type(error).__name__, str(error).splitlines()[0][:300]))
+            where = traceback.extract_tb(error.__traceback__)[-3:]
+            self.check(name, False, "%s: %s (at %s)" % (type(error).__name__, str(error).splitlines()[0][:300],
+                                                        "; ".join("%s:%d %s" % (os.path.basename(f.filename), f.lineno,
+                                                                                f.name) for f in where)))
 
 
 def rank_values(torch, rank, count, dtype_name):
@@ -65,6 +69,16 @@ def worker(args):
     if args.device == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(args.backend, rank=rank, world_size=world)
+    if args.device == "cuda" and args.stream == "side":
+        # Every call below is made with a stream of the program's own current: a non-blocking
+        # stream that torch's default stream does not order, as a training loop's side stream is.
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            return checked_calls(args, torch, dist, rank, world, device)
+    return checked_calls(args, torch, dist, rank, world, device)
+
+
+def checked_calls(args, torch, dist, rank, world, device):
     checks = Checks(rank)
     if args.backend == "nccl":
         checks.run("nccl version", lambda: print("rank %d: nccl version %s" % (rank, torch.cuda.nccl.version()),
@@ -183,7 +197,7 @@ def worker(args):
     checks.run("DDP", ddp_step)
 
     def stream_order():
-        if args.backend != "libcomm" or args.device != "cuda":
+        if args.device != "cuda":
             return
         for attempt in range(3):
             tensor = torch.zeros(1 << 20, dtype=torch.float32, device=device)
@@ -221,8 +235,9 @@ def launch(args):
         sys.stdout.write(out)
         passed += out.count(": PASS ")
         failed += out.count(": FAIL ") + (process.returncode != 0 and ": FAIL " not in out)
-    print("torch %s %s world %d: %d passed, %d failed%s" % (args.backend, args.device, args.world_size, passed,
-                                                           failed, ", HUNG" if hung else ""), flush=True)
+    stream = " side stream" if args.stream == "side" else ""
+    print("torch %s %s%s world %d: %d passed, %d failed%s" % (args.backend, args.device, stream, args.world_size, passed,
+                                                             failed, ", HUNG" if hung else ""), flush=True)
     return 1 if failed or hung or passed == 0 else 0
 
 
@@ -232,6 +247,8 @@ def main():
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=120)
+    parser.add_argument("--stream", choices=["default", "side"], default="default",
+                        help="the current stream of the calls: torch's default, or a side stream of the program's")
     parser.add_argument("--worker", action="store_true")
     args = parser.parse_args()
     return worker(args) if args.worker else launch(args)

@@ -61,7 +61,6 @@ std::shared_ptr<comm::ProcessGroup> comm_communicator::end(End how) {
     std::lock_guard lock(mutex_);
     End expected = End::kLive;
     if (!ended_.compare_exchange_strong(expected, how)) comm::c_api::require_live(this);  // says how it ended
-    in_flight_.clear();
     ready_group_.store(nullptr, std::memory_order_release);
     group = std::move(group_);
     store = std::move(hosted_store);
@@ -103,8 +102,3 @@ const char* comm_communicator::last_error() {
   return last_error_.c_str();
 }
 
-void comm_communicator::keep_in_flight(std::shared_ptr<comm::Work> work) {
-  std::lock_guard lock(mutex_);
-  std::erase_if(in_flight_, [](const auto& pending) { return pending->is_completed(); });
-  in_flight_.push_back(std::move(work));
-}

@@ -60,10 +60,6 @@ struct comm_communicator {
   void set_last_error(std::string message);
   const char* last_error();
 
-  // A device operation enqueued on a stream: kept until it completes (its Work owns the
-  // operation's state); completed ones are dropped on the way.
-  void keep_in_flight(std::shared_ptr<comm::Work> work);
-
  private:
   comm::ProcessGroup& wait_for_group();
 
@@ -75,5 +71,4 @@ struct comm_communicator {
   std::shared_ptr<comm::ProcessGroup> group_;
   std::atomic<comm_result_t> async_error_{COMM_IN_PROGRESS};
   std::string last_error_;
-  std::vector<std::shared_ptr<comm::Work>> in_flight_;
 };

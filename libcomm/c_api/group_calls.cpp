@@ -17,7 +17,6 @@ struct QueuedInit {
 struct QueuedOperation {
   comm_communicator* comm;
   Issue issue;
-  bool on_device;
 };
 
 struct GroupState {
@@ -55,21 +54,16 @@ comm_result_t run_operations(std::vector<QueuedOperation>& operations) {
   auto note = [&](comm_result_t result) {
     if (first == COMM_SUCCESS) first = result;
   };
-  std::vector<std::pair<comm_communicator*, std::shared_ptr<Work>>> host_works;
+  std::vector<std::pair<comm_communicator*, std::shared_ptr<Work>>> works;
   for (auto& operation : operations) {
     std::shared_ptr<Work> work;
     note(guarded(operation.comm, "comm_group_end", [&] {
       work = operation.issue(operation.comm->group());
       return COMM_SUCCESS;
     }));
-    if (!work) continue;
-    if (operation.on_device) {
-      operation.comm->keep_in_flight(std::move(work));
-    } else {
-      host_works.emplace_back(operation.comm, std::move(work));
-    }
+    if (work) works.emplace_back(operation.comm, std::move(work));
   }
-  for (auto& [comm, work] : host_works) {
+  for (auto& [comm, work] : works) {
     note(guarded(comm, "comm_group_end", [&] {
       work->wait();
       return COMM_SUCCESS;
@@ -92,8 +86,8 @@ void run_or_queue_init(comm_communicator* comm, Init init) {
   }
 }
 
-void queue_operation(comm_communicator* comm, Issue issue, bool on_device) {
-  group_state.operations.push_back({comm, std::move(issue), on_device});
+void queue_operation(comm_communicator* comm, Issue issue) {
+  group_state.operations.push_back({comm, std::move(issue)});
 }
 
 comm_result_t group_start() {

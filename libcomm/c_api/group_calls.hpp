@@ -2,7 +2,7 @@
 // inits and operations are queued; the end runs the inits at once (each on its own thread, since
 // each waits for its peers), then issues every operation in order as libcomm's i-forms, so that
 // sends and receives, to self too, and collectives of several communicators progress together;
-// then it waits for the host operations and leaves device operations enqueued on their streams.
+// then it waits for all of them (device operations included: see operations.cpp).
 #pragma once
 
 #include <atomic>
@@ -25,7 +25,7 @@ bool thread_in_group();
 inline bool in_group() { return threads_in_groups.load(std::memory_order_relaxed) > 0 && thread_in_group(); }
 // Outside a group: runs `init` now.
 void run_or_queue_init(comm_communicator* comm, Init init);
-void queue_operation(comm_communicator* comm, Issue issue, bool on_device);
+void queue_operation(comm_communicator* comm, Issue issue);
 
 comm_result_t group_start();
 comm_result_t group_end();

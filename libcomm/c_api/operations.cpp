@@ -2,8 +2,11 @@
 // libcomm's Buffers and calls. libcomm's collectives work in place; where NCCL's out-of-place
 // form has a separate input that libcomm would overwrite (all_reduce, broadcast's root, reduce's
 // root), the input is copied to the output first. Every operation is one comm::Call submitted
-// one way: outside a group, host operations run (libcomm's blocking form) and device ones start
-// (the i-form, completing on the stream); in a group, every operation starts at the group's end.
+// one way: outside a group it runs (libcomm's blocking form); in a group, every operation starts
+// at the group's end. Device operations too return only when done: libcomm's host drives them
+// (handshakes with the peers, then copies and kernels on the stream), so an operation that was
+// only handed to the group's queue would have put nothing on the stream yet, and work the caller
+// queues on the stream next (torch's event that says the collective is done) would run first.
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -141,8 +144,7 @@ struct Submission {
   std::optional<Buffer> copied_input{};  // copied into call.output first
 };
 
-// Every operation's one path: queued inside a group; started on the stream for device memory
-// (kept until it completes); else run now, libcomm's blocking form.
+// Every operation's one path: queued inside a group, else run now (libcomm's blocking form).
 comm_result_t submit(const Call& arguments, Submission submission) {
   // Readies the call on its group when it is issued: the stream for device memory, NCCL's
   // separate input copied in, the blocks pointed at where the submission keeps them.
@@ -158,16 +160,11 @@ comm_result_t submit(const Call& arguments, Submission submission) {
         arguments.comm,
         [ready, submission = std::move(submission)](ProcessGroup& group) mutable {
           return group.start(ready(group, submission));
-        },
-        arguments.device);
+        });
     return COMM_SUCCESS;
   }
   auto& group = arguments.comm->group();
-  if (arguments.device) {
-    arguments.comm->keep_in_flight(group.start(ready(group, submission)));
-  } else {
-    group.run(ready(group, submission));
-  }
+  group.run(ready(group, submission));
   return COMM_SUCCESS;
 }
 

@@ -8,10 +8,13 @@
  *
  * Buffers may be host memory or CUDA device memory (told apart by asking CUDA about the
  * pointer). Device buffers are ordered on `stream` (a cudaStream_t; NULL: the legacy default
- * stream) as NCCL orders them: the call returns once the operation is enqueued. Host buffers
- * ignore the stream: a call returns when the operation has completed and the buffers may be
- * used again; inside comm_group_start/comm_group_end it is queued instead, and comm_group_end
- * runs the queued calls together and returns when all have completed.
+ * stream) as NCCL orders them: the operation runs after the work queued on the stream before
+ * the call, and work queued after the call runs after it. Unlike NCCL's, the call returns only
+ * once the operation has completed (libcomm's host drives it), so the calling thread waits for
+ * the stream's earlier work too. Host buffers ignore the stream. Either way, a call returns when
+ * the operation has completed and the buffers may be used again; inside
+ * comm_group_start/comm_group_end it is queued instead, and comm_group_end runs the queued calls
+ * together and returns when all have completed.
  *
  * Every function returns a comm_result_t; no C++ exception ever leaves it. On failure,
  * comm_get_last_error says what went wrong, on which rank, with which peer, in which operation,
