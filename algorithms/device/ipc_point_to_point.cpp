@@ -1,5 +1,7 @@
 #include "algorithms/device/ipc_point_to_point.hpp"
 
+#include <unistd.h>
+
 #include <string>
 
 #include "comm/error.hpp"
@@ -8,16 +10,39 @@
 namespace comm::algorithms {
 namespace {
 
+// A process cannot open its own IPC handles (CUDA refuses with "invalid device context"), so a
+// transfer between two ranks of one process (a send to itself, or NCCL's several ranks driven by
+// one process) also names the buffer and the event by address, which the peer uses when it is
+// the same process.
+struct InProcess {
+  std::uint64_t process;  // getpid() of the side that wrote it
+  std::uint64_t address;  // of the buffer (announcement) or unused (answer)
+  std::uint64_t event;    // address of the cuda::InterprocessEvent
+};
+
+InProcess in_process(const void* data, const cuda::InterprocessEvent& event) {
+  return {static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uint64_t>(data),
+          reinterpret_cast<std::uint64_t>(&event)};
+}
+
+bool same_process(const InProcess& other) { return other.process == static_cast<std::uint64_t>(::getpid()); }
+
+const cuda::InterprocessEvent& event_at(const InProcess& other) {
+  return *reinterpret_cast<const cuda::InterprocessEvent*>(other.event);
+}
+
 struct TransferAnnouncement {
   cuda::IpcMemoryHandle allocation;
   std::uint64_t offset;
   std::uint64_t bytes;
   cuda::IpcEventHandle ready;
+  InProcess local;
 };
 
 struct Answer {
   cuda::IpcEventHandle done;
   std::uint64_t capacity;  // the receiver's buffer; smaller than the message: nothing was copied
+  InProcess local;
 };
 
 void wait(const std::shared_ptr<detail::Completion>& transfer, std::chrono::milliseconds timeout, int peer,
@@ -54,6 +79,7 @@ void IpcPointToPoint::send(transport::Transport& transport, int peer, const void
   }
   announcement.bytes = bytes;
   announcement.ready = ready_.handle();
+  announcement.local = in_process(data, ready_);
   ready_.record(stream);
   Answer answer{};
   auto answered = transport.irecv(peer, &answer, sizeof answer, tag | kGpuDoneTagBit);
@@ -65,7 +91,8 @@ void IpcPointToPoint::send(transport::Transport& transport, int peer, const void
                                    " bytes",
                                ErrorContext{.peer = peer, .op = "send"});
   }
-  imported(peer, answer.done).wait(stream);  // the buffer is the caller's again once the peer copied it
+  // The buffer is the caller's again once the peer has copied it.
+  (same_process(answer.local) ? event_at(answer.local) : imported(peer, answer.done)).wait(stream);
   cuda::Stream::synchronize_handle(stream, device_);
 }
 
@@ -76,11 +103,18 @@ std::size_t IpcPointToPoint::recv(transport::Transport& transport, int peer, voi
   Answer answer{};
   answer.done = done_.handle();
   answer.capacity = capacity;
+  answer.local = in_process(data, done_);
   bool fits = announcement.bytes <= capacity;
   if (fits && announcement.bytes > 0) {
-    auto* source = static_cast<std::uint8_t*>(opened_[peer].open(announcement.allocation, device_));
-    imported(peer, announcement.ready).wait(stream);
-    cuda::copy_async(data, source + announcement.offset, announcement.bytes, device_, stream);
+    if (same_process(announcement.local)) {
+      event_at(announcement.local).wait(stream);
+      cuda::copy_async(data, reinterpret_cast<const void*>(announcement.local.address), announcement.bytes, device_,
+                       stream);
+    } else {
+      auto* source = static_cast<std::uint8_t*>(opened_[peer].open(announcement.allocation, device_));
+      imported(peer, announcement.ready).wait(stream);
+      cuda::copy_async(data, source + announcement.offset, announcement.bytes, device_, stream);
+    }
   }
   done_.record(stream);
   wait(transport.isend(peer, &answer, sizeof answer, tag | kGpuDoneTagBit), timeout, peer, "recv");

@@ -1,8 +1,10 @@
 // send/recv of GPU buffers between ranks on one host, through CUDA IPC: the sender announces
 // its buffer (allocation handle + offset) and a "ready" event recorded on its stream; the
 // receiver's stream waits for it, copies straight out of the sender's memory, records "done" and
-// tells the sender, whose stream waits for that before the send completes. Blocking calls only
-// (each returns once its stream has run the copy); both sides must pass GPU buffers.
+// tells the sender, whose stream waits for that before the send completes. Between two ranks of
+// one process (a send to itself) the buffer and events are used directly: CUDA opens no IPC
+// handle in the process that made it. Blocking calls only (each returns once its stream has run
+// the copy); both sides must pass GPU buffers.
 #pragma once
 
 #include <chrono>
