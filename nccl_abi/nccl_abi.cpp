@@ -48,6 +48,16 @@ ncclResult_t read_config(const ncclConfig_t* config, comm_config_t& out, const c
   return ncclSuccess;
 }
 
+// Calls of later NCCLs that libcomm has no counterpart for: refused by name, never silently.
+ncclResult_t refuse_later(const char* operation, const char* why) {
+  refuse(operation, why);
+  return ncclInvalidUsage;
+}
+void clear(void** out) {
+  if (out != nullptr) *out = nullptr;
+}
+const char* kNoWindows = "one-sided calls on windows are not offered by libcomm's drop-in (it registers no window)";
+
 }  // namespace
 
 extern "C" {
@@ -88,31 +98,59 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
 
 ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
   if (win != nullptr) *win = nullptr;
-  refuse("ncclCommWindowRegister",
+  return refuse_later("ncclCommWindowRegister",
          "symmetric-memory windows are not offered by libcomm's drop-in; leave symmetric memory off");
-  return ncclInvalidUsage;
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
-  refuse("ncclCommWindowDeregister", "no window was ever registered (libcomm's drop-in offers none)");
-  return ncclInvalidUsage;
+  return refuse_later("ncclCommWindowDeregister", "no window was ever registered (libcomm's drop-in offers none)");
 }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
-  refuse("ncclGroupSimulateEnd", "libcomm's drop-in does not estimate a group's time; call ncclGroupEnd");
-  return ncclInvalidUsage;
+  return refuse_later("ncclGroupSimulateEnd", "libcomm's drop-in does not estimate a group's time; call ncclGroupEnd");
 }
 
 ncclResult_t ncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements_t*, ncclDevComm_t*) {
-  refuse("ncclDevCommCreate",
+  return refuse_later("ncclDevCommCreate",
          "NCCL's device API (kernels that reach peers themselves) is not offered by libcomm's drop-in; "
          "use the host collectives");
-  return ncclInvalidUsage;
 }
 
 ncclResult_t ncclDevCommDestroy(ncclComm_t, const ncclDevComm_t*) {
-  refuse("ncclDevCommDestroy", "no device communicator was ever made (libcomm's drop-in offers none)");
-  return ncclInvalidUsage;
+  return refuse_later("ncclDevCommDestroy", "no device communicator was ever made (libcomm's drop-in offers none)");
+}
+
+// NCCL 2.29's calls: nothing of them exists here (no suspended state, no statistics, no windows).
+ncclResult_t ncclCommSuspend(ncclComm_t, int) {
+  return refuse_later("ncclCommSuspend", "libcomm's drop-in does not suspend a communicator; destroy it instead");
+}
+ncclResult_t ncclCommResume(ncclComm_t) {
+  return refuse_later("ncclCommResume", "no communicator is ever suspended (libcomm's drop-in offers no suspend)");
+}
+ncclResult_t ncclCommMemStats(ncclComm_t, ncclCommMemStat_t, uint64_t*) {
+  return refuse_later("ncclCommMemStats", "libcomm's drop-in keeps no memory statistics");
+}
+ncclResult_t ncclWinGetUserPtr(ncclComm_t, ncclWindow_t, void** outUserPtr) {
+  clear(outUserPtr);
+  return refuse_later("ncclWinGetUserPtr", kNoWindows);
+}
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void** outPtr) {
+  clear(outPtr);
+  return refuse_later("ncclGetLsaMultimemDevicePointer", kNoWindows);
+}
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void** outPtr) {
+  clear(outPtr);
+  return refuse_later("ncclGetPeerDevicePointer", kNoWindows);
+}
+ncclResult_t ncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
+                           ncclComm_t, cudaStream_t) {
+  return refuse_later("ncclPutSignal", kNoWindows);
+}
+ncclResult_t ncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) {
+  return refuse_later("ncclSignal", kNoWindows);
+}
+ncclResult_t ncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t) {
+  return refuse_later("ncclWaitSignal", kNoWindows);
 }
 
 // One process's clique, as NCCL's: an id and every rank's init in one group. libcomm binds each

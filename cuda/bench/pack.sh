@@ -56,6 +56,9 @@ if [ -e "$builddir/nccl_abi/libnccl.so.2" ]; then
   strip --strip-unneeded "$pack/nccl/libnccl.so.2"
 fi
 # The Gloo side of the many-core comparison (the peers' script, shared beside the checkout).
-peers="$(dirname "$0")/../../../shared/peers/torch_gloo_bench.py"
-[ -e "$peers" ] && cp "$peers" "$pack/"
+# and the peers' memcpy bench, for the memory bandwidth those 16 ranks share.
+peers="$(dirname "$0")/../../../shared/peers"
+for script in torch_gloo_bench.py memcpy_bench.c; do
+  [ -e "$peers/$script" ] && cp "$peers/$script" "$pack/"
+done
 du -sh "$pack"

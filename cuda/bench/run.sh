@@ -127,6 +127,14 @@ step device_all_reduce_perf_staged_2 40 env COMM_CUDA_PATH=staging "$pack/bin/co
 step gpu_collectives_staged_small_slots_2 45 env COMM_CUDA_PATH=staging COMM_CUDA_STAGING_SLOT=65536 \
   "$pack/bin/commrun" -n 2 "$pack/bin/gpu_collectives"
 step gpu_collectives_staged_3 45 env COMM_CUDA_PATH=staging "$pack/bin/commrun" -n 3 "$pack/bin/gpu_collectives"
+# What 16 ranks' shared-memory all_reduce is up against: memcpy bandwidth of one copier, and of
+# 16 at once (each prints its own; their sum is the machine's).
+if [ -e "$pack/memcpy_bench.c" ] && wanted memcpy; then
+  gcc -O3 -march=native -o "${TMPDIR:-/tmp}/memcpy_bench" "$pack/memcpy_bench.c"
+fi
+step memcpy_1 30 "${TMPDIR:-/tmp}/memcpy_bench" 268435456
+step memcpy_16 60 bash -c 'for i in $(seq 16); do "$1" 268435456 | sed "s/^/[$i] /" & done; wait' copy \
+  "${TMPDIR:-/tmp}/memcpy_bench"
 echo "failed steps: $(grep -cE '^== .*: (exit [1-9]|skipped)' "$summary"); $((SECONDS)) s of a ${budget} s budget" |
   tee -a "$summary"
 exit $failed

@@ -15,6 +15,7 @@
  *   build/tests/c/test_nccl_abi
  *   commrun -n 4 build/tests/c/test_nccl_abi /tmp/id-file
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -313,6 +314,29 @@ static void check_refusals(ncclComm_t comm) {
     result = ncclDevCommDestroy(comm, NULL);
     CHECK(result == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclDevCommDestroy"),
           "ncclDevCommDestroy: %s (%s)", ncclGetErrorString(result), ncclGetLastError(NULL));
+    {
+      void* pointer = data;
+      uint64_t statistic = 0;
+      result = ncclCommSuspend(comm, 1);
+      CHECK(result == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclCommSuspend"), "ncclCommSuspend: %s",
+            ncclGetErrorString(result));
+      result = ncclCommResume(comm);
+      CHECK(result == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclCommResume"), "ncclCommResume: %s",
+            ncclGetErrorString(result));
+      result = ncclCommMemStats(comm, 0, &statistic);
+      CHECK(result == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclCommMemStats"), "ncclCommMemStats: %s",
+            ncclGetErrorString(result));
+      result = ncclWinGetUserPtr(comm, NULL, &pointer);
+      CHECK(result == ncclInvalidUsage && pointer == NULL && strstr(ncclGetLastError(NULL), "ncclWinGetUserPtr"),
+            "ncclWinGetUserPtr: %s", ncclGetErrorString(result));
+      pointer = data;
+      result = ncclGetPeerDevicePointer(NULL, 0, 0, &pointer);
+      CHECK(result == ncclInvalidUsage && pointer == NULL && strstr(ncclGetLastError(NULL), "ncclGetPeerDevicePointer"),
+            "ncclGetPeerDevicePointer: %s", ncclGetErrorString(result));
+      result = ncclPutSignal(data, 2, ncclFloat, 0, NULL, 0, 0, 0, 0, comm, NULL);
+      CHECK(result == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclPutSignal"), "ncclPutSignal: %s",
+            ncclGetErrorString(result));
+    }
     result = ncclCommInitRankScalable(NULL, 2, 0, 0, NULL, NULL);
     CHECK(result == ncclInvalidArgument && strstr(ncclGetLastError(NULL), "ncclCommInitRankScalable"),
           "ncclCommInitRankScalable without ids: %s", ncclGetErrorString(result));
