@@ -25,6 +25,11 @@ bool cpu_reduce_uses_avx2() {
 }
 
 void throw_unsupported(DType dtype, ReduceOp op, int rank) {
+  if (op == ReduceOp::Avg) {
+    throw InvalidArgumentError("op avg of dtype bool has no meaning; use bor (any), band (all), or sum of an "
+                               "integer copy to count",
+                               ErrorContext{.rank = rank, .op = "reduce"});
+  }
   throw InvalidArgumentError(std::string("op ") + to_string(op) + " is bitwise and dtype " + to_string(dtype) +
                                  " is floating point; bitwise ops take integer or bool data",
                              ErrorContext{.rank = rank, .op = "reduce"});

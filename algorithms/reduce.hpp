@@ -19,7 +19,10 @@ constexpr bool supports(DType dtype, ReduceOp op) {
   bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
   bool floating =
       dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
-  return !(bitwise && floating);
+  // An average of truth values has no meaning a caller could rely on (an OR, a majority, a
+  // fraction?): refused rather than answered with one of them.
+  bool bool_average = dtype == DType::Bool && op == ReduceOp::Avg;
+  return !(bitwise && floating) && !bool_average;
 }
 
 // Throws InvalidArgumentError naming the pair (out of line: only the error is built there).

@@ -2,7 +2,7 @@
  * every op, at counts 0, 1, 7 and 1000 (and a large float32 all_reduce), in place and out of
  * place as NCCL lays them out, against references computed here in double from every rank's
  * inputs. Also: out-of-place inputs are left alone, a reduce leaves non-roots' recvbuff alone,
- * a bitwise op on floating-point data is refused on every rank.
+ * a bitwise op on floating-point data and an avg of bool are refused on every rank.
  *
  *   commrun -n 3 build/tests/c/test_c_collectives
  */
@@ -50,7 +50,9 @@ static void check_reductions(comm_datatype_t datatype, comm_op_t op, size_t coun
   const char* how = in_place ? "in place" : "out of place";
   const char* name = datatype_name(datatype);
   const char* op_name = op_names[op];
-  int refused = datatype_is_float(datatype) && op_is_bitwise(op);
+  int bool_average = datatype == COMM_BOOL && op == COMM_AVG;
+  int refused = (datatype_is_float(datatype) && op_is_bitwise(op)) || bool_average;
+  const char* refusal = bool_average ? "avg of dtype bool" : "bitwise";
   int root = size - 1;
   size_t i;
   void* send = buffer_of(datatype, count * (size_t)size);
@@ -62,7 +64,7 @@ static void check_reductions(comm_datatype_t datatype, comm_op_t op, size_t coun
   fill_sentinel(datatype, receive, count);
   result = comm_all_reduce(send, in_place ? send : receive, count, datatype, op, comm, NULL);
   if (refused) {
-    CHECK(result == COMM_INVALID_ARGUMENT && strstr(comm_get_last_error(comm), "bitwise") != NULL,
+    CHECK(result == COMM_INVALID_ARGUMENT && strstr(comm_get_last_error(comm), refusal) != NULL,
           "all_reduce %s %s: %s, %s", name, op_name, comm_get_error_string(result), comm_get_last_error(comm));
   } else {
     CHECK(result == COMM_SUCCESS, "all_reduce %s %s %zu %s: %s", name, op_name, count, how, comm_get_last_error(comm));
