@@ -3,6 +3,8 @@
 // starts with "rank R:" (R: its rank in the job as started).
 //   revoke                 rank 1 revokes the world while the others wait in an all_reduce for
 //                          it; everyone then shrinks with nobody out and checks an all_reduce
+//   after-abort            every rank aborts the world: shrink, grow and an all_reduce must then
+//                          each fail at once (issue 44, finding 2: shrink returned a group of one)
 //   left-behind            rank 3 dies; rank 2 leaves because of it while rank 0 waits for it
 //                          in a group of the two: rank 0's error must name rank 3
 //   subgroup               rank 2 dies in a group of ranks 0-2: 0 and 1 shrink it, then all three
@@ -211,6 +213,36 @@ int run_revoke() {
   return 0;
 }
 
+// After abort() nothing makes a group: each call prints "refused NAME CODE MS" or "NAME went
+// through" (which the test fails on).
+int run_after_abort() {
+  auto group = join();
+  group->barrier();  // every rank is in before any aborts
+  group->abort();
+  auto attempt = [&](const char* name, const std::function<void()>& call) {
+    auto started = std::chrono::steady_clock::now();
+    try {
+      call();
+      say(std::string(name) + " went through");
+    } catch (const comm::Error& error) {
+      auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      say(std::string("refused ") + name + " " + comm::to_string(error.code()) + " " + std::to_string(took.count()) +
+          " ms: " + error.what());
+    }
+  };
+  attempt("shrink", [&] {
+    auto shrunk = group->shrink();
+    say("shrink gave size=" + std::to_string(shrunk->size()));
+  });
+  attempt("shrink-excluding", [&] { group->shrink({(group->rank() + 1) % group->size()}); });
+  attempt("grow", [&] { group->grow(1); });
+  attempt("all_reduce", [&] {
+    std::int64_t value = 1;
+    group->all_reduce(comm::Buffer(&value, 1, comm::DType::Int64));
+  });
+  return 0;
+}
+
 // Rank 3 is killed while ranks 1 and 2 wait for it in a world all_reduce; rank 0 waits for rank 2
 // in a group of {0, 2}. Rank 2 gives up when its call fails and leaves: rank 0 must hear that
 // rank 3's death is why, not only that rank 2 left.
@@ -408,6 +440,7 @@ int main(int argc, char** argv) {
   try {
     if (mode == "revoke") return run_revoke();
     if (mode == "left-behind") return run_left_behind();
+    if (mode == "after-abort") return run_after_abort();
     if (mode == "grow") return run_grow();
     if (mode == "subgroup") return run_subgroup();
     if (mode == "newcomer") return run_newcomer();

@@ -259,3 +259,26 @@ TEST_CASE("a sub-group shrinks the same way, and the world after it", "[recovery
     CHECK_THAT(output, ContainsSubstring("world shrunk size=3 sum=7"));               // 1 + 2 + 4
   }
 }
+
+TEST_CASE("after abort() shrink and grow fail at once on every rank, as every call does", "[recovery]") {
+  // Before: shrink returned a working group of one on every rank (every peer looked dead to an
+  // aborted transport) and grow opened places and waited out the timeout (issue 44, finding 2).
+  std::string transport = GENERATE("shm", "tcp");
+  INFO("transport " << transport);
+  Job job(3, {"after-abort"}, transport);
+  auto codes = job.wait(30s);
+  static const std::regex refused(R"(refused (\S+) [a-z ]+ (\d+) ms)");
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string output = job.output(rank);
+    INFO("rank " << rank << ":\n" << output);
+    CHECK(codes[static_cast<std::size_t>(rank)] == 0);
+    CHECK_THAT(output, !ContainsSubstring("went through") && !ContainsSubstring("gave size"));
+    std::set<std::string> calls;
+    for (std::sregex_iterator it(output.begin(), output.end(), refused), end; it != end; ++it) {
+      calls.insert((*it)[1]);
+      CHECK(std::stoi((*it)[2]) < 1000);
+    }
+    CHECK(calls == std::set<std::string>{"shrink", "shrink-excluding", "grow", "all_reduce"});
+  }
+  check_nothing_left(job);
+}

@@ -136,6 +136,9 @@ class ProcessGroup::Impl {
   // Collective over the members: the shared-memory collectives' segment, through the store.
   void map_arena();
   void throw_if_revoked(const char* op, std::int64_t sequence) const;
+  // Shrink and grow on a transport that stopped (abort(), a mismatch) make no group: every
+  // peer looks dead there, so an agreement would hand each rank a group of itself alone.
+  void throw_if_stopped(const char* op) const;
   // grow's steps (group_growth.cpp): the generation rank 0 announces; a failed growth told to
   // the newcomers that took a place of it.
   std::uint64_t wait_for_announcement(const std::string& announcement, const char* op);

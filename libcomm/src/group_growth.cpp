@@ -38,6 +38,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::grow(int count) {
   ErrorContext context{.rank = rank(), .op = op};
   COMM_CHECK(count >= 1, InvalidArgumentError, context,
              "count must be at least 1 (new processes to admit), got " + std::to_string(count));
+  throw_if_stopped(op);
   if (transport_->revoked_any()) throw_if_revoked(op, -1);  // a revoked group shrinks first
   // Every member knows which grow of this group this is; rank 0 draws the job-wide generation
   // (the grown group's name in the store) and tells the others and the newcomers.

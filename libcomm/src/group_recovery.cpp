@@ -33,9 +33,21 @@ void ProcessGroup::Impl::throw_if_revoked(const char* op, std::int64_t sequence)
   }
 }
 
+void ProcessGroup::Impl::throw_if_stopped(const char* op) const {
+  std::exception_ptr stopped = transport_->poll();
+  if (!stopped) return;
+  try {
+    std::rethrow_exception(stopped);
+  } catch (Error& error) {  // what every other call after the stop fails with
+    error.add_context(ErrorContext{.rank = rank(), .op = op});
+    throw;
+  }
+}
+
 std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::shrink(const std::vector<int>& exclude) {
   const char* op = "shrink";
   checks_.check_member(op);
+  throw_if_stopped(op);
   ErrorContext context{.rank = rank(), .op = op};
   for (std::size_t i = 0; i < exclude.size(); ++i) {
     COMM_CHECK(exclude[i] >= 0 && exclude[i] < size(), InvalidArgumentError, context,
