@@ -21,13 +21,17 @@ using Words = std::vector<std::int32_t>;
 enum class Phase : std::uint64_t { Propose = 1, Decide, Acknowledge, Commit };
 const char* to_string(Phase phase) {
   switch (phase) {
-    case Phase::Propose: return "its proposal";
-    case Phase::Decide: return "the decision";
-    case Phase::Acknowledge: return "its acknowledgement";
-    case Phase::Commit: return "the commit";
+    case Phase::Propose: return "proposal";
+    case Phase::Decide: return "decision";
+    case Phase::Acknowledge: return "acknowledgement";
+    case Phase::Commit: return "commit";
   }
   return "?";
 }
+
+// What a coordinator that gave up sends in place of a decision or a commit: this marker, then the
+// rank it waited for, so that the others' errors name that rank, not the coordinator.
+constexpr std::int32_t kGaveUp = -1;
 
 // A decision some coordinator sent: the ranks out.
 struct Decision {
@@ -95,6 +99,13 @@ class Agreement {
     while (!settled_within(receive, std::chrono::milliseconds(20))) check_deadline(peer, phase);
     return succeeded(receive);
   }
+  // A survivor waits for its coordinator a little past the timeout: a coordinator that gives up
+  // on a silent rank at the timeout says which, and that verdict should arrive first.
+  Clock::time_point deadline_for(Phase phase) const {
+    bool from_coordinator = phase == Phase::Decide || phase == Phase::Commit;
+    return from_coordinator ? deadline_ + std::min<Clock::duration>(place_.timeout, std::chrono::seconds(2))
+                            : deadline_;
+  }
   // Whether the transfer is done (completed or failed: succeeded() tells) within `limit`.
   static bool settled_within(const Receive& receive, std::chrono::milliseconds limit) {
     try {
@@ -109,12 +120,31 @@ class Agreement {
     return false;
   }
   void check_deadline(int peer, Phase phase) {
-    if (Clock::now() < deadline_) return;
+    if (Clock::now() < deadline_for(phase)) return;
     throw TimeoutError("shrink: waited " + seconds_text(place_.timeout) + " for rank " + std::to_string(member(peer)) +
-                           "'s " + to_string(phase) +
-                           "; every survivor must call shrink, with the same ranks to exclude (is one alive but "
-                           "doing something else?)",
+                           "'s " + to_string(phase) + silent_advice,
                        ErrorContext{.rank = place_.rank, .peer = member(peer), .op = "shrink"});
+  }
+  static constexpr const char* silent_advice =
+      "; every survivor must call shrink, with the same ranks to exclude (is one alive but doing something else, "
+      "or stopped?)";
+  // The coordinator gave up on `culprit` (group rank) while this rank waited for its `phase`.
+  [[noreturn]] void throw_gave_up(int coordinator, int culprit, Phase phase) const {
+    if (culprit < 0 || culprit >= place_.size) throw InternalError("shrink: a garbled agreement message");
+    throw TimeoutError("shrink: rank " + std::to_string(member(coordinator)) + ", coordinating, waited " +
+                           seconds_text(place_.timeout) + " for rank " + std::to_string(member(culprit)) + "'s " +
+                           to_string(phase == Phase::Decide ? Phase::Propose : Phase::Acknowledge) +
+                           " and gave up, so no group was made" + silent_advice,
+                       ErrorContext{.rank = place_.rank, .peer = member(culprit), .op = "shrink"});
+  }
+  static bool gave_up(const Words& words) { return !words.empty() && words[0] == kGaveUp; }
+  // Tells every rank still waiting on this coordinator which rank it gave up on.
+  void tell_gave_up(int culprit, Phase their_wait, const std::vector<bool>& told) {
+    for (int peer = 0; peer < place_.size; ++peer) {
+      if (peer != place_.rank && peer != culprit && told[static_cast<std::size_t>(peer)]) {
+        send(peer, {kGaveUp, culprit}, place_.rank, their_wait);
+      }
+    }
   }
   [[noreturn]] void throw_excluded(int coordinator) {
     throw PeerClosedError(
@@ -156,6 +186,7 @@ class Agreement {
     if (!wait(decide, coordinator, Phase::Decide)) return std::nullopt;
     std::size_t at = 0;
     Words words = *decide.words;
+    if (gave_up(words)) throw_gave_up(coordinator, words.size() > 1 ? words[1] : -1, Phase::Decide);
     Decision decision{coordinator, list_at(words, at)};
     pending_ = decision;
     if (std::find(decision.out.begin(), decision.out.end(), place_.rank) != decision.out.end()) {
@@ -164,6 +195,9 @@ class Agreement {
     Receive commit = receive(coordinator, coordinator, Phase::Commit);
     send(coordinator, {}, coordinator, Phase::Acknowledge);
     if (!wait(commit, coordinator, Phase::Commit)) return std::nullopt;
+    if (gave_up(*commit.words)) {
+      throw_gave_up(coordinator, commit.words->size() > 1 ? (*commit.words)[1] : -1, Phase::Commit);
+    }
     return decision.out;
   }
 
@@ -212,7 +246,15 @@ class Agreement {
         break;
       }
       auto& proposal = proposals[static_cast<std::size_t>(waiting_for)];
-      if (!settled_within(*proposal, std::chrono::milliseconds(20))) check_deadline(waiting_for, Phase::Propose);
+      if (!settled_within(*proposal, std::chrono::milliseconds(20))) {
+        try {
+          check_deadline(waiting_for, Phase::Propose);
+        } catch (const TimeoutError&) {
+          // Those that proposed wait for a decision: they learn which rank stayed silent.
+          tell_gave_up(waiting_for, Phase::Decide, proposed);
+          throw;
+        }
+      }
     }
     for (int peer = 0; peer < place_.size; ++peer) {
       if (auto& proposal = proposals[static_cast<std::size_t>(peer)];
@@ -239,9 +281,18 @@ class Agreement {
     }
     // A survivor dying now stays in the decision (its death revokes the new group).
     std::vector<int> acknowledged;
+    std::vector<bool> waiting_for_commit(static_cast<std::size_t>(place_.size), false);
+    for (int peer = 0; peer < place_.size; ++peer) {
+      waiting_for_commit[static_cast<std::size_t>(peer)] = acknowledgements[static_cast<std::size_t>(peer)].has_value();
+    }
     for (int peer = 0; peer < place_.size; ++peer) {
       auto& acknowledgement = acknowledgements[static_cast<std::size_t>(peer)];
-      if (acknowledgement && wait(*acknowledgement, peer, Phase::Acknowledge)) acknowledged.push_back(peer);
+      try {
+        if (acknowledgement && wait(*acknowledgement, peer, Phase::Acknowledge)) acknowledged.push_back(peer);
+      } catch (const TimeoutError&) {
+        tell_gave_up(peer, Phase::Commit, waiting_for_commit);
+        throw;
+      }
     }
     for (int peer : acknowledged) send(peer, {}, place_.rank, Phase::Commit);
     return out;

@@ -5,6 +5,9 @@
 //                          it; everyone then shrinks with nobody out and checks an all_reduce
 //   after-abort            every rank aborts the world: shrink, grow and an all_reduce must then
 //                          each fail at once (issue 44, finding 2: shrink returned a group of one)
+//   frozen-shrink          rank 2 stops itself (SIGSTOP) after a barrier; ranks 0 and 1 shrink with
+//                          COMM_TIMEOUT=3: both must fail naming rank 2, the silent one, not
+//                          rank 0, the live coordinator (issue 44, finding 3)
 //   left-behind            rank 3 dies; rank 2 leaves because of it while rank 0 waits for it
 //                          in a group of the two: rank 0's error must name rank 3
 //   subgroup               rank 2 dies in a group of ranks 0-2: 0 and 1 shrink it, then all three
@@ -243,6 +246,28 @@ int run_after_abort() {
   return 0;
 }
 
+// Prints "shrink failed peer=P CODE MS" (or "shrink gave size=N", which the test fails on).
+int run_frozen_shrink() {
+  ::setenv("COMM_TIMEOUT", "3", 1);
+  auto group = join();
+  group->barrier();
+  if (group->rank() == 2) {
+    ::raise(SIGSTOP);  // the test kills it
+    return 1;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 2 has stopped
+  auto started = std::chrono::steady_clock::now();
+  try {
+    auto shrunk = group->shrink();
+    say("shrink gave size=" + std::to_string(shrunk->size()));
+  } catch (const comm::Error& error) {
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    say("shrink failed peer=" + std::to_string(error.peer()) + " " + comm::to_string(error.code()) + " " +
+        std::to_string(took.count()) + " ms: " + error.what());
+  }
+  return 0;
+}
+
 // Rank 3 is killed while ranks 1 and 2 wait for it in a world all_reduce; rank 0 waits for rank 2
 // in a group of {0, 2}. Rank 2 gives up when its call fails and leaves: rank 0 must hear that
 // rank 3's death is why, not only that rank 2 left.
@@ -441,6 +466,7 @@ int main(int argc, char** argv) {
     if (mode == "revoke") return run_revoke();
     if (mode == "left-behind") return run_left_behind();
     if (mode == "after-abort") return run_after_abort();
+    if (mode == "frozen-shrink") return run_frozen_shrink();
     if (mode == "grow") return run_grow();
     if (mode == "subgroup") return run_subgroup();
     if (mode == "newcomer") return run_newcomer();

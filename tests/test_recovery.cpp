@@ -282,3 +282,23 @@ TEST_CASE("after abort() shrink and grow fail at once on every rank, as every ca
   }
   check_nothing_left(job);
 }
+
+TEST_CASE("a rank frozen during shrink is the one the others' errors name, not the live coordinator", "[recovery]") {
+  // Before: the coordinator and the other survivor gave up at the same moment, and the survivor's
+  // error named the coordinator (rank 0), alive and waiting like itself (issue 44, finding 3).
+  std::string transport = GENERATE("shm", "tcp");
+  INFO("transport " << transport);
+  Job job(3, {"frozen-shrink"}, transport);
+  static const std::regex failed(R"(shrink failed peer=(-?\d+) timeout (\d+) ms)");
+  for (int rank = 0; rank < 2; ++rank) {
+    auto code = job.ranks[static_cast<std::size_t>(rank)]->wait_for(30s);
+    std::string output = job.output(rank);
+    INFO("rank " << rank << ":\n" << output);
+    CHECK(code.value_or(-1) == 0);
+    std::smatch match;
+    REQUIRE(std::regex_search(output, match, failed));
+    CHECK(match[1] == "2");
+    CHECK(std::stoi(match[2]) < 8000);  // the 3 s timeout, and the 2 s a survivor waits past it at most
+    CHECK_THAT(output, ContainsSubstring("rank 2's proposal"));
+  }
+}
