@@ -8,6 +8,12 @@
 //   frozen-shrink          rank 2 stops itself (SIGSTOP) after a barrier; ranks 0 and 1 shrink with
 //                          COMM_TIMEOUT=3: both must fail naming rank 2, the silent one, not
 //                          rank 0, the live coordinator (issue 44, finding 3)
+//   agree EXCLUDE ACTION   one rank of the agreement fault suite (run_agreement_faults.py): after a
+//                          barrier, calls shrink(EXCLUDE) (world ranks, comma-separated, or -)
+//                          and prints "agree members=A,B,..." (the new group's world ranks, from
+//                          an all_gather over it) or "agree error CODE: ...". ACTION: call, skip
+//                          (never calls shrink, exits after 1 s), freeze (SIGSTOP before shrink),
+//                          die-before (SIGKILL before shrink), die-during:MS (SIGKILL MS ms into it)
 //   left-behind            rank 3 dies; rank 2 leaves because of it while rank 0 waits for it
 //                          in a group of the two: rank 0's error must name rank 3
 //   subgroup               rank 2 dies in a group of ranks 0-2: 0 and 1 shrink it, then all three
@@ -268,6 +274,56 @@ int run_frozen_shrink() {
   return 0;
 }
 
+int run_agree(const std::string& exclude_text, const std::string& action) {
+  auto group = join();
+  std::vector<int> exclude;
+  if (exclude_text != "-") {
+    std::stringstream list(exclude_text);
+    for (std::string item; std::getline(list, item, ',');) exclude.push_back(std::stoi(item));
+  }
+  try {
+    group->barrier();
+  } catch (const comm::Error&) {
+    // A rank that got past it already shrinks (revoking the group): so does this one.
+  }
+  if (action == "skip") {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    say("agree skipped");
+    return 0;
+  }
+  if (action == "freeze") ::raise(SIGSTOP);
+  if (action == "die-before") ::kill(::getpid(), SIGKILL);
+  if (action.rfind("die-during:", 0) == 0) {
+    int delay = std::stoi(action.substr(std::strlen("die-during:")));
+    std::thread([delay] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      ::kill(::getpid(), SIGKILL);
+    }).detach();
+  }
+  std::shared_ptr<comm::ProcessGroup> shrunk;
+  try {
+    shrunk = group->shrink(exclude);
+  } catch (const comm::Error& error) {
+    say(std::string("agree error ") + comm::to_string(error.code()) + ": " + error.what());
+    return 0;
+  }
+  // Who is in it, as world ranks: what the checker compares across ranks.
+  std::vector<std::int64_t> members(static_cast<std::size_t>(shrunk->size()));
+  std::int64_t mine = group->rank();
+  try {
+    shrunk->all_gather(comm::Buffer(members.data(), members.size(), comm::DType::Int64),
+                       comm::Buffer(&mine, 1, comm::DType::Int64));
+  } catch (const comm::Error& error) {
+    // The group was made (the invariant counts it) but a member died since.
+    say("agree members-unknown size=" + std::to_string(shrunk->size()) + " " + comm::to_string(error.code()));
+    return 0;
+  }
+  std::string text;
+  for (auto member : members) text += (text.empty() ? "" : ",") + std::to_string(member);
+  say("agree members=" + text);
+  return 0;
+}
+
 // Rank 3 is killed while ranks 1 and 2 wait for it in a world all_reduce; rank 0 waits for rank 2
 // in a group of {0, 2}. Rank 2 gives up when its call fails and leaves: rank 0 must hear that
 // rank 3's death is why, not only that rank 2 left.
@@ -467,6 +523,7 @@ int main(int argc, char** argv) {
     if (mode == "left-behind") return run_left_behind();
     if (mode == "after-abort") return run_after_abort();
     if (mode == "frozen-shrink") return run_frozen_shrink();
+    if (mode == "agree" && argc > 3) return run_agree(argv[2], argv[3]);
     if (mode == "grow") return run_grow();
     if (mode == "subgroup") return run_subgroup();
     if (mode == "newcomer") return run_newcomer();
