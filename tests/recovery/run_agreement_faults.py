@@ -16,24 +16,20 @@ N defaults to COMM_AGREEMENT_CASES or 20 (the long mode: 1000). A violation prin
 seed and each rank's line; --seed S --cases 1 replays it. Exit status 1 on any violation.
 """
 import argparse
+import contextlib
 import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from job_store import hosted_store
+
 TIMEOUT_S = 2  # the group's timeout: how long a wait for a silent rank lasts
 LIMIT_S = 20   # a case's processes must all end within this (frozen ones are killed after)
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def draw_case(rng):
@@ -62,20 +58,12 @@ def run_case(worker, store_program, seed):
     size, transport, excludes, actions = draw_case(rng)
     description = "%d ranks, %s, %s" % (size, transport, " ".join(
         "%d:%s/%s" % (rank, ",".join(map(str, excludes[rank])) or "-", actions[rank]) for rank in range(size)))
-    port = free_port()
-    store = subprocess.Popen([store_program, "--port", str(port)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    store = contextlib.ExitStack()
+    port = store.enter_context(hosted_store(store_program))
     processes = []
     problems = []
     lines = {}
     try:
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.02)
         for rank in range(size):
             env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(size), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port), COMM_TRANSPORT=transport, COMM_HANG_REPORT="0",
@@ -107,8 +95,7 @@ def run_case(worker, store_program, seed):
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
             os.unlink(output)
-        store.kill()
-        store.wait()
+        store.close()
     memberships = {}
     errors = set()
     for rank, found in lines.items():

@@ -21,23 +21,19 @@ N defaults to COMM_RECOVERY_CASES or 40 (the long mode: COMM_RECOVERY_CASES=1000
 prints the case's seed; --seed S --cases 1 replays it.
 """
 import argparse
+import contextlib
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from job_store import hosted_store
+
 STEPS = 6
 COUNT = 1 << 17  # the worker's parameters
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def per_rank_step_sums(size):
@@ -89,18 +85,11 @@ def run_case(worker, store_program, seed, timeout):
     size, transport, restarts, kills = draw_case(rng)
     description = "%d ranks, %s, %d restarts, kills %s" % (size, transport, restarts,
                                                            ",".join("%d@%d:%s" % kill for kill in kills))
-    port = free_port()
-    store = subprocess.Popen([store_program, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    store = contextlib.ExitStack()
+    port = store.enter_context(hosted_store(store_program))
     problems = []
     processes = []  # (identity, Popen, output file)
     try:
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.02)
         medium, _, connect = transport.partition("+")
         spec = ",".join("%d@%d:%s" % kill for kill in kills)
 
@@ -156,8 +145,7 @@ def run_case(worker, store_program, seed, timeout):
                 os.killpg(process.pid, 9)
                 process.wait()
             os.unlink(output)
-        store.kill()
-        store.wait()
+        store.close()
     for entry in os.listdir("/dev/shm"):
         for _, process, _ in processes:
             if "-%d-" % process.pid in entry:
