@@ -128,8 +128,10 @@ class Agreement {
   static constexpr const char* silent_advice =
       "; every survivor must call shrink, with the same ranks to exclude (is one alive but doing something else, "
       "or stopped?)";
-  // The coordinator gave up on `culprit` (group rank) while this rank waited for its `phase`.
-  [[noreturn]] void throw_gave_up(int coordinator, int culprit, Phase phase) const {
+  // Throws when `words`, what this rank waited for in `phase`, say the coordinator gave up.
+  void throw_if_gave_up(int coordinator, const Words& words, Phase phase) const {
+    if (words.empty() || words[0] != kGaveUp) return;
+    int culprit = words.size() > 1 ? words[1] : -1;
     if (culprit < 0 || culprit >= place_.size) throw InternalError("shrink: a garbled agreement message");
     throw TimeoutError("shrink: rank " + std::to_string(member(coordinator)) + ", coordinating, waited " +
                            seconds_text(place_.timeout) + " for rank " + std::to_string(member(culprit)) + "'s " +
@@ -137,11 +139,11 @@ class Agreement {
                            " and gave up, so no group was made" + silent_advice,
                        ErrorContext{.rank = place_.rank, .peer = member(culprit), .op = "shrink"});
   }
-  static bool gave_up(const Words& words) { return !words.empty() && words[0] == kGaveUp; }
-  // Tells every rank still waiting on this coordinator which rank it gave up on.
-  void tell_gave_up(int culprit, Phase their_wait, const std::vector<bool>& told) {
+  // Tells every rank still waiting on this coordinator (`waiting(peer)`) which rank it gave up on.
+  template <class Waiting>
+  void tell_gave_up(int culprit, Phase their_wait, Waiting waiting) {
     for (int peer = 0; peer < place_.size; ++peer) {
-      if (peer != place_.rank && peer != culprit && told[static_cast<std::size_t>(peer)]) {
+      if (peer != place_.rank && peer != culprit && waiting(static_cast<std::size_t>(peer))) {
         send(peer, {kGaveUp, culprit}, place_.rank, their_wait);
       }
     }
@@ -186,7 +188,7 @@ class Agreement {
     if (!wait(decide, coordinator, Phase::Decide)) return std::nullopt;
     std::size_t at = 0;
     Words words = *decide.words;
-    if (gave_up(words)) throw_gave_up(coordinator, words.size() > 1 ? words[1] : -1, Phase::Decide);
+    throw_if_gave_up(coordinator, words, Phase::Decide);
     Decision decision{coordinator, list_at(words, at)};
     pending_ = decision;
     if (std::find(decision.out.begin(), decision.out.end(), place_.rank) != decision.out.end()) {
@@ -195,9 +197,7 @@ class Agreement {
     Receive commit = receive(coordinator, coordinator, Phase::Commit);
     send(coordinator, {}, coordinator, Phase::Acknowledge);
     if (!wait(commit, coordinator, Phase::Commit)) return std::nullopt;
-    if (gave_up(*commit.words)) {
-      throw_gave_up(coordinator, commit.words->size() > 1 ? (*commit.words)[1] : -1, Phase::Commit);
-    }
+    throw_if_gave_up(coordinator, *commit.words, Phase::Commit);
     return decision.out;
   }
 
@@ -251,7 +251,7 @@ class Agreement {
           check_deadline(waiting_for, Phase::Propose);
         } catch (const TimeoutError&) {
           // Those that proposed wait for a decision: they learn which rank stayed silent.
-          tell_gave_up(waiting_for, Phase::Decide, proposed);
+          tell_gave_up(waiting_for, Phase::Decide, [&](std::size_t peer) { return proposed[peer]; });
           throw;
         }
       }
@@ -281,16 +281,12 @@ class Agreement {
     }
     // A survivor dying now stays in the decision (its death revokes the new group).
     std::vector<int> acknowledged;
-    std::vector<bool> waiting_for_commit(static_cast<std::size_t>(place_.size), false);
-    for (int peer = 0; peer < place_.size; ++peer) {
-      waiting_for_commit[static_cast<std::size_t>(peer)] = acknowledgements[static_cast<std::size_t>(peer)].has_value();
-    }
     for (int peer = 0; peer < place_.size; ++peer) {
       auto& acknowledgement = acknowledgements[static_cast<std::size_t>(peer)];
       try {
         if (acknowledgement && wait(*acknowledgement, peer, Phase::Acknowledge)) acknowledged.push_back(peer);
       } catch (const TimeoutError&) {
-        tell_gave_up(peer, Phase::Commit, waiting_for_commit);
+        tell_gave_up(peer, Phase::Commit, [&](std::size_t other) { return acknowledgements[other].has_value(); });
         throw;
       }
     }

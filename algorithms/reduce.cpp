@@ -25,7 +25,7 @@ bool cpu_reduce_uses_avx2() {
 }
 
 void throw_unsupported(DType dtype, ReduceOp op, int rank) {
-  if (op == ReduceOp::Avg) {
+  if (dtype == DType::Bool && op == ReduceOp::Avg) {
     throw InvalidArgumentError("op avg of dtype bool has no meaning; use bor (any), band (all), or sum of an "
                                "integer copy to count",
                                ErrorContext{.rank = rank, .op = "reduce"});

@@ -21,13 +21,15 @@ ncclResult_t forwarded(comm_result_t result) {
   return static_cast<ncclResult_t>(result);
 }
 
-ncclResult_t refuse(const char* operation, const char* why) noexcept {
+// ncclInvalidArgument for arguments NCCL would take but libcomm does not; ncclInvalidUsage for
+// calls of later NCCLs that libcomm has no counterpart for.
+ncclResult_t refuse(const char* operation, const char* why, ncclResult_t result = ncclInvalidArgument) noexcept {
   try {
     own_error = std::string(operation) + ": " + why;
     own_error_is_latest = true;
   } catch (...) {  // no memory for the message: the code says enough
   }
-  return ncclInvalidArgument;
+  return result;
 }
 
 bool known_datatype(ncclDataType_t datatype) { return datatype >= ncclInt8 && datatype < ncclNumTypes; }
@@ -48,11 +50,6 @@ ncclResult_t read_config(const ncclConfig_t* config, comm_config_t& out, const c
   return ncclSuccess;
 }
 
-// Calls of later NCCLs that libcomm has no counterpart for: refused by name, never silently.
-ncclResult_t refuse_later(const char* operation, const char* why) {
-  refuse(operation, why);
-  return ncclInvalidUsage;
-}
 void clear(void** out) {
   if (out != nullptr) *out = nullptr;
 }
@@ -98,59 +95,66 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
 
 ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
   if (win != nullptr) *win = nullptr;
-  return refuse_later("ncclCommWindowRegister",
-         "symmetric-memory windows are not offered by libcomm's drop-in; leave symmetric memory off");
+  return refuse("ncclCommWindowRegister",
+                "symmetric-memory windows are not offered by libcomm's drop-in; leave symmetric memory off",
+                ncclInvalidUsage);
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
-  return refuse_later("ncclCommWindowDeregister", "no window was ever registered (libcomm's drop-in offers none)");
+  return refuse("ncclCommWindowDeregister", "no window was ever registered (libcomm's drop-in offers none)",
+                ncclInvalidUsage);
 }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
-  return refuse_later("ncclGroupSimulateEnd", "libcomm's drop-in does not estimate a group's time; call ncclGroupEnd");
+  return refuse("ncclGroupSimulateEnd", "libcomm's drop-in does not estimate a group's time; call ncclGroupEnd",
+                ncclInvalidUsage);
 }
 
 ncclResult_t ncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements_t*, ncclDevComm_t*) {
-  return refuse_later("ncclDevCommCreate",
-         "NCCL's device API (kernels that reach peers themselves) is not offered by libcomm's drop-in; "
-         "use the host collectives");
+  return refuse("ncclDevCommCreate",
+                "NCCL's device API (kernels that reach peers themselves) is not offered by libcomm's drop-in; "
+                "use the host collectives",
+                ncclInvalidUsage);
 }
 
 ncclResult_t ncclDevCommDestroy(ncclComm_t, const ncclDevComm_t*) {
-  return refuse_later("ncclDevCommDestroy", "no device communicator was ever made (libcomm's drop-in offers none)");
+  return refuse("ncclDevCommDestroy", "no device communicator was ever made (libcomm's drop-in offers none)",
+                ncclInvalidUsage);
 }
 
 // NCCL 2.29's calls: nothing of them exists here (no suspended state, no statistics, no windows).
 ncclResult_t ncclCommSuspend(ncclComm_t, int) {
-  return refuse_later("ncclCommSuspend", "libcomm's drop-in does not suspend a communicator; destroy it instead");
+  return refuse("ncclCommSuspend", "libcomm's drop-in does not suspend a communicator; destroy it instead",
+                ncclInvalidUsage);
 }
 ncclResult_t ncclCommResume(ncclComm_t) {
-  return refuse_later("ncclCommResume", "no communicator is ever suspended (libcomm's drop-in offers no suspend)");
+  return refuse("ncclCommResume", "no communicator is ever suspended (libcomm's drop-in offers no suspend)",
+                ncclInvalidUsage);
 }
 ncclResult_t ncclCommMemStats(ncclComm_t, ncclCommMemStat_t, uint64_t*) {
-  return refuse_later("ncclCommMemStats", "libcomm's drop-in keeps no memory statistics");
+  return refuse("ncclCommMemStats", "libcomm's drop-in keeps no memory statistics", ncclInvalidUsage);
 }
 ncclResult_t ncclWinGetUserPtr(ncclComm_t, ncclWindow_t, void** outUserPtr) {
   clear(outUserPtr);
-  return refuse_later("ncclWinGetUserPtr", kNoWindows);
+  return refuse("ncclWinGetUserPtr", kNoWindows, ncclInvalidUsage);
 }
 ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void** outPtr) {
   clear(outPtr);
-  return refuse_later("ncclGetLsaMultimemDevicePointer", kNoWindows);
+  return refuse("ncclGetLsaMultimemDevicePointer", kNoWindows, ncclInvalidUsage);
 }
 ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void** outPtr) {
   clear(outPtr);
-  return refuse_later("ncclGetPeerDevicePointer", kNoWindows);
+  return refuse("ncclGetPeerDevicePointer", kNoWindows, ncclInvalidUsage);
 }
 ncclResult_t ncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
                            ncclComm_t, cudaStream_t) {
-  return refuse_later("ncclPutSignal", kNoWindows);
+  return refuse("ncclPutSignal", kNoWindows, ncclInvalidUsage);
 }
 ncclResult_t ncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) {
-  return refuse_later("ncclSignal", kNoWindows);
+  return refuse("ncclSignal", kNoWindows, ncclInvalidUsage);
 }
 ncclResult_t ncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t) {
-  return refuse_later("ncclWaitSignal", kNoWindows);
+  return refuse("ncclWaitSignal", kNoWindows, ncclInvalidUsage);
 }
 
 // One process's clique, as NCCL's: an id and every rank's init in one group. libcomm binds each
@@ -296,8 +300,8 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
       comm_all_gather(sendbuff, recvbuff, sendcount, static_cast<comm_datatype_t>(datatype), to_comm(comm), stream));
 }
 
-ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                          ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream) {
   if (!known_datatype(datatype)) return refuse("ncclAlltoAll", kUnknownDatatype);
   return forwarded(
       comm_all_to_all(sendbuff, recvbuff, count, static_cast<comm_datatype_t>(datatype), to_comm(comm), stream));
