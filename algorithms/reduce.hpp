@@ -13,16 +13,24 @@
 
 namespace comm::algorithms {
 
-// Whether op may be applied to dtype (BAnd/BOr/BXor need integers or bool). Inline: every
-// reducing call asks.
+// The ops refused per dtype, one bit per ReduceOp: bitwise ops on floating point, and an average
+// of bool (truth values have no average a caller could rely on: an OR, a majority, a fraction?).
+// A table, so that the check every reducing call makes is one load and a bit test.
+namespace refusals {
+constexpr unsigned op_bit(ReduceOp op) { return 1u << static_cast<unsigned>(op); }
+constexpr unsigned char kBitwiseOps = op_bit(ReduceOp::BAnd) | op_bit(ReduceOp::BOr) | op_bit(ReduceOp::BXor);
+constexpr unsigned char kRefusedOps[] = {
+    0, 0, 0, 0, 0, 0,                                    // Int8 ... UInt64
+    kBitwiseOps, kBitwiseOps, kBitwiseOps, kBitwiseOps,  // Float16, BFloat16, Float32, Float64
+    op_bit(ReduceOp::Avg),                               // Bool
+};
+static_assert(sizeof kRefusedOps == static_cast<std::size_t>(DType::Bool) + 1, "one entry per DType");
+}  // namespace refusals
+
+// Whether op may be applied to dtype. Inline: every reducing call asks.
 constexpr bool supports(DType dtype, ReduceOp op) {
-  bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
-  bool floating =
-      dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float32 || dtype == DType::Float64;
-  // An average of truth values has no meaning a caller could rely on (an OR, a majority, a
-  // fraction?): refused rather than answered with one of them.
-  bool bool_average = dtype == DType::Bool && op == ReduceOp::Avg;
-  return !(bitwise && floating) && !bool_average;
+  auto index = static_cast<std::size_t>(dtype);
+  return index < sizeof refusals::kRefusedOps && (refusals::kRefusedOps[index] & refusals::op_bit(op)) == 0;
 }
 
 // Throws InvalidArgumentError naming the pair (out of line: only the error is built there).
