@@ -19,11 +19,14 @@ namespace comm::algorithms {
 namespace refusals {
 constexpr unsigned op_bit(ReduceOp op) { return 1u << static_cast<unsigned>(op); }
 constexpr unsigned char kBitwiseOps = op_bit(ReduceOp::BAnd) | op_bit(ReduceOp::BOr) | op_bit(ReduceOp::BXor);
+// One row per kind of dtype.
+// clang-format off
 constexpr unsigned char kRefusedOps[] = {
     0, 0, 0, 0, 0, 0,                                    // Int8 ... UInt64
     kBitwiseOps, kBitwiseOps, kBitwiseOps, kBitwiseOps,  // Float16, BFloat16, Float32, Float64
     op_bit(ReduceOp::Avg),                               // Bool
 };
+// clang-format on
 static_assert(sizeof kRefusedOps == static_cast<std::size_t>(DType::Bool) + 1, "one entry per DType");
 }  // namespace refusals
 
