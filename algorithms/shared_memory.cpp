@@ -129,41 +129,62 @@ namespace {
 // another call is a mismatch, reported on both sides; when it is at another call number, it did
 // something other than a shared-memory collective in this slot, and the message it sent us for
 // it (read in now) names what.
+void check_call(const CollectiveContext& context, SharedArena& arena, int buffer, int peer) {
+  const SharedArena::Control& control = arena.control(peer);
+  std::uint64_t theirs = control.fingerprint[buffer].load(std::memory_order_relaxed);
+  std::uint64_t sequence = control.sequence[buffer].load(std::memory_order_relaxed);
+  if (theirs == context.fingerprint && sequence == context.sequence) return;
+  int transport_peer = context.transport_rank(peer);
+  auto deadline = Clock::now() + std::chrono::seconds(2);
+  if (sequence > context.sequence) {
+    // The peer did this slot's call elsewhere; the message it sent us then says what.
+    do {
+      context.transport.progress(transport_peer);
+      if (auto error = context.transport.conflict(transport_peer, context.tag(0), context.fingerprint)) {
+        rethrow_with_context(context, peer, error);
+      }
+      // The transport may have compared that message with this call already, and stopped.
+      if (auto error = context.transport.failure(transport_peer)) rethrow_with_context(context, peer, error);
+    } while (Clock::now() < deadline);
+  } else if (sequence < context.sequence) {
+    // The peer is in a call this rank made elsewhere: it finds our message of that slot and
+    // aborts, saying what both sides called; wait for its word.
+    do {
+      if (auto error = context.transport.failure(transport_peer)) rethrow_with_context(context, peer, error);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    } while (Clock::now() < deadline);
+  }
+  throw MismatchError("collective mismatch: this rank called " + detail::describe_fingerprint(context.fingerprint) +
+                          " as call " + std::to_string(context.sequence) + " of its group but rank " +
+                          std::to_string(peer) + " called " + detail::describe_fingerprint(theirs) + " as call " +
+                          std::to_string(sequence) +
+                          "; every rank of a group must call the same collectives, in "
+                          "the same order, with matching arguments",
+                      error_context(context, peer));
+}
+
 void check_calls(const CollectiveContext& context, SharedArena& arena, int buffer) {
   for (int peer = 0; peer < context.size; ++peer) {
-    if (peer == context.rank) continue;
-    const SharedArena::Control& control = arena.control(peer);
-    std::uint64_t theirs = control.fingerprint[buffer].load(std::memory_order_relaxed);
-    std::uint64_t sequence = control.sequence[buffer].load(std::memory_order_relaxed);
-    if (theirs == context.fingerprint && sequence == context.sequence) continue;
-    int transport_peer = context.transport_rank(peer);
-    auto deadline = Clock::now() + std::chrono::seconds(2);
-    if (sequence > context.sequence) {
-      // The peer did this slot's call elsewhere; the message it sent us then says what.
-      do {
-        context.transport.progress(transport_peer);
-        if (auto error = context.transport.conflict(transport_peer, context.tag(0), context.fingerprint)) {
-          rethrow_with_context(context, peer, error);
-        }
-        // The transport may have compared that message with this call already, and stopped.
-        if (auto error = context.transport.failure(transport_peer)) rethrow_with_context(context, peer, error);
-      } while (Clock::now() < deadline);
-    } else if (sequence < context.sequence) {
-      // The peer is in a call this rank made elsewhere: it finds our message of that slot and
-      // aborts, saying what both sides called; wait for its word.
-      do {
-        if (auto error = context.transport.failure(transport_peer)) rethrow_with_context(context, peer, error);
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      } while (Clock::now() < deadline);
-    }
-    throw MismatchError("collective mismatch: this rank called " + detail::describe_fingerprint(context.fingerprint) +
-                            " as call " + std::to_string(context.sequence) + " of its group but rank " +
-                            std::to_string(peer) + " called " + detail::describe_fingerprint(theirs) + " as call " +
-                            std::to_string(sequence) +
-                            "; every rank of a group must call the same collectives, in "
-                            "the same order, with matching arguments",
-                        error_context(context, peer));
+    if (peer != context.rank) check_call(context, arena, buffer, peer);
   }
+}
+
+// This rank's input of `epoch` is in its slot, for the call it names.
+void publish_arrival(const CollectiveContext& context, SharedArena& arena, std::uint64_t epoch) {
+  SharedArena::Control& mine = arena.control(context.rank);
+  int buffer = static_cast<int>(epoch & 1);
+  mine.fingerprint[buffer].store(context.fingerprint, std::memory_order_relaxed);
+  mine.sequence[buffer].store(context.sequence, std::memory_order_relaxed);
+  mine.arrived.store(epoch, std::memory_order_release);
+}
+
+// Waits for one peer's flag (its slot of the epoch filled and in this call, or its part of the
+// result written).
+void wait_for(const CollectiveContext& context, SharedArena& arena, int peer, Flag which, std::uint64_t epoch) {
+  if (flag(arena.control(peer), which).load(std::memory_order_acquire) < epoch) {
+    wait_for_peer(context, arena, peer, which, epoch);
+  }
+  if (which == Flag::Arrived) check_call(context, arena, static_cast<int>(epoch & 1), peer);
 }
 
 }  // namespace
@@ -175,12 +196,9 @@ void publish_and_wait(const CollectiveContext& context, SharedArena& arena, Flag
     wait_all(context, arena, Flag::Reduced, epoch);
     return;
   }
-  int buffer = static_cast<int>(epoch & 1);
-  mine.fingerprint[buffer].store(context.fingerprint, std::memory_order_relaxed);
-  mine.sequence[buffer].store(context.sequence, std::memory_order_relaxed);
-  mine.arrived.store(epoch, std::memory_order_release);
+  publish_arrival(context, arena, epoch);
   wait_all(context, arena, Flag::Arrived, epoch);
-  check_calls(context, arena, buffer);
+  check_calls(context, arena, static_cast<int>(epoch & 1));
 }
 
 namespace {
@@ -214,6 +232,52 @@ void reduce_slots(std::uint8_t* target, const SharedArena& arena, int buffer, st
   if (op == ReduceOp::Avg) divide(target, elements, dtype, static_cast<std::size_t>(n));
 }
 
+// One segment of the piece per rank: each reduces its own (in rank order, from every rank's slot)
+// into the shared result, then copies every segment out. The waits are per peer, not barriers:
+// a rank reduces slot p as soon as rank p arrived and copies segment q out as soon as rank q
+// reduced it, so one late rank holds up only what needs its bytes (16 ranks meet twice a piece,
+// and a barrier would make every rank wait for the slowest one both times). Nobody reads this
+// rank's own segment of its slot: it is neither copied in nor read back from there.
+void reduce_by_segment(const CollectiveContext& context, SharedArena& arena, std::uint8_t* piece, std::size_t elements,
+                       DType dtype, ReduceOp op) {
+  int n = context.size;
+  std::size_t element = element_size(dtype);
+  auto bounds = [&](int rank) {  // the segment rank `rank` owns, in bytes
+    auto part = [&](int r) { return elements * static_cast<std::size_t>(r) / static_cast<std::size_t>(n) * element; };
+    return std::pair{part(rank), part(rank + 1)};
+  };
+  auto [begin, end] = bounds(context.rank);
+  std::uint64_t epoch = arena.next_epoch();
+  int buffer = static_cast<int>(epoch & 1);
+  std::uint8_t* slot = arena.slot(buffer, context.rank);
+  std::memcpy(slot, piece, begin);
+  std::memcpy(slot + end, piece + end, elements * element - end);
+  publish_arrival(context, arena, epoch);
+
+  // target = slot 0 op slot 1 op ... op slot n-1 over this rank's segment.
+  std::uint8_t* target = arena.result(buffer) + begin;
+  std::size_t count = (end - begin) / element;
+  auto source = [&](int rank) -> const std::uint8_t* {
+    if (rank == context.rank) return piece + begin;
+    wait_for(context, arena, rank, Flag::Arrived, epoch);
+    return arena.slot(buffer, rank) + begin;
+  };
+  const std::uint8_t* first = source(0);
+  combine(target, first, source(1), count, dtype, op);
+  for (int rank = 2; rank < n; ++rank) reduce(target, source(rank), count, dtype, op);
+  if (op == ReduceOp::Avg) divide(target, count, dtype, static_cast<std::size_t>(n));
+  arena.control(context.rank).reduced.store(epoch, std::memory_order_release);
+
+  // Every segment out, starting with this rank's and then the next ranks' in turn, so that the
+  // ranks do not all read from one owner at once.
+  for (int step = 0; step < n; ++step) {
+    int owner = (context.rank + step) % n;
+    if (owner != context.rank) wait_for(context, arena, owner, Flag::Reduced, epoch);
+    auto [from, to] = bounds(owner);
+    std::memcpy(piece + from, arena.result(buffer) + from, to - from);
+  }
+}
+
 }  // namespace
 
 void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& arena, void* data, std::size_t count,
@@ -227,19 +291,12 @@ void shared_memory_all_reduce(const CollectiveContext& context, SharedArena& are
   do {  // at least once: an empty call still meets the others (and compares fingerprints)
     std::size_t elements = std::min(piece_count, count - first);
     std::uint8_t* piece = bytes + first * element;
-    std::uint64_t epoch = arrive(context, arena, piece, elements * element);
-    int buffer = static_cast<int>(epoch & 1);
     if (elements * element <= kReduceLocallyBytes || n == 2) {
       // Every rank reduces the whole piece straight into its buffer.
-      reduce_slots(piece, arena, buffer, 0, elements, dtype, op, context.rank == 0);
+      std::uint64_t epoch = arrive(context, arena, piece, elements * element);
+      reduce_slots(piece, arena, static_cast<int>(epoch & 1), 0, elements, dtype, op, context.rank == 0);
     } else {
-      // This rank reduces its segment of the piece into the shared result; then all copy it out.
-      std::size_t begin = elements * static_cast<std::size_t>(context.rank) / static_cast<std::size_t>(n);
-      std::size_t end = elements * static_cast<std::size_t>(context.rank + 1) / static_cast<std::size_t>(n);
-      reduce_slots(arena.result(buffer) + begin * element, arena, buffer, begin * element, end - begin, dtype, op,
-                   false);
-      publish_and_wait(context, arena, Flag::Reduced, epoch);
-      std::memcpy(piece, arena.result(buffer), elements * element);
+      reduce_by_segment(context, arena, piece, elements, dtype, op);
     }
     first += elements;
   } while (first < count);

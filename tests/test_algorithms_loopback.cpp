@@ -40,7 +40,8 @@ namespace {
 
 // Chunks far below the real ones, so that a few hundred elements already take several.
 constexpr std::size_t kChunkBytes = 1024;
-constexpr std::size_t kArenaSlotBytes = 4096;
+// Arena slots just over the size (16 KiB) from which a piece is reduced by segment, one per rank.
+constexpr std::size_t kArenaSlotBytes = 24 * 1024;
 
 // Rank r's element i: distinct per rank and element, small enough that int64 sums are exact.
 std::int64_t input_value(int rank, std::size_t index) {
@@ -321,8 +322,12 @@ void run_entry(const AlgorithmEntry& entry, int ranks, Medium medium = Medium::L
   for (const auto& hosts : layouts) {
     std::vector<Algorithm> across{Algorithm::Ring};
     if (!hosts.empty() && entry.collective == Collective::AllReduce) across.push_back(Algorithm::HalvingDoubling);
-    // 0 and 1 element, a count no rank count divides, and one of several chunks and arena slots.
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{13}, std::size_t{1237}}) {
+    // 0 and 1 element, a count no rank count divides, and one of several chunks; through an arena
+    // also several slots, whole ones reduced by segment and a last part reduced whole.
+    std::vector<std::size_t> counts{0, 1, 13, 1237};
+    if (entry.requirement == Requirement::SharedMemory)
+      counts.push_back(2 * kArenaSlotBytes / sizeof(std::int64_t) + 857);
+    for (std::size_t count : counts) {
       for (int root : roots) {
         for (ReduceOp op : ops) {
           for (Algorithm between : across) {

@@ -460,9 +460,10 @@ TEST_CASE("tuning variables that are not numbers or out of range are refused at 
   CHECK_THAT(run_alone("COMM_LINK_LATENCY_US", "-3"), ContainsSubstring("COMM_LINK_LATENCY_US='-3'"));
   // The socket settings are read when the mesh is made, on every rank (rank 0 too, which connects
   // to no one): two ranks over TCP refuse to start, naming the variable.
-  auto refused_by_job = [](const std::string& name, const std::string& value, const std::string& says) {
+  auto refused_by_job = [](const std::string& name, const std::string& value, const std::string& says,
+                           const std::string& transport = "tcp") {
     ChildProcess job({comm::testing::program_path("COMMRUN"), "-n", "2", helper(), "init"},
-                     {{"COMM_TRANSPORT", "tcp"}, {name, value}});
+                     {{"COMM_TRANSPORT", transport}, {name, value}});
     auto status = job.wait_for(60s);
     REQUIRE(status.has_value());
     CHECK(*status != 0);
@@ -473,6 +474,9 @@ TEST_CASE("tuning variables that are not numbers or out of range are refused at 
   for (std::string value : {"0", "17"})
     refused_by_job("COMM_SOCKET_STREAMS", value, "COMM_SOCKET_STREAMS=" + value + " is out of range");
   refused_by_job("COMM_SOCKET_STREAMS", "many", "COMM_SOCKET_STREAMS='many' is not an integer");
+  // The shared-memory collectives' piece size, when the group's segment is made.
+  refused_by_job("COMM_SHM_SLOT_BYTES", "5000", "COMM_SHM_SLOT_BYTES=5000 is not a multiple of 4096", "shm");
+  refused_by_job("COMM_SHM_SLOT_BYTES", "1024", "COMM_SHM_SLOT_BYTES=1024 is out of range", "shm");
   // In range, they are taken.
   CHECK_THAT(run_alone("COMM_RING_CHUNK", "4096", 0), ContainsSubstring("joined 0/1"));
   CHECK_THAT(run_alone("COMM_LINK_GBPS", "2.5", 0), ContainsSubstring("joined 0/1"));

@@ -1,6 +1,7 @@
 // The shared-memory ring between two ranks (transport/shm/shm_stream.hpp), both ends in one
 // process: records across the wrap of the 32-bit sequence numbers, and a ring refilled many
-// times over with the reader releasing room in batches.
+// times over with the reader releasing room in batches. And the collectives' shared arena
+// (transport/shm/shared_arena.hpp): whose slot size a group takes.
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "comm/store.hpp"
+#include "transport/shm/shared_arena.hpp"
 #include "transport/shm/shm_pairs.hpp"
 #include "transport/shm/shm_stream.hpp"
 
@@ -220,4 +222,35 @@ TEST_CASE("each rank's receive segment stays within its budget, and every pair c
   }
   CHECK(short_by == 0);
   CHECK(wrong == 0);
+}
+
+// COMM_SHM_SLOT_BYTES is read on every rank, but a layout that differed between ranks would have
+// them read each other's slots at wrong offsets: rank 0's size is the group's.
+TEST_CASE("every rank of an arena takes rank 0's slot size", "[transport][shm]") {
+  constexpr int kRanks = 3;
+  comm::HashStore store(std::chrono::seconds(10));
+  std::vector<std::size_t> slot_bytes(kRanks);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      std::size_t asked = rank == 0 ? 64 * 1024 : 1024 * 1024;
+      auto arena = comm::transport::create_shared_arena(store, "arena", rank, kRanks, 10s, asked);
+      slot_bytes[rank] = arena != nullptr ? arena->slot_bytes() : 0;
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(slot_bytes == std::vector<std::size_t>(kRanks, 64 * 1024));
+}
+
+// A slot size in the store that rank 0 would never publish (a stranger's, say) is not mapped.
+TEST_CASE("a rank refuses an arena whose published slot size is not whole pages", "[transport][shm]") {
+  for (std::string published : {"12345", "0", "abc", "1099511627776"}) {
+    comm::HashStore store(std::chrono::seconds(10));
+    store.set("arena/name", "/proc/1/fd/3");
+    store.set("arena/slot_bytes", published);
+    store.set("arena/usable", "0");
+    auto arena = comm::transport::create_shared_arena(store, "arena", 1, 2, 10s, 64 * 1024);
+    CHECK(arena == nullptr);
+    CHECK(store.get_string("arena/mapped/1") == "0");
+  }
 }

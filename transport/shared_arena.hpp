@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace comm::transport {
@@ -35,6 +36,9 @@ class SharedArena {
   SharedArena& operator=(const SharedArena&) = delete;
 
   static constexpr std::size_t kSlotBytes = 256 * 1024;  // one piece of a host collective
+  // COMM_SHM_SLOT_BYTES's range: whole pages, so that every dtype's elements fit evenly.
+  static constexpr std::size_t kMinSlotBytes = 4096;
+  static constexpr std::size_t kMaxSlotBytes = 64 * 1024 * 1024;
   int size() const { return size_; }
   std::size_t slot_bytes() const { return slot_bytes_; }
   // The whole mapping (e.g. to register it with CUDA for DMA).

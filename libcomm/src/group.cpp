@@ -12,6 +12,7 @@
 #include "libcomm/base/fingerprint.hpp"
 #include "libcomm/base/log.hpp"
 #include "rendezvous/join.hpp"
+#include "transport/shared_arena.hpp"
 #include "transport/watched_store.hpp"
 
 namespace comm {
@@ -47,6 +48,25 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
   }
 }
 
+namespace {
+
+// The piece size of the shared-memory collectives (rank 0's is the group's): larger pieces mean
+// fewer meetings of all ranks per call, smaller ones keep a piece's slots in the caches.
+std::size_t shared_memory_slot_bytes() {
+  auto bytes =
+      environment::get_integer_in("COMM_SHM_SLOT_BYTES", static_cast<long long>(transport::SharedArena::kMinSlotBytes),
+                                  static_cast<long long>(transport::SharedArena::kMaxSlotBytes),
+                                  "bytes of one piece of a shared-memory collective");
+  if (!bytes) return transport::SharedArena::kSlotBytes;
+  if (*bytes % static_cast<long long>(transport::SharedArena::kMinSlotBytes) != 0) {
+    throw InvalidArgumentError("environment variable COMM_SHM_SLOT_BYTES=" + std::to_string(*bytes) +
+                               " is not a multiple of 4096; give whole pages, or unset it for the default (262144)");
+  }
+  return static_cast<std::size_t>(*bytes);
+}
+
+}  // namespace
+
 void ProcessGroup::Impl::map_arena() {
   // A member that dies meanwhile is named at once, not after the timeout.
   transport::WatchedStore watched(*store_, [this] {
@@ -60,7 +80,8 @@ void ProcessGroup::Impl::map_arena() {
       fail_join(*store_, key, error, rank(), size());
     }
   });
-  arena_ = transport_->map_shared_arena(watched, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_);
+  arena_ = transport_->map_shared_arena(watched, "arena/" + std::to_string(layout_.id), rank(), size(), timeout_,
+                                        shared_memory_slot_bytes());
 }
 
 ProcessGroup::Impl::~Impl() {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <new>
 #include <random>
@@ -35,6 +36,19 @@ void* map(int fd, std::size_t bytes, const std::string& name, int rank) {
   return base;
 }
 
+std::size_t read_slot_bytes(const std::string& text, int rank) {
+  std::size_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < SharedArena::kMinSlotBytes ||
+      value > SharedArena::kMaxSlotBytes || value % SharedArena::kMinSlotBytes != 0) {
+    throw IoError("rank 0 published slot size '" + text + "' for the shared-memory collectives: not a multiple of " +
+                      std::to_string(SharedArena::kMinSlotBytes) + " up to " +
+                      std::to_string(SharedArena::kMaxSlotBytes) + " (a stranger's answer in the store?)",
+                  ErrorContext{.rank = rank, .peer = 0, .op = "shared_arena"});
+  }
+  return value;
+}
+
 }  // namespace
 
 SharedArena::SharedArena(void* base, std::size_t bytes, int size, std::size_t slot_bytes)
@@ -51,6 +65,7 @@ std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string
                                                  std::chrono::milliseconds timeout, std::size_t slot_bytes) {
   // Every rank ends with an arena, or every rank with none (one rank could not make or map the
   // segment: /dev/shm full, say); the group then runs its other algorithms, having said why.
+  // Rank 0's slot size is everyone's (COMM_SHM_SLOT_BYTES may differ between ranks' environments).
   std::size_t bytes = segment_bytes(size, slot_bytes);
   std::unique_ptr<SharedArena> arena;
   std::string problem;
@@ -74,6 +89,7 @@ std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string
     } catch (const Error& error) {
       problem = error.what();
     }
+    store.set(key + "/slot_bytes", std::to_string(slot_bytes));
     store.set(key + "/name", problem.empty() ? created.path : "");
     usable = problem.empty();
     for (int r = 1; r < size; ++r) {
@@ -85,6 +101,8 @@ std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string
     std::string name = store.get_string(key + "/name");
     try {
       if (name.empty()) throw IoError("rank 0 could not make it", ErrorContext{.rank = rank});
+      slot_bytes = read_slot_bytes(store.get_string(key + "/slot_bytes"), rank);
+      bytes = segment_bytes(size, slot_bytes);
       auto file = open_segment(name, bytes);
       if (!file.valid()) throw IoError("rank 0 let go of it before this rank opened it", ErrorContext{.rank = rank});
       arena = std::make_unique<SharedArena>(map(file.get(), bytes, name, rank), bytes, size, slot_bytes);

@@ -14,7 +14,7 @@ namespace comm::transport {
 
 // Collective over the group's ranks (every one calls it, in the same order). `key` tells the
 // group's arenas apart in the store. Null on every rank when one of them could not make or map
-// the segment (logged).
+// the segment (logged). `slot_bytes` counts on rank 0 only: the others take the size it publishes.
 std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string& key, int rank, int size,
                                                  std::chrono::milliseconds timeout, std::size_t slot_bytes);
 
