@@ -246,8 +246,7 @@ TEST_CASE("every rank of an arena takes rank 0's slot size", "[transport][shm]")
 TEST_CASE("a rank refuses an arena whose published slot size is not whole pages", "[transport][shm]") {
   for (std::string published : {"12345", "0", "abc", "1099511627776"}) {
     comm::HashStore store(std::chrono::seconds(10));
-    store.set("arena/name", "/proc/1/fd/3");
-    store.set("arena/slot_bytes", published);
+    store.set("arena/name", published + " /proc/1/fd/3");
     store.set("arena/usable", "0");
     auto arena = comm::transport::create_shared_arena(store, "arena", 1, 2, 10s, 64 * 1024);
     CHECK(arena == nullptr);

@@ -89,8 +89,8 @@ std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string
     } catch (const Error& error) {
       problem = error.what();
     }
-    store.set(key + "/slot_bytes", std::to_string(slot_bytes));
-    store.set(key + "/name", problem.empty() ? created.path : "");
+    // "SLOT_BYTES PATH" (no path: rank 0 could not make it), one key for every rank to read.
+    store.set(key + "/name", std::to_string(slot_bytes) + " " + (problem.empty() ? created.path : ""));
     usable = problem.empty();
     for (int r = 1; r < size; ++r) {
       usable = store.get_string(key + "/mapped/" + std::to_string(r)) == "1" && usable;  // waits for it
@@ -98,10 +98,12 @@ std::unique_ptr<SharedArena> create_shared_arena(Store& store, const std::string
     store.set(key + "/usable", usable ? "1" : "0");
     created.file.reset();
   } else {
-    std::string name = store.get_string(key + "/name");
+    std::string published = store.get_string(key + "/name");
+    auto space = published.find(' ');
+    std::string name = space == std::string::npos ? "" : published.substr(space + 1);
     try {
       if (name.empty()) throw IoError("rank 0 could not make it", ErrorContext{.rank = rank});
-      slot_bytes = read_slot_bytes(store.get_string(key + "/slot_bytes"), rank);
+      slot_bytes = read_slot_bytes(published.substr(0, space), rank);
       bytes = segment_bytes(size, slot_bytes);
       auto file = open_segment(name, bytes);
       if (!file.valid()) throw IoError("rank 0 let go of it before this rank opened it", ErrorContext{.rank = rank});
