@@ -18,20 +18,36 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Words = std::vector<std::int32_t>;
 
-enum class Phase : std::uint64_t { Propose = 1, Decide, Acknowledge, Commit };
+// Exclusion: a live rank's answer to being left out (its transport's, Transport::ask_to_exclude).
+enum class Phase : std::uint64_t { Propose = 1, Decide, Acknowledge, Commit, Exclusion };
 const char* to_string(Phase phase) {
   switch (phase) {
     case Phase::Propose: return "proposal";
     case Phase::Decide: return "decision";
     case Phase::Acknowledge: return "acknowledgement";
     case Phase::Commit: return "commit";
+    case Phase::Exclusion: return "answer to being left out";
   }
   return "?";
 }
 
-// What a coordinator that gave up sends in place of a decision or a commit: this marker, then the
-// rank it waited for, so that the others' errors name that rank, not the coordinator.
+// What a coordinator that gave up sends in place of a decision or a commit: this marker, the
+// rank that made it give up and why, so that the others' errors name that rank, not the
+// coordinator.
 constexpr std::int32_t kGaveUp = -1;
+enum class GaveUp : std::int32_t {
+  Silent,               // the rank stayed silent past the timeout
+  Bound,                // a live rank the decision leaves out is bound to another decision
+  CoordinatorExcluded,  // the rank's list (or its shrink) leaves the coordinator out
+  SurvivorExcluded,     // a survivor of the decision had accepted to be left out by the rank
+};
+// What a survivor sends in place of its acknowledgement when it accepted to be left out by
+// another coordinator (its transport did): this marker, then that coordinator.
+constexpr std::int32_t kLeftOut = -2;
+// How long a coordinator waits for a live rank's transport to answer a request to leave it out:
+// a running process answers within milliseconds; one that does not is stopped or dying, and is
+// taken for dead (safe: agreement.hpp says why).
+constexpr auto kAnswerWait = std::chrono::milliseconds(1000);
 
 // A decision some coordinator sent: the ranks out.
 struct Decision {
@@ -50,7 +66,19 @@ class Agreement {
   }
 
   std::vector<int> run() {
+    try {
+      throw_if_left_out();  // accepted before this rank called shrink: it says so at once
+      return agree();
+    } catch (const LeftOut& left_out) {
+      throw_left_out(left_out.by);
+    }
+  }
+
+ private:
+  std::vector<int> agree() {
     while (true) {
+      // Left out meanwhile (a coordinator that then finished, and left, looks dead from here).
+      throw_if_left_out();
       int coordinator = 0;
       while (coordinator < place_.size && out_[static_cast<std::size_t>(coordinator)]) ++coordinator;
       if (coordinator == place_.size || coordinator > place_.rank) {
@@ -64,7 +92,6 @@ class Agreement {
     }
   }
 
- private:
   struct Receive {
     std::shared_ptr<Words> words;
     std::shared_ptr<detail::Completion> completion;
@@ -94,10 +121,29 @@ class Agreement {
   }
   void withdraw(const Receive& receive) { place_.transport.cancel(receive.completion.get()); }
 
-  // True once done; false when `peer` is lost. Throws when the transport stopped, or at the deadline.
+  // True once done; false when `peer` is lost. Throws when the transport stopped, at the
+  // deadline, or when this rank, not bound yet, accepted to be left out by some coordinator.
   bool wait(const Receive& receive, int peer, Phase phase) {
-    while (!settled_within(receive, std::chrono::milliseconds(20))) check_deadline(peer, phase);
+    while (!settled_within(receive, std::chrono::milliseconds(20))) {
+      check_deadline(peer, phase);
+      throw_if_left_out();
+    }
     return succeeded(receive);
+  }
+  // Thrown while this rank is not bound to a decision: its transport accepted a coordinator's
+  // request to leave it out (and from then on this rank cannot bind to any).
+  struct LeftOut {
+    int by;  // that coordinator, as a transport rank
+  };
+  void throw_if_left_out() const {
+    if (bound_) return;
+    if (int by = place_.transport.excluded_from(place_.group_id); by >= 0) throw LeftOut{by};
+  }
+  [[noreturn]] void throw_left_out(int by) const {
+    throw PeerClosedError("shrink: rank " + std::to_string(by) +
+                              ", coordinating, left this rank out of the group it is making (a survivor's list "
+                              "named it); a rank left out does not join the new group",
+                          ErrorContext{.rank = place_.rank, .peer = by, .op = "shrink"});
   }
   // A survivor waits for its coordinator a little past the timeout: a coordinator that gives up
   // on a silent rank at the timeout says which, and that verdict should arrive first.
@@ -131,22 +177,52 @@ class Agreement {
   // Throws when `words`, what this rank waited for in `phase`, say the coordinator gave up.
   void throw_if_gave_up(int coordinator, const Words& words, Phase phase) const {
     if (words.empty() || words[0] != kGaveUp) return;
-    int culprit = words.size() > 1 ? words[1] : -1;
-    if (culprit < 0 || culprit >= place_.size) throw InternalError("shrink: a garbled agreement message");
-    throw TimeoutError("shrink: rank " + std::to_string(member(coordinator)) + ", coordinating, waited " +
-                           seconds_text(place_.timeout) + " for rank " + std::to_string(member(culprit)) + "'s " +
-                           to_string(phase == Phase::Decide ? Phase::Propose : Phase::Acknowledge) +
-                           " and gave up, so no group was made" + silent_advice,
-                       ErrorContext{.rank = place_.rank, .peer = member(culprit), .op = "shrink"});
+    if (words.size() < 3 || words[1] < 0 || words[1] >= place_.size || words[2] < 0 ||
+        words[2] > static_cast<std::int32_t>(GaveUp::SurvivorExcluded)) {
+      throw InternalError("shrink: a garbled agreement message");
+    }
+    int culprit = words[1];
+    std::string head = "shrink: rank " + std::to_string(member(coordinator)) + ", coordinating, ";
+    std::string who = "rank " + std::to_string(member(culprit));
+    ErrorContext context{.rank = place_.rank, .peer = member(culprit), .op = "shrink"};
+    switch (static_cast<GaveUp>(words[2])) {
+      case GaveUp::Silent:
+        throw TimeoutError(head + "waited " + seconds_text(place_.timeout) + " for " + who + "'s " +
+                               to_string(phase == Phase::Decide ? Phase::Propose : Phase::Acknowledge) +
+                               " and gave up, so no group was made" + silent_advice,
+                           context);
+      case GaveUp::Bound:
+        throw MismatchError(
+            head + "would leave out " + who + ", which is alive and bound to another decision" + differing_advice,
+            context);
+      case GaveUp::CoordinatorExcluded:
+        throw MismatchError(head + "was left out by " + who + differing_advice, context);
+      case GaveUp::SurvivorExcluded:
+        throw MismatchError(head + "found that " + who + ", a survivor of its decision, had accepted to be left out" +
+                                " by another coordinator" + differing_advice,
+                            context);
+    }
+    throw InternalError("shrink: a garbled agreement message");
   }
-  // Tells every rank still waiting on this coordinator (`waiting(peer)`) which rank it gave up on.
+  static constexpr const char* differing_advice =
+      ", so no group was made; the survivors passed different ranks to exclude: every survivor must pass the same "
+      "list (a rank it names does not call shrink, or gets an error if it does)";
+  // Tells every rank still waiting on this coordinator (`waiting(peer)`) which rank made it give
+  // up, and why.
   template <class Waiting>
-  void tell_gave_up(int culprit, Phase their_wait, Waiting waiting) {
+  void tell_gave_up(int culprit, GaveUp why, Phase their_wait, Waiting waiting) {
     for (int peer = 0; peer < place_.size; ++peer) {
       if (peer != place_.rank && peer != culprit && waiting(static_cast<std::size_t>(peer))) {
-        send(peer, {kGaveUp, culprit}, place_.rank, their_wait);
+        send(peer, {kGaveUp, culprit, static_cast<std::int32_t>(why)}, place_.rank, their_wait);
       }
     }
+  }
+  // The group rank of transport rank `transport_rank` (it is one of the group's).
+  int group_rank_of(int transport_rank) const {
+    for (int rank = 0; rank < place_.size; ++rank) {
+      if (member(rank) == transport_rank) return rank;
+    }
+    throw InternalError("shrink: an agreement message names a rank outside the group");
   }
   [[noreturn]] void throw_excluded(int coordinator) {
     throw PeerClosedError(
@@ -185,26 +261,111 @@ class Agreement {
   std::optional<std::vector<int>> follow(int coordinator) {
     Receive decide = receive(coordinator, coordinator, Phase::Decide);
     send(coordinator, encode(out_, pending_), coordinator, Phase::Propose);
-    if (!wait(decide, coordinator, Phase::Decide)) return std::nullopt;
+    try {
+      if (!wait(decide, coordinator, Phase::Decide)) return std::nullopt;
+    } catch (const LeftOut& left_out) {
+      refuse_to_acknowledge(coordinator, left_out.by);
+    }
     std::size_t at = 0;
     Words words = *decide.words;
     throw_if_gave_up(coordinator, words, Phase::Decide);
     Decision decision{coordinator, list_at(words, at)};
-    pending_ = decision;
     if (std::find(decision.out.begin(), decision.out.end(), place_.rank) != decision.out.end()) {
       throw_excluded(coordinator);
     }
+    // Bound from here: a coordinator's later request to leave this rank out is refused.
+    if (int by = place_.transport.bind_agreement(place_.group_id); by >= 0) refuse_to_acknowledge(coordinator, by);
+    bound_ = true;
+    pending_ = decision;
     Receive commit = receive(coordinator, coordinator, Phase::Commit);
     send(coordinator, {}, coordinator, Phase::Acknowledge);
     if (!wait(commit, coordinator, Phase::Commit)) return std::nullopt;
     throw_if_gave_up(coordinator, *commit.words, Phase::Commit);
     return decision.out;
   }
+  // This rank accepted to be left out by coordinator `by` (its transport did) while following
+  // `coordinator`: instead of an acknowledgement, which `coordinator` will wait for if its
+  // decision keeps this rank in, it is told so, and gives up.
+  [[noreturn]] void refuse_to_acknowledge(int coordinator, int by) {
+    send(coordinator, {kLeftOut, group_rank_of(by)}, coordinator, Phase::Acknowledge);
+    throw_left_out(by);
+  }
 
-  // The coordinator's side.
+  // The coordinator's side: the proposals, every live rank left out asked to accept it, then
+  // bound, the decision sent, every survivor's acknowledgement, the commit.
   std::vector<int> coordinate() {
-    std::vector<std::optional<Receive>> proposals(static_cast<std::size_t>(place_.size));
     std::vector<bool> proposed(static_cast<std::size_t>(place_.size), false);
+    // Those that proposed wait for a decision: if this coordinator gives up, they learn why.
+    auto give_up = [&](int culprit, GaveUp why) {
+      tell_gave_up(culprit, why, Phase::Decide, [&](std::size_t peer) { return proposed[peer]; });
+      throw_if_gave_up(place_.rank, {kGaveUp, culprit, static_cast<std::int32_t>(why)}, Phase::Decide);
+    };
+    // This coordinator accepted to be left out by another: its proposers learn it, and it says so.
+    auto left_out_by = [&](int by) {
+      tell_gave_up(group_rank_of(by), GaveUp::CoordinatorExcluded, Phase::Decide,
+                   [&](std::size_t peer) { return proposed[peer]; });
+      throw_left_out(by);
+    };
+    std::vector<int> out;
+    try {
+      out = gather_proposals(proposed);
+    } catch (const LeftOut& left_out) {
+      left_out_by(left_out.by);
+    }
+    std::vector<bool> in_decision_out(static_cast<std::size_t>(place_.size), false);
+    for (int rank : out) in_decision_out[static_cast<std::size_t>(rank)] = true;
+    if (in_decision_out[static_cast<std::size_t>(place_.rank)]) {
+      give_up(left_out_by_ >= 0 ? left_out_by_ : place_.rank, GaveUp::CoordinatorExcluded);
+    }
+    try {
+      if (int refused = ask_left_out(out); refused >= 0) give_up(refused, GaveUp::Bound);
+    } catch (const LeftOut& left_out) {
+      left_out_by(left_out.by);
+    }
+    if (int by = place_.transport.bind_agreement(place_.group_id); by >= 0) left_out_by(by);
+    bound_ = true;
+    pending_ = Decision{place_.rank, out};
+
+    // Told: every survivor, and every rank that proposed though out (so it hears it is).
+    Words decision_words{static_cast<std::int32_t>(out.size())};
+    decision_words.insert(decision_words.end(), out.begin(), out.end());
+    std::vector<std::optional<Receive>> acknowledgements(static_cast<std::size_t>(place_.size));
+    for (int peer = 0; peer < place_.size; ++peer) {
+      if (peer == place_.rank) continue;
+      bool survivor = !in_decision_out[static_cast<std::size_t>(peer)];
+      if (survivor) acknowledgements[static_cast<std::size_t>(peer)] = receive(peer, place_.rank, Phase::Acknowledge);
+      if (survivor || proposed[static_cast<std::size_t>(peer)]) {
+        send(peer, decision_words, place_.rank, Phase::Decide);
+      }
+    }
+    // Those waiting for the commit learn why there is none.
+    auto give_up_commit = [&](int culprit, GaveUp why) {
+      tell_gave_up(culprit, why, Phase::Commit, [&](std::size_t other) { return acknowledgements[other].has_value(); });
+      throw_if_gave_up(place_.rank, {kGaveUp, culprit, static_cast<std::int32_t>(why)}, Phase::Commit);
+    };
+    // A survivor dying now stays in the decision (its death revokes the new group).
+    std::vector<int> acknowledged;
+    for (int peer = 0; peer < place_.size; ++peer) {
+      auto& acknowledgement = acknowledgements[static_cast<std::size_t>(peer)];
+      try {
+        if (!acknowledgement || !wait(*acknowledgement, peer, Phase::Acknowledge)) continue;
+      } catch (const TimeoutError&) {
+        give_up_commit(peer, GaveUp::Silent);
+      }
+      const Words& words = *acknowledgement->words;
+      if (acknowledgement->completion->bytes() > 0 && !words.empty() && words[0] == kLeftOut) {
+        give_up_commit(peer, GaveUp::SurvivorExcluded);
+      }
+      acknowledged.push_back(peer);
+    }
+    for (int peer : acknowledged) send(peer, {}, place_.rank, Phase::Commit);
+    return out;
+  }
+
+  // Waits for every survivor's proposal (or death) and returns the ranks out: those known dead
+  // or named by a list, or a decision a survivor carries from a coordinator before.
+  std::vector<int> gather_proposals(std::vector<bool>& proposed) {
+    std::vector<std::optional<Receive>> proposals(static_cast<std::size_t>(place_.size));
     for (int peer = 0; peer < place_.size; ++peer) {
       if (peer != place_.rank && !out_[static_cast<std::size_t>(peer)]) {
         proposals[static_cast<std::size_t>(peer)] = receive(peer, place_.rank, Phase::Propose);
@@ -227,12 +388,16 @@ class Agreement {
         proposed[static_cast<std::size_t>(peer)] = true;
         std::size_t at = 0;
         Words words = *proposal->words;
-        for (int rank : list_at(words, at)) out_[static_cast<std::size_t>(rank)] = true;
+        for (int rank : list_at(words, at)) {
+          out_[static_cast<std::size_t>(rank)] = true;
+          if (rank == place_.rank) left_out_by_ = peer;
+        }
         int coordinator = at < words.size() ? words[at] : -1;
         at += 1;  // then the pending decision's list
         std::vector<int> pending = list_at(words, at);
         if (coordinator >= 0 && (!adopted || coordinator > adopted->coordinator)) {
           adopted = Decision{coordinator, pending};
+          if (std::find(pending.begin(), pending.end(), place_.rank) != pending.end()) left_out_by_ = coordinator;
         }
       }
       if (adopted) break;
@@ -251,9 +416,10 @@ class Agreement {
           check_deadline(waiting_for, Phase::Propose);
         } catch (const TimeoutError&) {
           // Those that proposed wait for a decision: they learn which rank stayed silent.
-          tell_gave_up(waiting_for, Phase::Decide, [&](std::size_t peer) { return proposed[peer]; });
+          tell_gave_up(waiting_for, GaveUp::Silent, Phase::Decide, [&](std::size_t peer) { return proposed[peer]; });
           throw;
         }
+        throw_if_left_out();
       }
     }
     for (int peer = 0; peer < place_.size; ++peer) {
@@ -262,42 +428,46 @@ class Agreement {
         withdraw(*proposal);
       }
     }
-    std::vector<int> out = adopted->out;
-    pending_ = Decision{place_.rank, out};
-    std::vector<bool> in_decision_out(static_cast<std::size_t>(place_.size), false);
-    for (int rank : out) in_decision_out[static_cast<std::size_t>(rank)] = true;
-    if (in_decision_out[static_cast<std::size_t>(place_.rank)]) throw_excluded(place_.rank);
-    // Told: every survivor, and every rank that proposed though out (so it hears it is).
-    Words decision_words{static_cast<std::int32_t>(out.size())};
-    decision_words.insert(decision_words.end(), out.begin(), out.end());
-    std::vector<std::optional<Receive>> acknowledgements(static_cast<std::size_t>(place_.size));
-    for (int peer = 0; peer < place_.size; ++peer) {
-      if (peer == place_.rank) continue;
-      bool survivor = !in_decision_out[static_cast<std::size_t>(peer)];
-      if (survivor) acknowledgements[static_cast<std::size_t>(peer)] = receive(peer, place_.rank, Phase::Acknowledge);
-      if (survivor || proposed[static_cast<std::size_t>(peer)]) {
-        send(peer, decision_words, place_.rank, Phase::Decide);
-      }
+    return adopted->out;
+  }
+
+  // Asks every live rank in `out` to accept being left out (its transport answers): the first
+  // that refuses (bound to another decision), or -1. One that does not answer within
+  // kAnswerWait is stopped or dying, and is taken for dead: a rank that accepts can never bind
+  // to a decision, and one already bound is kept from this decision's group by its own
+  // coordinator's acceptance of being left out of it, asked before that coordinator bound.
+  int ask_left_out(const std::vector<int>& out) {
+    std::vector<std::pair<int, Receive>> asked;
+    for (int rank : out) {
+      if (rank == place_.rank || place_.transport.failure(member(rank))) continue;
+      asked.emplace_back(rank, receive(rank, place_.rank, Phase::Exclusion));
+      place_.transport.ask_to_exclude(member(rank), place_.group_id, tag(place_.rank, Phase::Exclusion));
     }
-    // A survivor dying now stays in the decision (its death revokes the new group).
-    std::vector<int> acknowledged;
-    for (int peer = 0; peer < place_.size; ++peer) {
-      auto& acknowledgement = acknowledgements[static_cast<std::size_t>(peer)];
-      try {
-        if (acknowledgement && wait(*acknowledgement, peer, Phase::Acknowledge)) acknowledged.push_back(peer);
-      } catch (const TimeoutError&) {
-        tell_gave_up(peer, Phase::Commit, [&](std::size_t other) { return acknowledgements[other].has_value(); });
-        throw;
+    auto until = std::min<Clock::time_point>(Clock::now() + kAnswerWait, deadline_);
+    for (auto& [rank, answer] : asked) {
+      while (!settled_within(answer, std::chrono::milliseconds(20))) {
+        throw_if_left_out();
+        if (Clock::now() >= until) break;
       }
+      if (!answer.completion->done()) {
+        withdraw(answer);
+        log::get(log::Subsystem::Algorithms)
+            .warn("shrink: rank {} did not answer the request to leave it out within {}; taken for dead", member(rank),
+                  seconds_text(std::chrono::duration_cast<std::chrono::milliseconds>(kAnswerWait)));
+        continue;
+      }
+      if (!succeeded(answer)) continue;  // died
+      if (answer.completion->bytes() < sizeof(std::int32_t) || (*answer.words)[0] != 1) return rank;
     }
-    for (int peer : acknowledged) send(peer, {}, place_.rank, Phase::Commit);
-    return out;
+    return -1;
   }
 
   const AgreementPlace& place_;
   std::vector<bool> out_;
   std::optional<Decision> pending_;
   Clock::time_point deadline_;
+  bool bound_ = false;    // this rank bound itself to a decision (Transport::bind_agreement)
+  int left_out_by_ = -1;  // a proposer whose list (or carried decision) leaves this coordinator out
 };
 
 }  // namespace

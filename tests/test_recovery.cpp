@@ -28,6 +28,7 @@ struct Job {
   std::unique_ptr<comm::TcpStoreServer> server = std::make_unique<comm::TcpStoreServer>(0, "127.0.0.1", "");
   std::vector<std::unique_ptr<ChildProcess>> ranks;
 
+  Job() = default;  // ranks added with start()
   Job(int size, const std::vector<std::string>& arguments, const std::string& transport) {
     for (int rank = 0; rank < size; ++rank) start(rank, size, arguments, transport);
   }
@@ -301,4 +302,29 @@ TEST_CASE("a rank frozen during shrink is the one the others' errors name, not t
     CHECK(std::stoi(match[2]) < 8000);  // the 3 s timeout, and the 2 s a survivor waits past it at most
     CHECK_THAT(output, ContainsSubstring("rank 2's proposal"));
   }
+}
+
+TEST_CASE("survivors that pass different lists never end in two groups; a live rank left out is told so",
+          "[recovery]") {
+  // Before: ranks 0 and 1 made a group of two, and rank 2, alive and calling shrink, waited for
+  // rank 0's decision until ranks 0 and 1 exited, took them for dead and returned a group of
+  // itself alone, whose collectives "succeeded" on its own data (issue 44, finding 1).
+  std::string transport = GENERATE("shm", "tcp");
+  INFO("transport " << transport);
+  Job job;
+  const char* lists[] = {"2", "-", "-"};
+  for (int rank = 0; rank < 3; ++rank) job.start(rank, 3, {"agree", lists[rank], "call"}, transport);
+  auto codes = job.wait(30s);
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string output = job.output(rank);
+    INFO("rank " << rank << ":\n" << output);
+    CHECK(codes[static_cast<std::size_t>(rank)] == 0);
+    if (rank < 2) {
+      CHECK_THAT(output, ContainsSubstring("agree members=0,1"));
+    } else {
+      CHECK_THAT(output, ContainsSubstring("agree error peer closed") &&
+                             ContainsSubstring("rank 0, coordinating, left this rank out"));
+    }
+  }
+  check_nothing_left(job);
 }

@@ -1,7 +1,7 @@
 // What each frame arriving from a peer does (the receiving side of MeshTransport's protocol):
 // an eager message lands in a posted receive or waits as unexpected, a ReadyToSend is cleared
 // once a receive matches, a ClearToSend releases a large send's payload, a Goodbye says why the
-// peer leaves, a Refused fails the send that did not fit.
+// peer leaves, a Refused fails the send that did not fit, an Exclude is answered at once.
 #include "transport/mesh_transport.hpp"
 
 #include "comm/error.hpp"
@@ -107,6 +107,7 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
       state.goodbye_peer = header.id;
       state.goodbye_reason.assign(header.bytes, '\0');
       return {reinterpret_cast<std::uint8_t*>(state.goodbye_reason.data())};
+    case FrameKind::Exclude: mesh_.answer_exclusion(peer, header); return {};
     case FrameKind::Revoke:
       state.revoke_reason.assign(header.bytes, '\0');
       return {reinterpret_cast<std::uint8_t*>(state.revoke_reason.data())};

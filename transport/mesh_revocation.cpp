@@ -1,7 +1,8 @@
 // Revoking one group of the transport: its transfers stop on every member, the transport and
 // the other groups carry on (so that the survivors can agree on a smaller group over the same
 // connections, ProcessGroup::shrink). A member that learns of a revocation tells the others
-// too, so that one rank dying halfway through telling them still reaches them all.
+// too, so that one rank dying halfway through telling them still reaches them all. And the part
+// of shrink's agreement that a rank's transport answers for it (exclusions.hpp).
 #include <algorithm>
 
 #include "libcomm/base/check.hpp"
@@ -38,6 +39,32 @@ std::exception_ptr MeshTransport::revocation(std::uint32_t group) {
   std::lock_guard lock(mutex_);
   const std::exception_ptr* revoked = revocations_.any() ? revocations_.of_group(group) : nullptr;
   return revoked != nullptr ? *revoked : nullptr;
+}
+
+void MeshTransport::ask_to_exclude(int peer, std::uint32_t agreement, std::uint64_t answer_tag) {
+  std::lock_guard lock(mutex_);
+  if (aborted_ || lost(peer)) return;  // the answer's receive fails with the reason
+  send_frame(peer, make_frame(FrameKind::Exclude, answer_tag, 0, agreement), nullptr, nullptr);
+}
+
+int MeshTransport::bind_agreement(std::uint32_t agreement) {
+  std::lock_guard lock(mutex_);
+  return exclusions_.bind(agreement);
+}
+
+int MeshTransport::excluded_from(std::uint32_t agreement) {
+  std::lock_guard lock(mutex_);
+  return exclusions_.excluded_by(agreement);
+}
+
+void MeshTransport::answer_exclusion(int peer, const FrameHeader& request) {
+  static constexpr std::int32_t kAnswers[2] = {0, 1};  // refused, accepted: payloads that live for ever
+  bool accepted = exclusions_.exclude(static_cast<std::uint32_t>(request.id), peer);
+  log::get(log::Subsystem::Transport)
+      .debug("{} asked to leave this rank out of shrink {}: {}", peer_name(peer), request.id,
+             accepted ? "accepted" : "refused, bound to a decision already");
+  send_frame(peer, make_frame(FrameKind::Eager, request.tag, sizeof(std::int32_t)), &kAnswers[accepted ? 1 : 0],
+             nullptr);
 }
 
 const std::exception_ptr* MeshTransport::Revocations::of_group(std::uint32_t group) const {

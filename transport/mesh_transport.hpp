@@ -25,6 +25,7 @@
 
 #include "comm/error.hpp"
 #include "libcomm/base/atomic_mutex.hpp"
+#include "transport/exclusions.hpp"
 #include "transport/matcher.hpp"
 #include "transport/progress_thread.hpp"
 #include "transport/stream_connection.hpp"
@@ -75,6 +76,9 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   void remove_group(std::uint32_t group) override;
   void revoke(std::uint32_t group, const Error& cause) override;
   std::exception_ptr revocation(std::uint32_t group) override;
+  void ask_to_exclude(int peer, std::uint32_t agreement, std::uint64_t answer_tag) override;
+  int bind_agreement(std::uint32_t agreement) override;
+  int excluded_from(std::uint32_t agreement) override;
 
   // Private: use create().
   MeshTransport(int rank, std::vector<std::string> peer_names, std::vector<std::unique_ptr<ByteStream>> streams,
@@ -146,6 +150,8 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   void send_frame(int peer, const FrameHeader& header, const void* payload,
                   std::shared_ptr<detail::Completion> on_written);
   void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
+  // A peer's Exclude frame: accepted or refused (exclusions_), answered with a message of its tag.
+  void answer_exclusion(int peer, const FrameHeader& request);
   std::shared_ptr<detail::Completion> new_completion(int peer);
   // An error of this rank's, about `peer` (-1: none), as the exception_ptr completions fail with.
   template <class Error>
@@ -304,6 +310,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
 
   PeerLoss peer_loss_{*this};
   Revocations revocations_{*this};
+  Exclusions exclusions_;  // shrink agreements this rank accepted to be left out of, or bound to
   Mismatches mismatches_{*this};
   FrameReceiver frames_{*this};
   Driver driver_{*this};

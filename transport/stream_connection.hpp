@@ -33,6 +33,8 @@ enum class FrameKind : std::uint8_t {
   Goodbye,      // the sender is shutting its process group down: end of file follows; payload: why
   Revoke,       // tag: a group id; id: 1 + the rank the cause names (0: none); extra: 1 + its
                 // ErrorCode; payload: the cause's message. The group's transfers stop.
+  Exclude,      // tag: where to answer; id: a shrink agreement (the id of the group it makes):
+                // the sender would leave this rank out of it (Transport::ask_to_exclude)
 };
 
 constexpr std::uint64_t kRevokedCapacity = ~std::uint64_t{0};

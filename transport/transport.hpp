@@ -147,6 +147,21 @@ class Transport : public detail::Progressor {
   virtual std::exception_ptr revocation(std::uint32_t /*group*/) { return nullptr; }
   bool revoked_any() const { return revoked_any_.load(std::memory_order_relaxed); }
 
+  // Shrink's agreement on the group with id `agreement` (algorithms/agreement.cpp; the rules are
+  // transport/exclusions.hpp's). ask_to_exclude: asks `peer`'s transport to accept being left
+  // out; it answers on its own with a message of `answer_tag` holding one std::int32_t, 1 when
+  // it accepted and 0 when that rank is bound to a decision that keeps it in (a lost peer never
+  // answers: the receive fails). bind_agreement: this rank takes a decision that keeps it in;
+  // -1 when bound, else the transport rank whose request to exclude it was accepted before.
+  // excluded_from: that rank, or -1. A transport without them cannot run shrink.
+  virtual void ask_to_exclude(int /*peer*/, std::uint32_t /*agreement*/, std::uint64_t /*answer_tag*/) {
+    throw InternalError("this transport cannot run shrink's agreement");
+  }
+  virtual int bind_agreement(std::uint32_t /*agreement*/) {
+    throw InternalError("this transport cannot run shrink's agreement");
+  }
+  virtual int excluded_from(std::uint32_t /*agreement*/) { return -1; }
+
  protected:
   std::atomic<bool> poll_due_{false};  // set and cleared by the implementation, under its lock
   std::atomic<bool> revoked_any_{false};
