@@ -217,6 +217,14 @@ class Agreement {
       }
     }
   }
+  // This coordinator gives up over `culprit`: those still waiting on it in `their_wait` are
+  // told, and it throws what they will.
+  template <class Waiting>
+  [[noreturn]] void give_up_telling(int culprit, GaveUp why, Phase their_wait, Waiting waiting) {
+    tell_gave_up(culprit, why, their_wait, waiting);
+    throw_if_gave_up(place_.rank, {kGaveUp, culprit, static_cast<std::int32_t>(why)}, their_wait);
+    throw InternalError("shrink: gave up without a reason");  // unreachable: the words above throw
+  }
   // The group rank of transport rank `transport_rank` (it is one of the group's).
   int group_rank_of(int transport_rank) const {
     for (int rank = 0; rank < place_.size; ++rank) {
@@ -297,8 +305,7 @@ class Agreement {
     std::vector<bool> proposed(static_cast<std::size_t>(place_.size), false);
     // Those that proposed wait for a decision: if this coordinator gives up, they learn why.
     auto give_up = [&](int culprit, GaveUp why) {
-      tell_gave_up(culprit, why, Phase::Decide, [&](std::size_t peer) { return proposed[peer]; });
-      throw_if_gave_up(place_.rank, {kGaveUp, culprit, static_cast<std::int32_t>(why)}, Phase::Decide);
+      give_up_telling(culprit, why, Phase::Decide, [&](std::size_t peer) { return proposed[peer]; });
     };
     // This coordinator accepted to be left out by another: its proposers learn it, and it says so.
     auto left_out_by = [&](int by) {
@@ -340,8 +347,8 @@ class Agreement {
     }
     // Those waiting for the commit learn why there is none.
     auto give_up_commit = [&](int culprit, GaveUp why) {
-      tell_gave_up(culprit, why, Phase::Commit, [&](std::size_t other) { return acknowledgements[other].has_value(); });
-      throw_if_gave_up(place_.rank, {kGaveUp, culprit, static_cast<std::int32_t>(why)}, Phase::Commit);
+      give_up_telling(culprit, why, Phase::Commit,
+                      [&](std::size_t other) { return acknowledgements[other].has_value(); });
     };
     // A survivor dying now stays in the decision (its death revokes the new group).
     std::vector<int> acknowledged;

@@ -112,19 +112,6 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
   }
 }
 
-}  // namespace
-
-void wait_all(const CollectiveContext& context, SharedArena& arena, Flag which, std::uint64_t epoch) {
-  for (int peer = 0; peer < context.size; ++peer) {
-    if (peer == context.rank) continue;
-    if (flag(arena.control(peer), which).load(std::memory_order_acquire) < epoch) {
-      wait_for_peer(context, arena, peer, which, epoch);
-    }
-  }
-}
-
-namespace {
-
 // Every rank publishes the call it is in (number and fingerprint) with its input. A peer in
 // another call is a mismatch, reported on both sides; when it is at another call number, it did
 // something other than a shared-memory collective in this slot, and the message it sent us for
@@ -163,12 +150,6 @@ void check_call(const CollectiveContext& context, SharedArena& arena, int buffer
                       error_context(context, peer));
 }
 
-void check_calls(const CollectiveContext& context, SharedArena& arena, int buffer) {
-  for (int peer = 0; peer < context.size; ++peer) {
-    if (peer != context.rank) check_call(context, arena, buffer, peer);
-  }
-}
-
 // This rank's input of `epoch` is in its slot, for the call it names.
 void publish_arrival(const CollectiveContext& context, SharedArena& arena, std::uint64_t epoch) {
   SharedArena::Control& mine = arena.control(context.rank);
@@ -189,6 +170,12 @@ void wait_for(const CollectiveContext& context, SharedArena& arena, int peer, Fl
 
 }  // namespace
 
+void wait_all(const CollectiveContext& context, SharedArena& arena, Flag which, std::uint64_t epoch) {
+  for (int peer = 0; peer < context.size; ++peer) {
+    if (peer != context.rank) wait_for(context, arena, peer, which, epoch);
+  }
+}
+
 void publish_and_wait(const CollectiveContext& context, SharedArena& arena, Flag which, std::uint64_t epoch) {
   SharedArena::Control& mine = arena.control(context.rank);
   if (which == Flag::Reduced) {
@@ -198,7 +185,6 @@ void publish_and_wait(const CollectiveContext& context, SharedArena& arena, Flag
   }
   publish_arrival(context, arena, epoch);
   wait_all(context, arena, Flag::Arrived, epoch);
-  check_calls(context, arena, static_cast<int>(epoch & 1));
 }
 
 namespace {
