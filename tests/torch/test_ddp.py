@@ -67,12 +67,26 @@ def train(rank, size, backend, port, mode, results):
     dist.destroy_process_group()
 
 
-def run(size, backend, mode):
+def spawn_and_collect(size, backend, mode):
     context = mp.get_context("spawn")
     results = context.Queue()
     mp.spawn(train, args=(size, backend, free_port(), mode, results), nprocs=size, join=True)
-    losses = [results.get(timeout=10) for _ in range(size)]
-    return losses[0][3]
+    return [results.get(timeout=10) for _ in range(size)][0][3]
+
+
+def run(size, backend, mode):
+    try:
+        return spawn_and_collect(size, backend, mode)
+    except mp.ProcessExitedException as crash:
+        # The reference only: torch's own Gloo aborted a process now and then on the 2-core CI
+        # machine ("terminate called without an active exception", 2 of 5 fresh-clone runs on
+        # 2026-12-04, never in a libcomm run). The reference is deterministic: a second run gives
+        # the same losses. A libcomm run is never retried.
+        if backend != "gloo":
+            raise
+        print("the gloo reference (%d ranks, %s) crashed: %s; running it again" % (size, mode, crash),
+              file=sys.stderr)
+        return spawn_and_collect(size, backend, mode)
 
 
 def main():
