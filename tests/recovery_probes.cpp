@@ -69,7 +69,54 @@ int run_frozen_shrink() {
   return 0;
 }
 
-int run_agree(const std::string& exclude_text, const std::string& action) {
+namespace {
+
+// Arms a SIGKILL of this process `delay` ms from now (a death in the middle of a call).
+void die_in(int delay) {
+  std::thread([delay] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    ::kill(::getpid(), SIGKILL);
+  }).detach();
+}
+
+// The delay of an action "NAME:MS" that starts with `name`; -1 for any other action.
+int delay_of(const std::string& action, const std::string& name) {
+  return action.rfind(name + ":", 0) == 0 ? std::stoi(action.substr(name.size() + 1)) : -1;
+}
+
+// Prints "LABEL members=A,B,..." (the job ranks of `group`'s ranks, from an all_gather over
+// it: what the suite compares across ranks) or "LABEL members-unknown ..." when a member died
+// since the group was made (the group was made: the invariant counts it).
+void report_members(comm::ProcessGroup& group, const std::string& label) {
+  std::vector<std::int64_t> members(static_cast<std::size_t>(group.size()));
+  std::int64_t mine = job_rank();
+  try {
+    group.all_gather(comm::Buffer(members.data(), members.size(), comm::DType::Int64),
+                     comm::Buffer(&mine, 1, comm::DType::Int64));
+  } catch (const comm::Error& error) {
+    say(label + " members-unknown size=" + std::to_string(group.size()) + " " + comm::to_string(error.code()));
+    return;
+  }
+  std::string text;
+  for (auto member : members) text += (text.empty() ? "" : ",") + std::to_string(member);
+  say(label + " members=" + text);
+}
+
+// The growth after the agreement, on a member (grow) or a newcomer (join): "agree grown ...".
+void report_growth(const std::function<std::shared_ptr<comm::ProcessGroup>()>& make) {
+  std::shared_ptr<comm::ProcessGroup> grown;
+  try {
+    grown = make();
+  } catch (const comm::Error& error) {
+    say(std::string("agree grown error ") + comm::to_string(error.code()) + ": " + error.what());
+    return;
+  }
+  report_members(*grown, "agree grown");
+}
+
+}  // namespace
+
+int run_agree(const std::string& exclude_text, const std::string& action, int grow_count) {
   auto group = join();
   std::vector<int> exclude;
   if (exclude_text != "-") {
@@ -88,13 +135,7 @@ int run_agree(const std::string& exclude_text, const std::string& action) {
   }
   if (action == "freeze") ::raise(SIGSTOP);
   if (action == "die-before") ::kill(::getpid(), SIGKILL);
-  if (action.rfind("die-during:", 0) == 0) {
-    int delay = std::stoi(action.substr(std::strlen("die-during:")));
-    std::thread([delay] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-      ::kill(::getpid(), SIGKILL);
-    }).detach();
-  }
+  if (int delay = delay_of(action, "die-during"); delay >= 0) die_in(delay);
   std::shared_ptr<comm::ProcessGroup> shrunk;
   try {
     shrunk = group->shrink(exclude);
@@ -102,20 +143,17 @@ int run_agree(const std::string& exclude_text, const std::string& action) {
     say(std::string("agree error ") + comm::to_string(error.code()) + ": " + error.what());
     return 0;
   }
-  // Who is in it, as world ranks: what the checker compares across ranks.
-  std::vector<std::int64_t> members(static_cast<std::size_t>(shrunk->size()));
-  std::int64_t mine = group->rank();
-  try {
-    shrunk->all_gather(comm::Buffer(members.data(), members.size(), comm::DType::Int64),
-                       comm::Buffer(&mine, 1, comm::DType::Int64));
-  } catch (const comm::Error& error) {
-    // The group was made (the invariant counts it) but a member died since.
-    say("agree members-unknown size=" + std::to_string(shrunk->size()) + " " + comm::to_string(error.code()));
-    return 0;
-  }
-  std::string text;
-  for (auto member : members) text += (text.empty() ? "" : ",") + std::to_string(member);
-  say("agree members=" + text);
+  report_members(*shrunk, "agree");
+  if (grow_count < 1) return 0;
+  if (action == "freeze-in-grow") ::raise(SIGSTOP);
+  if (int delay = delay_of(action, "die-in-grow"); delay >= 0) die_in(delay);
+  report_growth([&] { return shrunk->grow(grow_count); });
+  return 0;
+}
+
+int run_agree_join(const std::string& action) {
+  if (int delay = delay_of(action, "die-during"); delay >= 0) die_in(delay);
+  report_growth([] { return join(true); });
   return 0;
 }
 

@@ -14,6 +14,10 @@
 //                          an all_gather over it) or "agree error CODE: ...". ACTION: call, skip
 //                          (never calls shrink, exits after 1 s), freeze (SIGSTOP before shrink),
 //                          die-before (SIGKILL before shrink), die-during:MS (SIGKILL MS ms into it)
+//   agree EXCLUDE ACTION GROW  the same, then a member of the new group grows it by GROW and prints
+//                          "agree grown members=..." (job ranks; a newcomer's is its RANK) or "agree
+//                          grown error ..."; ACTION also freeze-in-grow, die-in-grow:MS
+//   agree-join ACTION      a newcomer of that growth (call, or die-during:MS into its join)
 //   left-behind            rank 3 dies; rank 2 leaves because of it while rank 0 waits for it
 //                          in a group of the two: rank 0's error must name rank 3
 //   subgroup               rank 2 dies in a group of ranks 0-2: 0 and 1 shrink it, then all three
@@ -428,7 +432,8 @@ int main(int argc, char** argv) {
     if (mode == "left-behind") return run_left_behind();
     if (mode == "after-abort") return run_after_abort();
     if (mode == "frozen-shrink") return run_frozen_shrink();
-    if (mode == "agree" && argc > 3) return run_agree(argv[2], argv[3]);
+    if (mode == "agree" && argc > 3) return run_agree(argv[2], argv[3], argc > 4 ? std::atoi(argv[4]) : 0);
+    if (mode == "agree-join" && argc > 2) return run_agree_join(argv[2]);
     if (mode == "grow") return run_grow();
     if (mode == "subgroup") return run_subgroup();
     if (mode == "newcomer") return run_newcomer();

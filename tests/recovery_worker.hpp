@@ -18,6 +18,7 @@ std::shared_ptr<comm::ProcessGroup> join(bool newcomer = false);
 
 int run_after_abort();
 int run_frozen_shrink();
-int run_agree(const std::string& exclude_text, const std::string& action);
+int run_agree(const std::string& exclude_text, const std::string& action, int grow_count);
+int run_agree_join(const std::string& action);
 
 }  // namespace recovery_worker

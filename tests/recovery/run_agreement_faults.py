@@ -11,6 +11,13 @@ its error. The invariant, from ULFM's and NCCL's shrink: every rank that returns
 the same membership, and no rank that returned an error is in it. Also: every process that was
 not frozen ends within the case's limit (no hang), and nothing of the job stays in /dev/shm.
 
+In about half the cases the members of the new group then grow it by 1 or 2, and as many
+newcomers (mode agree-join, started with the ranks; sometimes one more than there are places)
+join it; a newcomer may die while joining, a member may freeze or die during the growth. The
+same invariant holds for the grown group: every rank (member or newcomer) that returns one holds
+the same membership, and none that returned an error is in it. Newcomers are named by the RANK
+they were started with, from the job's size up.
+
   run_agreement_faults.py WORKER STORE [--cases N] [--seed S]
 N defaults to COMM_AGREEMENT_CASES or 20 (the long mode: 1000). A violation prints the case's
 seed and each rank's line; --seed S --cases 1 replays it. Exit status 1 on any violation.
@@ -30,6 +37,7 @@ from job_store import hosted_store
 
 TIMEOUT_S = 2  # the group's timeout: how long a wait for a silent rank lasts
 LIMIT_S = 20   # a case's processes must all end within this (frozen ones are killed after)
+NEWCOMER_GRACE_S = 3  # then newcomers still waiting for a growth are stopped
 
 
 def draw_case(rng):
@@ -50,45 +58,80 @@ def draw_case(rng):
     for _ in range(rng.choice([0, 0, 1, 1, 2])):  # faults on top
         rank = rng.randrange(size)
         actions[rank] = rng.choice(["freeze", "die-before", "die-during:%d" % rng.randint(0, 40)])
-    return size, transport, excludes, actions
+    grow = rng.choice([0, 1, 2]) if rng.random() < 0.5 else 0
+    newcomers = []
+    if grow:
+        newcomers = ["call"] * (grow + (1 if rng.random() < 0.2 else 0))
+        if rng.random() < 0.3:
+            newcomers[rng.randrange(len(newcomers))] = "die-during:%d" % rng.randint(0, 300)
+        callers = [rank for rank in range(size) if actions[rank] == "call"]
+        if callers and rng.random() < 0.3:
+            actions[rng.choice(callers)] = rng.choice(["freeze-in-grow", "die-in-grow:%d" % rng.randint(0, 100)])
+    return size, transport, excludes, actions, grow, newcomers
+
+
+def printed(output):
+    with open(output) as text:
+        return [line.rstrip() for line in text]
+
+
+def frozen(action):
+    return action in ("freeze", "freeze-in-grow")
 
 
 def run_case(worker, store_program, seed):
     rng = random.Random(seed)
-    size, transport, excludes, actions = draw_case(rng)
+    size, transport, excludes, actions, grow, newcomers = draw_case(rng)
     description = "%d ranks, %s, %s" % (size, transport, " ".join(
         "%d:%s/%s" % (rank, ",".join(map(str, excludes[rank])) or "-", actions[rank]) for rank in range(size)))
+    if grow:
+        description += ", grow %d, newcomers %s" % (grow, " ".join(
+            "%d:%s" % (size + index, action) for index, action in enumerate(newcomers)))
     store = contextlib.ExitStack()
     port = store.enter_context(hosted_store(store_program))
     processes = []
     problems = []
     lines = {}
     try:
-        for rank in range(size):
+        every = [(rank, ["agree", ",".join(map(str, excludes[rank])) or "-", actions[rank], str(grow)])
+                 for rank in range(size)]
+        every += [(size + index, ["agree-join", action]) for index, action in enumerate(newcomers)]
+        for rank, arguments in every:
             env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(size), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port), COMM_TRANSPORT=transport, COMM_HANG_REPORT="0",
                        COMM_TIMEOUT=str(TIMEOUT_S))
             handle, output = tempfile.mkstemp(prefix="comm-agreement-")
             with os.fdopen(handle, "w") as sink:
-                process = subprocess.Popen([worker, "agree", ",".join(map(str, excludes[rank])) or "-",
-                                            actions[rank]], env=env, stdout=sink, stderr=subprocess.STDOUT,
+                process = subprocess.Popen([worker] + arguments, env=env, stdout=sink, stderr=subprocess.STDOUT,
                                            start_new_session=True)
             processes.append((rank, process, output))
+        action_of = actions + newcomers
         end = time.monotonic() + LIMIT_S
-        for rank, process, _ in processes:
-            if actions[rank] == "freeze":
+        for rank, process, _ in processes[:size]:
+            if frozen(actions[rank]):
                 continue
             try:
                 process.wait(timeout=max(0.1, end - time.monotonic()))
             except subprocess.TimeoutExpired:
                 problems.append("rank %d (%s) still running after %d s: a hang" % (rank, actions[rank], LIMIT_S))
+        # Newcomers wait for a growth until the store's timeout; once the members are done none
+        # can open, so a newcomer still waiting then is stopped, unless a growth went through.
+        end = time.monotonic() + NEWCOMER_GRACE_S
+        for rank, process, output in processes[size:]:
+            try:
+                process.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                if any("agree grown members=" in line for _, _, other in processes for line in printed(other)):
+                    problems.append("newcomer %d (%s) still running after the growth went through: a hang" %
+                                    (rank, action_of[rank]))
         for rank, process, output in processes:
-            with open(output) as text:
-                everything = [line.rstrip() for line in text]
+            everything = printed(output)
             lines[rank] = [line for line in everything if "agree " in line]
-            if actions[rank] == "call" and not lines[rank] and process.poll() is not None:
-                problems.append("rank %d called shrink and printed no result (exit status %s): %s" %
-                                (rank, process.returncode, " | ".join(everything[-3:])[:400]))
+            finished = process.poll() is not None
+            if action_of[rank] == "call" and finished and not any("agree" in line for line in everything):
+                problems.append("rank %d (%s) printed no result (exit status %s): %s" %
+                                (rank, "newcomer" if rank >= size else "member", process.returncode,
+                                 " | ".join(everything[-3:])[:400]))
     finally:
         for _, process, output in processes:
             if process.poll() is None:
@@ -96,30 +139,35 @@ def run_case(worker, store_program, seed):
                 process.wait()
             os.unlink(output)
         store.close()
-    memberships = {}
-    errors = set()
-    for rank, found in lines.items():
-        for line in found:
-            match = re.search(r"agree members=([\d,]+)", line)
-            if match:
-                memberships[rank] = tuple(int(r) for r in match.group(1).split(","))
-            elif "agree error" in line:
-                errors.add(rank)
-    if len(set(memberships.values())) > 1:
-        problems.append("two memberships returned: %s" % sorted(set(memberships.values())))
-    for rank, members in memberships.items():
-        if rank not in members:
-            problems.append("rank %d returned a group without itself: %s" % (rank, members))
-        wrongly = sorted(set(members) & errors)
-        if wrongly:
-            problems.append("rank %d's group %s holds ranks that returned an error: %s" % (rank, members, wrongly))
+    outcomes = []
+    for stage, label in (("agree", "shrink"), ("agree grown", "grow")):
+        memberships = {}
+        errors = set()
+        for rank, found in lines.items():
+            for line in found:
+                match = re.search(r"%s members=([\d,]+)" % stage, line)
+                if match:
+                    memberships[rank] = tuple(int(r) for r in match.group(1).split(","))
+                elif "%s error" % stage in line:
+                    errors.add(rank)
+        if len(set(memberships.values())) > 1:
+            problems.append("%s: two memberships returned: %s" % (label, sorted(set(memberships.values()))))
+        for rank, members in memberships.items():
+            if rank not in members:
+                problems.append("%s: rank %d returned a group without itself: %s" % (label, rank, members))
+            wrongly = sorted(set(members) & errors)
+            if wrongly:
+                problems.append("%s: rank %d's group %s holds ranks that returned an error: %s" %
+                                (label, rank, members, wrongly))
+        if stage == "agree" or grow:
+            outcomes.append(label + " " + " ".join(
+                "%d=%s" % (rank, "members " + ",".join(map(str, memberships[rank])) if rank in memberships
+                           else "error" if rank in errors else "-") for rank in sorted(lines)))
     for pid_prefix in [str(process.pid) for _, process, _ in processes]:
         left = [name for name in os.listdir("/dev/shm") if "-%s-" % pid_prefix in name]
         if left:
             problems.append("left in /dev/shm: %s" % left)
-    outcome = " ".join("%d=%s" % (rank, "members " + ",".join(map(str, memberships[rank])) if rank in memberships
-                                  else "error" if rank in errors else "-") for rank in sorted(lines))
-    return description, outcome, problems, lines
+    return description, "; ".join(outcomes), problems, lines
 
 
 def main():
