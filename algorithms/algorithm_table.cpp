@@ -24,6 +24,9 @@ void broadcast_ring(const CollectiveContext& context, const HostCall& call, cons
 void broadcast_tree(const CollectiveContext& context, const HostCall& call, const Resources&) {
   tree_broadcast(context, call.output, call.bytes(), call.root);
 }
+void broadcast_dissemination(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  dissemination_broadcast(context, call.output, call.bytes(), call.root);
+}
 void broadcast_hierarchical(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
   hierarchical_broadcast(context, *resources.hosts, call.output, call.bytes(), call.root, resources.choice.chunk_bytes,
                          resources.choice.link_chunk_bytes);
@@ -56,6 +59,9 @@ void reduce_ring(const CollectiveContext& context, const HostCall& call, const R
 }
 void reduce_tree(const CollectiveContext& context, const HostCall& call, const Resources&) {
   tree_reduce(context, call.output, call.count, call.dtype, call.op, call.root);
+}
+void reduce_recursive_doubling(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  recursive_doubling_reduce(context, call.output, call.count, call.dtype, call.op, call.root);
 }
 void reduce_hierarchical(const CollectiveContext& context, const HostCall& call, const Resources& resources) {
   hierarchical_reduce(context, *resources.hosts, call.output, call.count, call.dtype, call.op, call.root,
@@ -131,29 +137,32 @@ void barrier_shared_memory(const CollectiveContext& context, const HostCall&, co
 
 using enum Collective;
 using enum Requirement;
+using enum Hearing;
 
 constexpr std::array kTable{
-    AlgorithmEntry{Broadcast, Algorithm::Ring, None, broadcast_ring},
-    AlgorithmEntry{Broadcast, Algorithm::Tree, None, broadcast_tree},
-    AlgorithmEntry{Broadcast, Algorithm::Hierarchical, Hierarchy, broadcast_hierarchical},
-    AlgorithmEntry{AllReduce, Algorithm::Ring, None, all_reduce_ring},
-    AlgorithmEntry{AllReduce, Algorithm::Tree, None, all_reduce_tree},
-    AlgorithmEntry{AllReduce, Algorithm::RecursiveDoubling, None, all_reduce_recursive_doubling},
-    AlgorithmEntry{AllReduce, Algorithm::HalvingDoubling, None, all_reduce_halving_doubling},
-    AlgorithmEntry{AllReduce, Algorithm::SharedMemory, SharedMemory, all_reduce_shared_memory},
-    AlgorithmEntry{AllReduce, Algorithm::Hierarchical, Hierarchy, all_reduce_hierarchical},
-    AlgorithmEntry{Reduce, Algorithm::Ring, None, reduce_ring},
-    AlgorithmEntry{Reduce, Algorithm::Tree, None, reduce_tree},
-    AlgorithmEntry{Reduce, Algorithm::Hierarchical, Hierarchy, reduce_hierarchical},
-    AlgorithmEntry{AllGather, Algorithm::Ring, None, all_gather_ring},
-    AlgorithmEntry{AllGather, Algorithm::Hierarchical, Hierarchy, all_gather_hierarchical},
-    AlgorithmEntry{ReduceScatter, Algorithm::Ring, None, reduce_scatter_ring},
-    AlgorithmEntry{ReduceScatter, Algorithm::Hierarchical, Hierarchy, reduce_scatter_hierarchical},
-    AlgorithmEntry{Gather, Algorithm::Direct, None, gather_direct},
-    AlgorithmEntry{Scatter, Algorithm::Direct, None, scatter_direct},
-    AlgorithmEntry{AllToAll, Algorithm::Direct, None, all_to_all_direct},
-    AlgorithmEntry{Barrier, Algorithm::Dissemination, None, barrier_dissemination},
-    AlgorithmEntry{Barrier, Algorithm::SharedMemory, SharedMemory, barrier_shared_memory},
+    AlgorithmEntry{Broadcast, Algorithm::Ring, None, Partial, broadcast_ring},
+    AlgorithmEntry{Broadcast, Algorithm::Tree, None, Partial, broadcast_tree},
+    AlgorithmEntry{Broadcast, Algorithm::Hierarchical, Hierarchy, Partial, broadcast_hierarchical},
+    AlgorithmEntry{Broadcast, Algorithm::Dissemination, None, EveryRank, broadcast_dissemination},
+    AlgorithmEntry{AllReduce, Algorithm::Ring, None, EveryRank, all_reduce_ring},
+    AlgorithmEntry{AllReduce, Algorithm::Tree, None, EveryRank, all_reduce_tree},
+    AlgorithmEntry{AllReduce, Algorithm::RecursiveDoubling, None, EveryRank, all_reduce_recursive_doubling},
+    AlgorithmEntry{AllReduce, Algorithm::HalvingDoubling, None, EveryRank, all_reduce_halving_doubling},
+    AlgorithmEntry{AllReduce, Algorithm::SharedMemory, SharedMemory, EveryRank, all_reduce_shared_memory},
+    AlgorithmEntry{AllReduce, Algorithm::Hierarchical, Hierarchy, EveryRank, all_reduce_hierarchical},
+    AlgorithmEntry{Reduce, Algorithm::Ring, None, Partial, reduce_ring},
+    AlgorithmEntry{Reduce, Algorithm::Tree, None, Partial, reduce_tree},
+    AlgorithmEntry{Reduce, Algorithm::Hierarchical, Hierarchy, Partial, reduce_hierarchical},
+    AlgorithmEntry{Reduce, Algorithm::RecursiveDoubling, None, EveryRank, reduce_recursive_doubling},
+    AlgorithmEntry{AllGather, Algorithm::Ring, None, EveryRank, all_gather_ring},
+    AlgorithmEntry{AllGather, Algorithm::Hierarchical, Hierarchy, EveryRank, all_gather_hierarchical},
+    AlgorithmEntry{ReduceScatter, Algorithm::Ring, None, EveryRank, reduce_scatter_ring},
+    AlgorithmEntry{ReduceScatter, Algorithm::Hierarchical, Hierarchy, EveryRank, reduce_scatter_hierarchical},
+    AlgorithmEntry{Gather, Algorithm::Direct, None, Partial, gather_direct},
+    AlgorithmEntry{Scatter, Algorithm::Direct, None, Partial, scatter_direct},
+    AlgorithmEntry{AllToAll, Algorithm::Direct, None, EveryRank, all_to_all_direct},
+    AlgorithmEntry{Barrier, Algorithm::Dissemination, None, EveryRank, barrier_dissemination},
+    AlgorithmEntry{Barrier, Algorithm::SharedMemory, SharedMemory, EveryRank, barrier_shared_memory},
 };
 
 // The table's row for each (collective, algorithm), or -1: every call looks its algorithm up,

@@ -52,12 +52,20 @@ enum class Requirement {
   Hierarchy,     // Resources::hosts usable(): several hosts, the same number (> 1) of ranks on each
 };
 
+// Whether a rank that returns from the algorithm has heard, directly or through the peers it
+// heard from, from every rank of the call. Every message carries the call's fingerprint, so then
+// its return means every rank made the same call. Partial: some rank may return having heard
+// from only some (a tree broadcast's root hears nobody); the group confirms such calls after
+// them (confirm_call), so that ranks whose calls differ fail on every rank, in the call.
+enum class Hearing { EveryRank, Partial };
+
 using HostEntryPoint = void (*)(const CollectiveContext& context, const HostCall& call, const Resources& resources);
 
 struct AlgorithmEntry {
   Collective collective;
   Algorithm algorithm;
   Requirement requirement;
+  Hearing hearing;
   HostEntryPoint run;
 };
 

@@ -24,6 +24,7 @@ class ChoiceCache {
   struct Answer {
     Choice choice;
     HostEntryPoint run;
+    Hearing hearing = Hearing::EveryRank;
   };
 
   std::optional<Answer> find(Collective collective, std::size_t bytes, Algorithm requested) const {
@@ -35,7 +36,8 @@ class ChoiceCache {
     Answer answer{
         {static_cast<Algorithm>((algorithms >> 8) & 0xFF), slot.chunk_bytes.load(std::memory_order_relaxed),
          slot.link_chunk_bytes.load(std::memory_order_relaxed), static_cast<Algorithm>((algorithms >> 16) & 0xFF)},
-        slot.run.load(std::memory_order_relaxed)};
+        slot.run.load(std::memory_order_relaxed),
+        static_cast<Hearing>((algorithms >> 24) & 0xFF)};
     std::atomic_thread_fence(std::memory_order_acquire);
     if (slot.version.load(std::memory_order_relaxed) != version) return std::nullopt;
     if (cached_bytes != bytes || static_cast<Algorithm>(algorithms & 0xFF) != requested || answer.run == nullptr)
@@ -54,7 +56,8 @@ class ChoiceCache {
     slot.bytes.store(bytes, std::memory_order_relaxed);
     slot.algorithms.store(static_cast<std::uint64_t>(requested) |
                               (static_cast<std::uint64_t>(answer.choice.algorithm) << 8) |
-                              (static_cast<std::uint64_t>(answer.choice.across_hosts) << 16),
+                              (static_cast<std::uint64_t>(answer.choice.across_hosts) << 16) |
+                              (static_cast<std::uint64_t>(answer.hearing) << 24),
                           std::memory_order_relaxed);
     slot.chunk_bytes.store(answer.choice.chunk_bytes, std::memory_order_relaxed);
     slot.link_chunk_bytes.store(answer.choice.link_chunk_bytes, std::memory_order_relaxed);
@@ -76,7 +79,7 @@ class ChoiceCache {
   struct Slot {
     std::atomic<std::uint32_t> version{0};  // odd while written
     std::atomic<std::size_t> bytes{0};
-    std::atomic<std::uint64_t> algorithms{0};  // requested, chosen, across hosts: a byte each
+    std::atomic<std::uint64_t> algorithms{0};  // requested, chosen, across hosts, hearing: a byte each
     std::atomic<std::size_t> chunk_bytes{0};
     std::atomic<std::size_t> link_chunk_bytes{0};
     std::atomic<HostEntryPoint> run{nullptr};

@@ -22,6 +22,10 @@ namespace comm::algorithms {
 constexpr std::uint64_t kCollectiveTagBit = std::uint64_t{1} << 63;
 constexpr int kGroupIdShift = transport::kGroupIdShift;
 constexpr std::uint64_t kStepsPerCall = std::uint64_t{1} << 16;
+// The top of each call's steps is not the algorithm's: the last is the probe's
+// (transport::kProbeStep), the kConfirmSteps below it confirm_call's (small_message.hpp).
+constexpr std::uint64_t kConfirmSteps = 32;
+constexpr std::uint64_t kAlgorithmSteps = kStepsPerCall - 1 - kConfirmSteps;
 // How long a collective waits on a peer before sending it a probe (see transport::is_probe).
 constexpr std::chrono::milliseconds kProbeAfter{500};
 
@@ -45,14 +49,14 @@ struct CollectiveContext {
   int size;
   std::uint64_t sequence;  // the call's number in its group, identical on every rank
   std::chrono::milliseconds timeout;
-  const char* op;                            // "all_reduce", for errors
-  std::uint32_t group_id = 0;                // 0: the world group
-  std::span<const int> members{};            // group rank -> transport rank; empty: the identity
-  std::uint64_t step_base = 0;               // added to every step: lets one call run two algorithms
-  std::uint64_t fingerprint = 0;             // what this call is (detail::fingerprint); travels with every message
-  ScratchPool* scratch = nullptr;            // the group's; algorithms take their temporary memory here
-  WaitingOn* waiting = nullptr;              // the group's record of what this call waits on; null: none
-  std::uint64_t step_space = kStepsPerCall;  // how many steps from step_base the algorithm may number
+  const char* op;                              // "all_reduce", for errors
+  std::uint32_t group_id = 0;                  // 0: the world group
+  std::span<const int> members{};              // group rank -> transport rank; empty: the identity
+  std::uint64_t step_base = 0;                 // added to every step: lets one call run two algorithms
+  std::uint64_t fingerprint = 0;               // what this call is (detail::fingerprint); travels with every message
+  ScratchPool* scratch = nullptr;              // the group's; algorithms take their temporary memory here
+  WaitingOn* waiting = nullptr;                // the group's record of what this call waits on; null: none
+  std::uint64_t step_space = kAlgorithmSteps;  // how many steps from step_base the algorithm may number
   // For a part of the group that an algorithm runs as a group of its own (hierarchical.cpp): its
   // rank -> the rank in the group the call was made on, which errors and the hang watch name.
   // Empty: the identity.

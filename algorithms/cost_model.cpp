@@ -72,19 +72,24 @@ Predictions predict(Collective collective, std::size_t bytes, int size, const Ho
   // Ranks beyond the largest power of two fold their whole buffer into a partner and get the
   // result back: two more steps, counted as crossing.
   double fold = power_of_two ? 0 : 2 * model.step(n, 1);
+  auto recursive_doubling = [&] {
+    double seconds = fold;
+    for (int bit = 0; bit < bits; ++bit)
+      seconds += model.step(n, hosts.crossing_pairs(bit)) + n / kReduceBytesPerSecond;
+    return seconds;
+  };
   if (collective == Collective::AllReduce) {
     double segment = std::max(static_cast<double>(kRingRoundSegmentBytes), chunk);
     double rounds = std::max(1.0, std::ceil(n / p / segment));
     add(Algorithm::Ring, model.ring(n / p, 2 * (size - 1), chunk, rounds) + n * (p - 1) / p / kReduceBytesPerSecond);
-    double doubling = fold, halving = fold;
+    double halving = fold;
     for (int bit = 0; bit < bits; ++bit) {
       int crossing = hosts.crossing_pairs(bit);
-      doubling += model.step(n, crossing) + n / kReduceBytesPerSecond;
       double half = n / static_cast<double>(std::size_t{2} << bit);
       // Chunks are reduced as the next arrive: only the last one's reduction shows.
       halving += 2 * model.step(half, crossing) + std::min(half, chunk) / kReduceBytesPerSecond;
     }
-    add(Algorithm::RecursiveDoubling, doubling);
+    add(Algorithm::RecursiveDoubling, recursive_doubling());
     add(Algorithm::HalvingDoubling, halving);
     if (hosts.usable()) {
       double local = hosts.local_size(), count = hosts.hosts();
@@ -115,16 +120,28 @@ Predictions predict(Collective collective, std::size_t bytes, int size, const Ho
       return model.step(n, crossing) + (hops - 1) * model.step(piece, crossing) +
              (reduces ? piece / kReduceBytesPerSecond : 0);
     };
+    int rounds = power_of_two ? bits : bits + 1;
+    // The rounds at distance 2^bit (counted as recursive doubling's pairs cross; the tree's and
+    // the dissemination's partners at that distance cross about as often).
+    auto rounds_of = [&](double bytes, bool reducing) {
+      double seconds = 0;
+      for (int bit = 0; bit < rounds; ++bit) {
+        seconds += model.step(bytes, hosts.crossing_pairs(bit)) + (reducing ? bytes / kReduceBytesPerSecond : 0);
+      }
+      return seconds;
+    };
+    // The chains and the tree leave ranks that only send, so the group confirms the call after
+    // them (confirm_call: the dissemination barrier's rounds of empty messages).
+    double confirm = rounds_of(0, false);
     // The flat chain from rank to rank + 1: each of the busiest host's chain edges that cross
     // carries the whole message over its link.
-    add(Algorithm::Ring, chain(size - 1, std::max(hosts.ring_crossings(), 1)));
-    double tree = 0;
-    for (int bit = 0; bit < (power_of_two ? bits : bits + 1); ++bit) {
-      tree += model.step(n, hosts.crossing_pairs(bit)) + (reduces ? n / kReduceBytesPerSecond : 0);
-    }
-    add(Algorithm::Tree, tree);
+    add(Algorithm::Ring, chain(size - 1, std::max(hosts.ring_crossings(), 1)) + confirm);
+    add(Algorithm::Tree, rounds_of(n, reduces) + confirm);
     // Once across each host's link (among the ranks at root's place), then inside the hosts.
-    add(Algorithm::Hierarchical, chain(hosts.hosts() - 1, 1) + chain(hosts.local_size() - 1, 0));
+    add(Algorithm::Hierarchical, chain(hosts.hosts() - 1, 1) + chain(hosts.local_size() - 1, 0) + confirm);
+    // The tree's rounds, in which every rank also hears from every rank (no confirmation).
+    add(reduces ? Algorithm::RecursiveDoubling : Algorithm::Dissemination,
+        reduces ? recursive_doubling() : rounds_of(n, false));
   }
   return out;
 }

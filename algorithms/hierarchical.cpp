@@ -11,11 +11,9 @@
 namespace comm::algorithms {
 namespace {
 
-// A call's tag space split four ways: the three phases and the trailing elements.
-constexpr std::uint64_t kPartSteps = kStepsPerCall / 4;
-
 // The context of one part of the call: `members` (transport ranks; `group_ranks` as the group
-// numbers them) as the whole group.
+// numbers them) as the whole group, in a quarter of the call's steps (the three phases and the
+// trailing elements have one each).
 CollectiveContext part_of(const CollectiveContext& context, std::span<const int> members,
                           std::span<const int> group_ranks, int rank, int part) {
   CollectiveContext sub = context;
@@ -23,8 +21,8 @@ CollectiveContext part_of(const CollectiveContext& context, std::span<const int>
   sub.caller_ranks = group_ranks;
   sub.rank = rank;
   sub.size = static_cast<int>(members.size());
-  sub.step_base = context.step_base + static_cast<std::uint64_t>(part) * kPartSteps;
-  sub.step_space = kPartSteps;
+  sub.step_space = context.step_space / 4;
+  sub.step_base = context.step_base + static_cast<std::uint64_t>(part) * sub.step_space;
   return sub;
 }
 
@@ -114,8 +112,8 @@ void hierarchical_all_reduce(const CollectiveContext& context, const HostLayout&
   std::size_t tail = count - shard * local;
   if (tail > 0) {
     CollectiveContext whole = context;
-    whole.step_base = context.step_base + 3 * kPartSteps;
-    whole.step_space = kPartSteps;
+    whole.step_space = context.step_space / 4;
+    whole.step_base = context.step_base + 3 * whole.step_space;
     ring_all_reduce(whole, bytes + shard * local * element, tail, dtype, op, link_chunk_bytes);
   }
 }

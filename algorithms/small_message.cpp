@@ -47,12 +47,44 @@ void recursive_doubling_all_reduce(const CollectiveContext& context, void* data,
   if (op == ReduceOp::Avg) divide(data, count, dtype, static_cast<std::size_t>(n));
 }
 
+void recursive_doubling_reduce(const CollectiveContext& context, void* data, std::size_t count, DType dtype,
+                               ReduceOp op, int root) {
+  void* working = data;
+  if (context.rank != root) {
+    std::size_t bytes = count * element_size(dtype);
+    working = context.scratch->get(1, bytes);  // slot 0 is the all-reduce's
+    if (bytes > 0) std::memcpy(working, data, bytes);
+  }
+  recursive_doubling_all_reduce(context, working, count, dtype, op);
+}
+
 void dissemination_barrier(const CollectiveContext& context) {
   std::uint64_t round = 0;
   for (int distance = 1; distance < context.size; distance <<= 1, ++round) {
     context.exchange(context.wrap(context.rank + distance), nullptr, 0, context.wrap(context.rank - distance), nullptr,
                      0, round);
   }
+}
+
+void dissemination_broadcast(const CollectiveContext& context, void* data, std::size_t bytes, int root) {
+  int n = context.size;
+  int virtual_rank = context.wrap(context.rank - root);
+  std::uint64_t round = 0;
+  for (int distance = 1; distance < n; distance <<= 1, ++round) {
+    // Before this round, virtual ranks below `distance` have the data.
+    auto has = [distance](int rank) { return rank < distance; };
+    int to = context.wrap(virtual_rank + distance), from = context.wrap(virtual_rank - distance);
+    std::size_t send_bytes = has(virtual_rank) && !has(to) ? bytes : 0;
+    std::size_t recv_bytes = has(from) && !has(virtual_rank) ? bytes : 0;
+    context.exchange(context.wrap(to + root), data, send_bytes, context.wrap(from + root), data, recv_bytes, round);
+  }
+}
+
+void confirm_call(const CollectiveContext& context) {
+  CollectiveContext confirmation = context;
+  confirmation.step_base = context.step_base + kAlgorithmSteps;
+  confirmation.step_space = kConfirmSteps;
+  dissemination_barrier(confirmation);
 }
 
 }  // namespace comm::algorithms

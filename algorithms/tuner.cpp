@@ -42,6 +42,14 @@ constexpr std::size_t kSharedMemoryTwoRanksUpTo = 8 * 1024;
 constexpr std::size_t kSharedMemoryTwoRanksFrom = 4 * 1024 * 1024;
 constexpr std::size_t kBroadcastRingFrom = 64 * 1024;
 constexpr std::size_t kReduceRingFrom = 64 * 1024;
+// Below these, broadcast and reduce run algorithms in which every rank hears every rank: the
+// others end with a confirmation (algorithm_table.hpp, Hearing), which costs what they save.
+// Side by side on the 2-core VM (docs/results/collectives.md): dissemination broadcast 1.2-1.4
+// us against the tree's 1.9-2.4 (2 ranks, shm, 8 B), 148-161 against 154-194 (4 ranks, tcp),
+// and no slower up to 32 KiB; recursive doubling reduce wins below 4 KiB (2 ranks, shm, 8 B:
+// 1.4-1.7 us against 1.9-2.2) and loses at 32 KiB (19-20 against 16-19), where its log2(n)
+// whole-buffer reductions show.
+constexpr std::size_t kReduceRecursiveDoublingBelow = 4 * 1024;
 // The crossovers above are for one host; across hosts the cost model of the measured link
 // decides (cost_model.hpp), the hierarchy winning where it is predicted within this factor of
 // the best (see choose()).
@@ -56,8 +64,10 @@ Algorithm by_default(const TunerQuery& query) {
         return two_ranks_ring ? Algorithm::Ring : Algorithm::SharedMemory;
       }
       return query.bytes < kAllReduceRingFrom ? Algorithm::RecursiveDoubling : Algorithm::Ring;
-    case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Tree : Algorithm::Ring;
-    case Collective::Reduce: return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
+    case Collective::Broadcast: return query.bytes < kBroadcastRingFrom ? Algorithm::Dissemination : Algorithm::Ring;
+    case Collective::Reduce:
+      if (query.bytes < kReduceRecursiveDoublingBelow) return Algorithm::RecursiveDoubling;
+      return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
     case Collective::AllGather:
     case Collective::ReduceScatter: return Algorithm::Ring;
     case Collective::Gather:

@@ -106,24 +106,26 @@ void all_to_all_staged(const CollectiveContext& context, const HostCall& call, c
 }
 
 using Path = DevicePath;
-// By collective (Collective's order), then path: the IPC path names Direct in fingerprints.
+// By collective (Collective's order), then path: the IPC path names Direct in fingerprints. Each
+// IPC call exchanges with every rank (its announcement and its finish), so every rank hears every
+// rank; the staged rooted collectives have ranks that only send, or only receive.
 constexpr std::array kTable{
-    DeviceEntry{Collective::Broadcast, Path::Ipc, Algorithm::Direct, broadcast_ipc},
-    DeviceEntry{Collective::Broadcast, Path::Staging, Algorithm::Ring, broadcast_staged},
-    DeviceEntry{Collective::Reduce, Path::Ipc, Algorithm::Direct, reduce_ipc},
-    DeviceEntry{Collective::Reduce, Path::Staging, Algorithm::Direct, reduce_staged},
-    DeviceEntry{Collective::AllReduce, Path::Ipc, Algorithm::Direct, all_reduce_ipc},
-    DeviceEntry{Collective::AllReduce, Path::Staging, Algorithm::Ring, all_reduce_staged},
-    DeviceEntry{Collective::AllGather, Path::Ipc, Algorithm::Direct, all_gather_ipc},
-    DeviceEntry{Collective::AllGather, Path::Staging, Algorithm::Ring, all_gather_staged},
-    DeviceEntry{Collective::ReduceScatter, Path::Ipc, Algorithm::Direct, reduce_scatter_ipc},
-    DeviceEntry{Collective::ReduceScatter, Path::Staging, Algorithm::Ring, reduce_scatter_staged},
-    DeviceEntry{Collective::Gather, Path::Ipc, Algorithm::Direct, gather_ipc},
-    DeviceEntry{Collective::Gather, Path::Staging, Algorithm::Direct, gather_staged},
-    DeviceEntry{Collective::Scatter, Path::Ipc, Algorithm::Direct, scatter_ipc},
-    DeviceEntry{Collective::Scatter, Path::Staging, Algorithm::Direct, scatter_staged},
-    DeviceEntry{Collective::AllToAll, Path::Ipc, Algorithm::Direct, all_to_all_ipc},
-    DeviceEntry{Collective::AllToAll, Path::Staging, Algorithm::Direct, all_to_all_staged},
+    DeviceEntry{Collective::Broadcast, Path::Ipc, Algorithm::Direct, Hearing::EveryRank, broadcast_ipc},
+    DeviceEntry{Collective::Broadcast, Path::Staging, Algorithm::Ring, Hearing::Partial, broadcast_staged},
+    DeviceEntry{Collective::Reduce, Path::Ipc, Algorithm::Direct, Hearing::EveryRank, reduce_ipc},
+    DeviceEntry{Collective::Reduce, Path::Staging, Algorithm::Direct, Hearing::Partial, reduce_staged},
+    DeviceEntry{Collective::AllReduce, Path::Ipc, Algorithm::Direct, Hearing::EveryRank, all_reduce_ipc},
+    DeviceEntry{Collective::AllReduce, Path::Staging, Algorithm::Ring, Hearing::EveryRank, all_reduce_staged},
+    DeviceEntry{Collective::AllGather, Path::Ipc, Algorithm::Direct, Hearing::EveryRank, all_gather_ipc},
+    DeviceEntry{Collective::AllGather, Path::Staging, Algorithm::Ring, Hearing::EveryRank, all_gather_staged},
+    DeviceEntry{Collective::ReduceScatter, Path::Ipc, Algorithm::Direct, Hearing::EveryRank, reduce_scatter_ipc},
+    DeviceEntry{Collective::ReduceScatter, Path::Staging, Algorithm::Ring, Hearing::EveryRank, reduce_scatter_staged},
+    DeviceEntry{Collective::Gather, Path::Ipc, Algorithm::Direct, Hearing::EveryRank, gather_ipc},
+    DeviceEntry{Collective::Gather, Path::Staging, Algorithm::Direct, Hearing::Partial, gather_staged},
+    DeviceEntry{Collective::Scatter, Path::Ipc, Algorithm::Direct, Hearing::EveryRank, scatter_ipc},
+    DeviceEntry{Collective::Scatter, Path::Staging, Algorithm::Direct, Hearing::Partial, scatter_staged},
+    DeviceEntry{Collective::AllToAll, Path::Ipc, Algorithm::Direct, Hearing::EveryRank, all_to_all_ipc},
+    DeviceEntry{Collective::AllToAll, Path::Staging, Algorithm::Direct, Hearing::EveryRank, all_to_all_staged},
 };
 
 constexpr bool in_order() {

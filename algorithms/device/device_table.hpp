@@ -32,6 +32,7 @@ struct DeviceEntry {
   // The algorithm the path runs, which the call's fingerprint names, so ranks that took
   // different paths get a mismatch error, not a hang.
   Algorithm algorithm;
+  Hearing hearing;  // as the host table's (algorithm_table.hpp)
   DeviceEntryPoint run;
 };
 

@@ -2,11 +2,14 @@
 // checked (call_checks.cpp) into the descriptor algorithms take; its algorithm is chosen (the
 // caller's, COMM_ALGO's or the tuner's, from the algorithm table; on GPU buffers, the group's
 // path); it is numbered and fingerprinted; then it runs, here when the caller waits for it and
-// nothing is queued before it, else on the group's queue, completing the Work it handed out.
+// nothing is queued before it, else on the group's queue, completing the Work it handed out,
+// and ends with a confirmation where its algorithm lets a rank return unheard by some
+// (algorithms::Hearing), so that ranks whose calls differ all fail in it.
 #include <memory>
 #include <utility>
 
 #include "algorithms/algorithm_table.hpp"
+#include "algorithms/small_message.hpp"
 #include "algorithms/tuner.hpp"
 #include "comm/error.hpp"
 #include "cuda/memory.hpp"
@@ -65,6 +68,7 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
     prepared.device = entry.run;
     prepared.device_index = device.index;
     algorithm = entry.algorithm;
+    prepared.confirm = entry.hearing == algorithms::Hearing::Partial;
   } else {
     // One output per rank goes through a flat copy, which only the ring does.
     bool listed = collective == Collective::AllGather && !described.output_blocks.empty();
@@ -73,12 +77,14 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
     auto answer = choices_.find(collective, bytes, requested);
     if (!answer) {
       algorithms::Choice choice = choose(collective, bytes, requested);
-      answer = algorithms::ChoiceCache::Answer{choice, algorithms::find_algorithm(collective, choice.algorithm)->run};
+      const algorithms::AlgorithmEntry* entry = algorithms::find_algorithm(collective, choice.algorithm);
+      answer = algorithms::ChoiceCache::Answer{choice, entry->run, entry->hearing};
       choices_.store(collective, bytes, requested, *answer);
     }
     prepared.resources = {answer->choice, &host_layout_, arena_.get()};
     algorithm = answer->choice.algorithm;
     prepared.host = answer->run;
+    prepared.confirm = answer->hearing == algorithms::Hearing::Partial;
   }
   bool barrier = collective == Collective::Barrier;
   bool reduces = collective == Collective::AllReduce || collective == Collective::Reduce ||
@@ -129,6 +135,7 @@ void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
       // The call completes when the stream has run it.
       cuda::Stream::synchronize_handle(prepared.device_resources.stream, prepared.device_index);
     }
+    if (prepared.confirm) algorithms::confirm_call(context);
   } catch (Error& error) {
     error.add_context(ErrorContext{.rank = rank(), .op = op, .sequence = static_cast<std::int64_t>(prepared.sequence)});
     if (error.code() == ErrorCode::Timeout && hang_watch_) {

@@ -131,6 +131,7 @@ class ProcessGroup::Impl {
     int device_index = -1;
     std::uint64_t sequence = 0;
     std::uint64_t fingerprint = 0;
+    bool confirm = false;  // the algorithm's Hearing is Partial: confirm_call after it
   };
   PreparedCall prepare(const Call& call);
   // Collective over the members: the shared-memory collectives' segment, through the store.
