@@ -6,7 +6,7 @@
 // sends it what it knows (the ranks it found dead or was asked to exclude, and any decision it
 // was sent); the coordinator decides (every rank some survivor named or found dead is out), asks
 // every live rank it leaves out to accept that (the rank's transport answers, whatever the rank is
-// doing: transport/exclusions.hpp), binds itself, sends the decision, waits for every survivor's
+// doing: transport/message/exclusions.hpp), binds itself, sends the decision, waits for every survivor's
 // acknowledgement (each binds itself first), then commits; a survivor returns the decision once
 // committed. A rank that accepted to be left out can never bind, so no two coordinators can both
 // make a group: each would need the other's acceptance before binding. A survivor that finds

@@ -47,10 +47,20 @@ check transport_tcp refused transport/connect.hpp  # a medium never reaches up i
 check transport_tcp refused transport/shm/shm_stream.hpp
 check transport_shm ok transport/shm/shm_stream.hpp
 check transport_shm refused transport/tcp/socket_stream.hpp
+check transport_shm refused transport/message/stream_connection.hpp  # a medium sees medium.hpp, not the layer above
+check transport_tcp ok transport/medium.hpp
+# The message layer sees the media's seam (medium.hpp), never a medium (issue 45).
+check transport_message ok transport/message/mesh_transport.hpp
+check transport_message ok transport/medium.hpp
+check transport_message refused transport/tcp/lazy_connector.hpp
+check transport_message refused transport/tcp/socket_stream.hpp
+check transport_message refused transport/shm/shm_stream.hpp
+check transport_message refused transport/shm/shared_arena.hpp
+check transport_message refused transport/connect.hpp
 check algorithms ok algorithms/ring.hpp
 check algorithms ok transport/transport.hpp
 check algorithms refused transport/tcp/socket_stream.hpp
-check algorithms refused transport/mesh_transport.hpp
+check algorithms refused transport/message/mesh_transport.hpp
 check algorithms refused libcomm/src/group.hpp
 check api ok libcomm/src/group.hpp
 check c_api ok comm/comm.hpp

@@ -24,7 +24,8 @@
 #include "libcomm/base/fingerprint.hpp"
 #include "tests/support/loopback_transport.hpp"
 #include "tests/support/memory_stream.hpp"
-#include "transport/mesh_transport.hpp"
+#include "transport/message/mesh_transport.hpp"
+#include "transport/shm/shared_arena.hpp"
 
 using comm::Algorithm;
 using comm::Collective;
@@ -228,7 +229,8 @@ std::shared_ptr<comm::transport::Transport> transport_of(
   std::vector<std::string> names;
   for (int r = 0; r < ranks; ++r) names.push_back("rank " + std::to_string(r));
   std::vector<int> numbered = hosts.empty() ? std::vector<int>(static_cast<std::size_t>(ranks), 0) : hosts;
-  return comm::transport::MeshTransport::create(rank, std::move(names), std::move(streams), std::move(numbered));
+  return comm::transport::MeshTransport::create(rank, std::move(names), std::move(streams), std::move(numbered),
+                                                nullptr, comm::transport::create_shared_arena);
 }
 
 // Runs the scenario on every rank, each a thread over one LoopbackWorld, then checks every rank.

@@ -1,4 +1,4 @@
-// Matching receives to messages (transport/matcher.hpp): for one (source, tag) the n-th message
+// Matching receives to messages (transport/message/matcher.hpp): for one (source, tag) the n-th message
 // takes the n-th receive, any-source receives take their turn in posting order, and a withdrawn
 // receive is never matched, however the posted receives are taken (from the front, from the
 // middle) and however many are posted, against a list kept by the test.
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "transport/matcher.hpp"
+#include "transport/message/matcher.hpp"
 #include "transport/transport.hpp"
 
 using comm::detail::Completion;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "algorithms/reduce.hpp"
-#include "transport/stream_connection.hpp"
+#include "transport/message/stream_connection.hpp"
 
 using comm::DType;
 using comm::ReduceOp;

@@ -9,7 +9,8 @@
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
 #include "transport/job_failure.hpp"
-#include "transport/mesh_transport.hpp"
+#include "transport/message/mesh_transport.hpp"
+#include "transport/shm/shared_arena.hpp"
 #include "transport/shm/shm_pairs.hpp"
 #include "transport/shm/shm_segment.hpp"
 #include "transport/shm/shm_stream.hpp"
@@ -172,18 +173,18 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   for (int peer = 0, next = 0; peer < options.size; ++peer) {
     numbered[peer] = hosts[peer] == peer ? next++ : numbered[hosts[peer]];
   }
-  std::unique_ptr<LazyConnector> connector;
+  std::unique_ptr<PeerConnector> connector;
   if (mesh_options.connect_lazily && options.size > 1) {
     std::vector<bool> connected(options.size, false);
     for (int peer = 0; peer < options.size; ++peer) connected[peer] = streams[peer] != nullptr;
-    connector = std::make_unique<LazyConnector>(mesh_options, std::move(mesh.listener), mesh.listener_nonce,
+    auto lazy = std::make_unique<LazyConnector>(mesh_options, std::move(mesh.listener), mesh.listener_nonce,
                                                 std::move(mesh.addresses), std::move(connected));
     log::get(log::Subsystem::Transport)
-        .debug("connections on first use: {} of {} peers connected at init", connector->connections(),
-               options.size - 1);
+        .debug("connections on first use: {} of {} peers connected at init", lazy->connections(), options.size - 1);
+    connector = std::move(lazy);
   }
   return MeshTransport::create(rank, std::move(mesh.peer_names), std::move(streams), std::move(numbered),
-                               std::move(connector));
+                               std::move(connector), create_shared_arena);
 }
 
 }  // namespace comm::transport

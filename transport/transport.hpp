@@ -148,7 +148,7 @@ class Transport : public detail::Progressor {
   bool revoked_any() const { return revoked_any_.load(std::memory_order_relaxed); }
 
   // Shrink's agreement on the group with id `agreement` (algorithms/agreement.cpp; the rules are
-  // transport/exclusions.hpp's). ask_to_exclude: asks `peer`'s transport to accept being left
+  // transport/message/exclusions.hpp's). ask_to_exclude: asks `peer`'s transport to accept being left
   // out; it answers on its own with a message of `answer_tag` holding one std::int32_t, 1 when
   // it accepted and 0 when that rank is bound to a decision that keeps it in (a lost peer never
   // answers: the receive fails). bind_agreement: this rank takes a decision that keeps it in;

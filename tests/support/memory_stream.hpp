@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "transport/stream_connection.hpp"
+#include "transport/message/stream_connection.hpp"
 
 namespace comm::testing {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "comm/error.hpp"
-#include "transport/stream_connection.hpp"
+#include "transport/medium.hpp"
 
 namespace comm::transport {
 namespace {

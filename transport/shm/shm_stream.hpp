@@ -17,8 +17,8 @@
 
 #include "comm/error.hpp"
 #include "libcomm/base/guarded_file.hpp"
+#include "transport/medium.hpp"
 #include "transport/socket.hpp"
-#include "transport/stream_connection.hpp"
 
 namespace comm::transport {
 

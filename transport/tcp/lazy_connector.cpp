@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "libcomm/base/log.hpp"
+#include "transport/tcp/socket_stream.hpp"
 #include "transport/tcp/socket_tuning.hpp"
 
 namespace comm::transport {
@@ -172,7 +173,7 @@ bool LazyConnector::step(Handshake& handshake, std::vector<Connected>& connected
     if (handshake.sent < handshake.out.size()) continue;
     if (handshake.stage == Stage::Answering) {  // we accepted a higher rank: it is connected
       peers_[handshake.peer] = PeerState::Connected;
-      connected.push_back({handshake.peer, release(handshake), peer_name_of(handshake.in)});
+      hand_over(handshake, connected);
       return false;
     }
     if (handshake.request) {  // the peer connects back; this socket tells if it dies first
@@ -202,7 +203,7 @@ bool LazyConnector::step(Handshake& handshake, std::vector<Connected>& connected
         if (!reason.empty())
           return give_up("rank " + std::to_string(handshake.peer) + " answered the handshake wrongly: " + reason);
         peers_[handshake.peer] = PeerState::Connected;
-        connected.push_back({handshake.peer, release(handshake), peer_name_of(handshake.in)});
+        hand_over(handshake, connected);
         return false;
       }
       // An accepted connection: a higher rank connecting, or a lower rank asking us to.
@@ -262,6 +263,11 @@ void LazyConnector::stop() {
     epoll_.remove(listener_.fd());
     listener_.close();
   }
+}
+
+void LazyConnector::hand_over(Handshake& handshake, std::vector<Connected>& connected) {
+  std::string name = peer_name_of(handshake.in);
+  connected.push_back({handshake.peer, std::make_unique<SocketStream>(release(handshake), handshake.peer, name), name});
 }
 
 Socket LazyConnector::release(Handshake& handshake) {

@@ -25,6 +25,7 @@
 #include "libcomm/base/job_secret.hpp"
 #include "libcomm/base/warning_budget.hpp"
 #include "transport/epoll_set.hpp"
+#include "transport/medium.hpp"
 #include "transport/socket.hpp"
 #include "transport/tcp/mesh_hello.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
@@ -33,18 +34,8 @@ namespace comm::transport {
 
 inline constexpr const char* kRequestPurpose = "libcomm mesh request";
 
-class LazyConnector {
+class LazyConnector final : public PeerConnector {
  public:
-  struct Connected {
-    int peer;
-    Socket socket;  // non-blocking, tuned like the mesh's connections
-    std::string name;
-  };
-  struct Lost {
-    int peer;
-    std::string reason;  // why the peer cannot be reached: it ended, or did not answer
-  };
-
   // `listener` and `addresses` ("address nonce" of every rank) come from the mesh; `connected`
   // marks the peers it connected at init.
   LazyConnector(MeshOptions options, Socket listener, const Nonce& listener_nonce, std::vector<std::string> addresses,
@@ -53,18 +44,18 @@ class LazyConnector {
   LazyConnector& operator=(const LazyConnector&) = delete;
 
   // Readable when advance() has something to do.
-  int fd() const { return epoll_.fd(); }
+  int fd() const override { return epoll_.fd(); }
   // Sets about connecting `peer` (a connection to a lower rank, a request to a higher one);
   // nothing when it is connected or under way.
-  void want(int peer);
+  void want(int peer) override;
   // Moves every handshake on as far as it goes without blocking; appends what completed.
-  void advance(std::vector<Connected>& connected, std::vector<Lost>& lost);
+  void advance(std::vector<Connected>& connected, std::vector<Lost>& lost) override;
   // How many peers this rank is connected to, made lazily or at init.
   int connections() const;
   // Handshakes under way (advance() has work even if fd() is not polled).
-  bool busy() const { return !handshakes_.empty(); }
+  bool busy() const override { return !handshakes_.empty(); }
   // Closes the listener and drops the handshakes: the transport has stopped.
-  void stop();
+  void stop() override;
 
  private:
   // Sending our hello (or request), Answering a higher rank's, Receiving a hello or answer,
@@ -95,6 +86,8 @@ class LazyConnector {
   void watch(Handshake& handshake);
   // The handshake's socket, out of the epoll set.
   Socket release(Handshake& handshake);
+  // A completed handshake's connection, as the stream the transport takes.
+  void hand_over(Handshake& handshake, std::vector<Connected>& connected);
   void refuse(const Handshake& handshake, const std::string& reason);
 
   MeshOptions options_;

@@ -3,8 +3,8 @@
 
 #include <string>
 
+#include "transport/medium.hpp"
 #include "transport/socket.hpp"
-#include "transport/stream_connection.hpp"
 
 namespace comm::transport {
 

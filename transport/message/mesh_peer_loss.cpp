@@ -1,6 +1,6 @@
 // A peer lost (its stream failed, or it said Goodbye) and this rank aborting: everything
 // pending with that peer fails with the reason, and nothing waits on it again.
-#include "transport/mesh_transport.hpp"
+#include "transport/message/mesh_transport.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -11,7 +11,6 @@
 #include "comm/error.hpp"
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/log.hpp"
-#include "transport/tcp/lazy_connector.hpp"
 
 namespace comm::transport {
 namespace {

@@ -25,11 +25,11 @@
 
 #include "comm/error.hpp"
 #include "libcomm/base/atomic_mutex.hpp"
-#include "transport/exclusions.hpp"
-#include "transport/matcher.hpp"
-#include "transport/progress_thread.hpp"
-#include "transport/stream_connection.hpp"
-#include "transport/tcp/lazy_connector.hpp"
+#include "transport/medium.hpp"
+#include "transport/message/exclusions.hpp"
+#include "transport/message/matcher.hpp"
+#include "transport/message/progress_thread.hpp"
+#include "transport/message/stream_connection.hpp"
 #include "transport/transport.hpp"
 
 namespace comm::transport {
@@ -40,10 +40,12 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
 
   // Takes one stream per peer (null for this rank) and starts the progress thread.
   // `hosts`: the host of every rank (Transport::hosts()). With a `connector`, a peer without
-  // a stream is connected on first use (lazy_connector.hpp).
+  // a stream is connected on first use (medium.hpp). `arena_maker`: how a one-host group makes
+  // its shared segment (null: it has none).
   static std::shared_ptr<MeshTransport> create(int rank, std::vector<std::string> peer_names,
                                                std::vector<std::unique_ptr<ByteStream>> streams, std::vector<int> hosts,
-                                               std::unique_ptr<LazyConnector> connector = nullptr);
+                                               std::unique_ptr<PeerConnector> connector = nullptr,
+                                               ArenaMaker arena_maker = nullptr);
   ~MeshTransport() override;
 
   std::shared_ptr<detail::Completion> isend(int peer, const void* data, std::size_t bytes, std::uint64_t tag,
@@ -82,7 +84,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
 
   // Private: use create().
   MeshTransport(int rank, std::vector<std::string> peer_names, std::vector<std::unique_ptr<ByteStream>> streams,
-                std::unique_ptr<LazyConnector> connector);
+                std::unique_ptr<PeerConnector> connector);
 
  private:
   struct PendingSend {
@@ -146,7 +148,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   void advance_connections();
   // A peer that connected after this transport stopped: told why (the Goodbye the others got),
   // then closed.
-  void say_farewell(LazyConnector::Connected& made);
+  void say_farewell(PeerConnector::Connected& made);
   void send_frame(int peer, const FrameHeader& header, const void* payload,
                   std::shared_ptr<detail::Completion> on_written);
   void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
@@ -301,7 +303,8 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   std::vector<std::pair<int, std::exception_ptr>> write_losses_;
   std::exception_ptr pending_mismatch_;          // found inside that receive(): handled after it
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
-  std::unique_ptr<LazyConnector> connector_;     // null: every peer connected at init
+  std::unique_ptr<PeerConnector> connector_;     // null: every peer connected at init
+  ArenaMaker arena_maker_;                       // null: no shared segment (map_shared_arena)
   // The Goodbye this transport said when it stopped (PeerLoss::shut_down), for late comers.
   struct Farewell {
     std::string reason;

@@ -1,4 +1,4 @@
-#include "transport/matcher.hpp"
+#include "transport/message/matcher.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -2,12 +2,11 @@
 // and receives posted against what has arrived (matcher.hpp). What each arriving frame does is
 // in mesh_frames.cpp; mismatch checks in mesh_mismatch.cpp; a lost peer in mesh_peer_loss.cpp;
 // the progress thread and waiting in mesh_progress.cpp.
-#include "transport/mesh_transport.hpp"
+#include "transport/message/mesh_transport.hpp"
 
 #include <cstring>
 
 #include "comm/error.hpp"
-#include "transport/shm/shared_arena.hpp"
 
 namespace comm::transport {
 
@@ -191,8 +190,8 @@ void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* 
 std::unique_ptr<SharedArena> MeshTransport::map_shared_arena(Store& store, const std::string& key, int rank, int size,
                                                              std::chrono::milliseconds timeout,
                                                              std::size_t slot_bytes) {
-  if (!capabilities_.same_host_shared_memory) return nullptr;
-  return create_shared_arena(store, key, rank, size, timeout, slot_bytes);
+  if (!capabilities_.same_host_shared_memory || !arena_maker_) return nullptr;
+  return arena_maker_(store, key, rank, size, timeout, slot_bytes);
 }
 
 }  // namespace comm::transport

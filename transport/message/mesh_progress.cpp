@@ -7,24 +7,24 @@
 #include <utility>
 
 #include "comm/error.hpp"
-#include "transport/mesh_transport.hpp"
-#include "transport/tcp/lazy_connector.hpp"
-#include "transport/tcp/socket_stream.hpp"
+#include "transport/message/mesh_transport.hpp"
 
 namespace comm::transport {
 
 std::shared_ptr<MeshTransport> MeshTransport::create(int rank, std::vector<std::string> peer_names,
                                                      std::vector<std::unique_ptr<ByteStream>> streams,
-                                                     std::vector<int> hosts, std::unique_ptr<LazyConnector> connector) {
+                                                     std::vector<int> hosts, std::unique_ptr<PeerConnector> connector,
+                                                     ArenaMaker arena_maker) {
   auto transport =
       std::make_shared<MeshTransport>(rank, std::move(peer_names), std::move(streams), std::move(connector));
   transport->hosts_ = std::move(hosts);
+  transport->arena_maker_ = std::move(arena_maker);
   transport->progress_.start(transport->driver_);
   return transport;
 }
 
 MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
-                             std::vector<std::unique_ptr<ByteStream>> streams, std::unique_ptr<LazyConnector> connector)
+                             std::vector<std::unique_ptr<ByteStream>> streams, std::unique_ptr<PeerConnector> connector)
     : rank_(rank),
       size_(static_cast<int>(streams.size())),
       peer_names_(std::move(peer_names)),
@@ -92,8 +92,8 @@ void MeshTransport::connect_on_first_use(int peer) {
 }
 
 void MeshTransport::advance_connections() {
-  std::vector<LazyConnector::Connected> connected;
-  std::vector<LazyConnector::Lost> lost;
+  std::vector<PeerConnector::Connected> connected;
+  std::vector<PeerConnector::Lost> lost;
   connector_->advance(connected, lost);
   for (auto& made : connected) {
     Peer& state = peers_[made.peer];
@@ -103,8 +103,7 @@ void MeshTransport::advance_connections() {
       continue;
     }
     peer_names_[made.peer] = made.name;
-    state.connection = std::make_unique<StreamConnection>(
-        made.peer, made.name, std::make_unique<SocketStream>(std::move(made.socket), made.peer, made.name));
+    state.connection = std::make_unique<StreamConnection>(made.peer, made.name, std::move(made.stream));
     progress_.watch(state.connection->fd(), static_cast<std::uint64_t>(made.peer));
     for (auto& frame : std::exchange(state.waiting, {})) {
       state.connection->queue(frame.header, frame.payload, std::move(frame.on_written));
@@ -122,9 +121,8 @@ void MeshTransport::advance_connections() {
   }
 }
 
-void MeshTransport::say_farewell(LazyConnector::Connected& made) {
-  StreamConnection late(made.peer, made.name,
-                        std::make_unique<SocketStream>(std::move(made.socket), made.peer, made.name));
+void MeshTransport::say_farewell(PeerConnector::Connected& made) {
+  StreamConnection late(made.peer, made.name, std::move(made.stream));
   const Farewell& farewell = farewell_;
   late.queue(make_frame(FrameKind::Goodbye, 0, farewell.reason.size(), farewell.about, farewell.code),
              farewell.reason.data(), nullptr);

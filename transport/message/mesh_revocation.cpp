@@ -7,7 +7,7 @@
 
 #include "libcomm/base/check.hpp"
 #include "libcomm/base/log.hpp"
-#include "transport/mesh_transport.hpp"
+#include "transport/message/mesh_transport.hpp"
 
 namespace comm::transport {
 

@@ -2,7 +2,7 @@
 // an eager message lands in a posted receive or waits as unexpected, a ReadyToSend is cleared
 // once a receive matches, a ClearToSend releases a large send's payload, a Goodbye says why the
 // peer leaves, a Refused fails the send that did not fit, an Exclude is answered at once.
-#include "transport/mesh_transport.hpp"
+#include "transport/message/mesh_transport.hpp"
 
 #include "comm/error.hpp"
 #include "libcomm/base/log.hpp"

@@ -1,4 +1,4 @@
-#include "transport/progress_thread.hpp"
+#include "transport/message/progress_thread.hpp"
 
 #include "comm/error.hpp"
 

@@ -1,6 +1,6 @@
 // Collective mismatches seen by the transport: a message or probe whose call fingerprint
 // differs from that of the receive of the same slot fails it with an error naming both calls.
-#include "transport/mesh_transport.hpp"
+#include "transport/message/mesh_transport.hpp"
 
 #include "comm/error.hpp"
 #include "libcomm/base/fingerprint.hpp"
