@@ -23,8 +23,7 @@ class ChoiceCache {
  public:
   struct Answer {
     Choice choice;
-    HostEntryPoint run;
-    Hearing hearing = Hearing::EveryRank;
+    const AlgorithmEntry* entry = nullptr;  // the chosen algorithm's row of the table
   };
 
   std::optional<Answer> find(Collective collective, std::size_t bytes, Algorithm requested) const {
@@ -36,11 +35,10 @@ class ChoiceCache {
     Answer answer{
         {static_cast<Algorithm>((algorithms >> 8) & 0xFF), slot.chunk_bytes.load(std::memory_order_relaxed),
          slot.link_chunk_bytes.load(std::memory_order_relaxed), static_cast<Algorithm>((algorithms >> 16) & 0xFF)},
-        slot.run.load(std::memory_order_relaxed),
-        static_cast<Hearing>((algorithms >> 24) & 0xFF)};
+        slot.entry.load(std::memory_order_relaxed)};
     std::atomic_thread_fence(std::memory_order_acquire);
     if (slot.version.load(std::memory_order_relaxed) != version) return std::nullopt;
-    if (cached_bytes != bytes || static_cast<Algorithm>(algorithms & 0xFF) != requested || answer.run == nullptr)
+    if (cached_bytes != bytes || static_cast<Algorithm>(algorithms & 0xFF) != requested || answer.entry == nullptr)
       return std::nullopt;
     return answer;
   }
@@ -56,17 +54,16 @@ class ChoiceCache {
     slot.bytes.store(bytes, std::memory_order_relaxed);
     slot.algorithms.store(static_cast<std::uint64_t>(requested) |
                               (static_cast<std::uint64_t>(answer.choice.algorithm) << 8) |
-                              (static_cast<std::uint64_t>(answer.choice.across_hosts) << 16) |
-                              (static_cast<std::uint64_t>(answer.hearing) << 24),
+                              (static_cast<std::uint64_t>(answer.choice.across_hosts) << 16),
                           std::memory_order_relaxed);
     slot.chunk_bytes.store(answer.choice.chunk_bytes, std::memory_order_relaxed);
     slot.link_chunk_bytes.store(answer.choice.link_chunk_bytes, std::memory_order_relaxed);
-    slot.run.store(answer.run, std::memory_order_relaxed);
+    slot.entry.store(answer.entry, std::memory_order_relaxed);
     slot.version.store(version + 2, std::memory_order_release);
     return true;
   }
 
-  // Forgets every answer (a null entry point is never a hit), waiting out a store in flight so
+  // Forgets every answer (a null entry is never a hit), waiting out a store in flight so
   // that no answer from before survives it.
   void clear() {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
@@ -79,10 +76,10 @@ class ChoiceCache {
   struct Slot {
     std::atomic<std::uint32_t> version{0};  // odd while written
     std::atomic<std::size_t> bytes{0};
-    std::atomic<std::uint64_t> algorithms{0};  // requested, chosen, across hosts, hearing: a byte each
+    std::atomic<std::uint64_t> algorithms{0};  // requested, chosen, across hosts: a byte each
     std::atomic<std::size_t> chunk_bytes{0};
     std::atomic<std::size_t> link_chunk_bytes{0};
-    std::atomic<HostEntryPoint> run{nullptr};
+    std::atomic<const AlgorithmEntry*> entry{nullptr};
   };
   std::array<Slot, static_cast<std::size_t>(Collective::Barrier) + 1> slots_{};
 };

@@ -19,11 +19,21 @@ using comm::algorithms::Resources;
 
 namespace {
 
-void first_entry(const CollectiveContext&, const HostCall&, const Resources&) {}
-void second_entry(const CollectiveContext&, const HostCall&, const Resources&) {}
+using comm::algorithms::AlgorithmEntry;
+using comm::algorithms::Hearing;
+using comm::algorithms::Requirement;
 
-ChoiceCache::Answer answer(Algorithm algorithm, std::size_t chunk, comm::algorithms::HostEntryPoint run) {
-  return {Choice{algorithm, chunk, chunk * 2, Algorithm::Tree}, run};
+void first_run(const CollectiveContext&, const HostCall&, const Resources&) {}
+void second_run(const CollectiveContext&, const HostCall&, const Resources&) {}
+// Rows of a table of their own: the cache hands back the row (its entry point and whether the
+// call needs a confirmation) as stored.
+constexpr AlgorithmEntry first_entry{Collective::AllReduce, Algorithm::Ring, Requirement::None, Hearing::EveryRank,
+                                     first_run};
+constexpr AlgorithmEntry second_entry{Collective::Broadcast, Algorithm::Tree, Requirement::None, Hearing::Partial,
+                                      second_run};
+
+ChoiceCache::Answer answer(Algorithm algorithm, std::size_t chunk, const AlgorithmEntry* entry) {
+  return {Choice{algorithm, chunk, chunk * 2, Algorithm::Tree}, entry};
 }
 
 }  // namespace
@@ -39,7 +49,8 @@ TEST_CASE("the cache answers only the question it was told the answer to") {
   CHECK(hit->choice.chunk_bytes == 4096);
   CHECK(hit->choice.link_chunk_bytes == 8192);
   CHECK(hit->choice.across_hosts == Algorithm::Tree);
-  CHECK(hit->run == &first_entry);
+  CHECK(hit->entry == &first_entry);
+  CHECK(hit->entry->run == &first_run);
 
   CHECK_FALSE(cache.find(Collective::AllReduce, 16, Algorithm::Auto));  // another size
   CHECK_FALSE(cache.find(Collective::AllReduce, 8, Algorithm::Ring));   // another request
@@ -50,7 +61,8 @@ TEST_CASE("the cache answers only the question it was told the answer to") {
   cache.store(Collective::AllReduce, 1 << 20, Algorithm::Ring, answer(Algorithm::Ring, 2 << 20, &second_entry));
   CHECK_FALSE(cache.find(Collective::AllReduce, 8, Algorithm::Auto));
   REQUIRE(cache.find(Collective::AllReduce, 1 << 20, Algorithm::Ring));
-  CHECK(cache.find(Collective::AllReduce, 1 << 20, Algorithm::Ring)->run == &second_entry);
+  CHECK(cache.find(Collective::AllReduce, 1 << 20, Algorithm::Ring)->entry == &second_entry);
+  CHECK(cache.find(Collective::AllReduce, 1 << 20, Algorithm::Ring)->entry->hearing == Hearing::Partial);
   REQUIRE(cache.find(Collective::Broadcast, 8, Algorithm::Auto));
   CHECK(cache.find(Collective::Broadcast, 8, Algorithm::Auto)->choice.algorithm == Algorithm::Tree);
 
@@ -61,7 +73,7 @@ TEST_CASE("the cache answers only the question it was told the answer to") {
 }
 
 TEST_CASE("threads storing and finding at once never see half of one answer and half of another") {
-  // Every answer stored for size s has chunk s, link chunk 2s and an entry point chosen by s's
+  // Every answer stored for size s has chunk s, link chunk 2s and a table row chosen by s's
   // parity: a reader that sees any other combination saw a torn slot.
   ChoiceCache cache;
   std::atomic<bool> stop{false};
@@ -86,7 +98,7 @@ TEST_CASE("threads storing and finding at once never see half of one answer and 
         ++hits;
         bool odd = size % 2;
         if (hit->choice.chunk_bytes != size || hit->choice.link_chunk_bytes != 2 * size ||
-            hit->run != (odd ? &first_entry : &second_entry) ||
+            hit->entry != (odd ? &first_entry : &second_entry) ||
             hit->choice.algorithm != (odd ? Algorithm::Ring : Algorithm::Direct))
           ++torn;
       }

@@ -77,14 +77,13 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
     auto answer = choices_.find(collective, bytes, requested);
     if (!answer) {
       algorithms::Choice choice = choose(collective, bytes, requested);
-      const algorithms::AlgorithmEntry* entry = algorithms::find_algorithm(collective, choice.algorithm);
-      answer = algorithms::ChoiceCache::Answer{choice, entry->run, entry->hearing};
+      answer = algorithms::ChoiceCache::Answer{choice, algorithms::find_algorithm(collective, choice.algorithm)};
       choices_.store(collective, bytes, requested, *answer);
     }
     prepared.resources = {answer->choice, &host_layout_, arena_.get()};
     algorithm = answer->choice.algorithm;
-    prepared.host = answer->run;
-    prepared.confirm = answer->hearing == algorithms::Hearing::Partial;
+    prepared.host = answer->entry->run;
+    prepared.confirm = answer->entry->hearing == algorithms::Hearing::Partial;
   }
   bool barrier = collective == Collective::Barrier;
   bool reduces = collective == Collective::AllReduce || collective == Collective::Reduce ||

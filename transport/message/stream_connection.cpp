@@ -1,13 +1,11 @@
 #include "transport/message/stream_connection.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "comm/error.hpp"
 
 namespace comm::transport {
-
 namespace {
 
 constexpr std::size_t kInboxBytes = 256 * 1024;
