@@ -86,6 +86,9 @@ TEST_CASE("threads storing and finding at once never see half of one answer and 
         cache.store(
             Collective::AllReduce, size, Algorithm::Auto,
             answer(size % 2 ? Algorithm::Ring : Algorithm::Direct, size, size % 2 ? &first_entry : &second_entry));
+        // Writers that never let go starve the readers (a slot always mid-write is a miss):
+        // on two busy cores a run of 300 ms once saw no hit at all.
+        if (round % 4 == 0) std::this_thread::yield();
       }
     });
   }
@@ -104,7 +107,12 @@ TEST_CASE("threads storing and finding at once never see half of one answer and 
       }
     });
   }
+  // Until the readers have checked enough answers (or 10 s, on a machine too busy for them).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  while (hits.load() < 100000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   stop = true;
   for (auto& thread : threads) thread.join();
   CHECK(torn.load() == 0);
