@@ -49,6 +49,11 @@ check transport_shm ok transport/shm/shm_stream.hpp
 check transport_shm refused transport/tcp/socket_stream.hpp
 check transport_shm refused transport/message/stream_connection.hpp  # a medium sees medium.hpp, not the layer above
 check transport_tcp ok transport/medium.hpp
+check transport_memory ok transport/memory/memory_stream.hpp
+check transport_memory refused transport/tcp/socket_stream.hpp
+check transport_memory refused transport/message/mesh_transport.hpp
+check transport_message refused transport/memory/memory_stream.hpp
+check transport_tcp refused transport/media.hpp  # the list of media is the set-up's
 # The message layer sees the media's seam (medium.hpp), never a medium (issue 45).
 check transport_message ok transport/message/mesh_transport.hpp
 check transport_message ok transport/medium.hpp

@@ -3,7 +3,7 @@
 // results checked against references computed here. The multi-process tests run the same
 // algorithms over TCP and shared memory; these find a wrong rank arithmetic in seconds, with the
 // algorithm named. The same scenarios run over the real message protocol (MeshTransport) on a
-// second, in-memory medium (tests/support/memory_stream.hpp): what a new medium must provide.
+// second, in-memory medium (transport/memory/memory_stream.hpp): what a new medium must provide.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/generators/catch_generators_range.hpp>
@@ -23,7 +23,7 @@
 #include "comm/store.hpp"
 #include "libcomm/base/fingerprint.hpp"
 #include "tests/support/loopback_transport.hpp"
-#include "tests/support/memory_stream.hpp"
+#include "transport/memory/memory_stream.hpp"
 #include "transport/message/mesh_transport.hpp"
 #include "transport/shm/shared_arena.hpp"
 
@@ -238,7 +238,7 @@ void run(const Scenario& s, Medium medium = Medium::Loopback) {
   comm::testing::LoopbackWorld world(s.ranks, s.hosts);
   auto streams =
       medium == Medium::MemoryStreams
-          ? comm::testing::memory_stream_mesh(s.ranks)
+          ? comm::transport::memory_stream_mesh(s.ranks)
           : std::vector<std::vector<std::unique_ptr<comm::transport::ByteStream>>>(static_cast<std::size_t>(s.ranks));
   std::atomic<int> finished{0};
   comm::HashStore store;

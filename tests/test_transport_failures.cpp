@@ -436,7 +436,7 @@ TEST_CASE("a rank that dies during init is named at once, with the step it died 
       {"/tcp/2", "before it had connected to the other ranks", ""},
       // The host goes with the address (the connecting rank needs it to choose its connections).
       {"/host/2", "before it had connected to the other ranks", ""},
-      {"shm/segment/2", "the shared-memory pairs were being set up", ""},
+      {"shm/segment/2", "the media (shm, tcp) were being set up", ""},
       {"arena/0/mapped/2", "the shared-memory segment of the collectives was being set up", ""},
   }));
   INFO("rank 2 dies before setting ..." << suffix);

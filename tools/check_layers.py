@@ -42,6 +42,8 @@ RULES = [
                         "transport/medium.hpp", "transport/shared_arena.hpp", "transport/reduction.hpp"]),
     ("transport/shm/", [BASE, "transport/transport.hpp", "transport/socket.hpp", "transport/shared_arena.hpp",
                         "transport/medium.hpp", "transport/reduction.hpp"]),
+    ("transport/memory/", [BASE, "transport/transport.hpp", "transport/socket.hpp", "transport/medium.hpp",
+                           "transport/shared_arena.hpp", "transport/reduction.hpp"]),
     ("transport/message/", [BASE, "transport/transport.hpp", "transport/socket.hpp", "transport/epoll_set.hpp",
                             "transport/medium.hpp", "transport/shared_arena.hpp", "transport/reduction.hpp"]),
     ("transport/", [BASE]),

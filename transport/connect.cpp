@@ -9,14 +9,10 @@
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
 #include "transport/job_failure.hpp"
+#include "transport/media.hpp"
 #include "transport/message/mesh_transport.hpp"
 #include "transport/shm/shared_arena.hpp"
-#include "transport/shm/shm_pairs.hpp"
-#include "transport/shm/shm_segment.hpp"
-#include "transport/shm/shm_stream.hpp"
 #include "transport/tcp/lazy_connector.hpp"
-#include "transport/tcp/socket_stream.hpp"
-#include "transport/tcp/striped_stream.hpp"
 #include "transport/watched_store.hpp"
 
 namespace comm::transport {
@@ -35,14 +31,6 @@ bool is_loopback(const std::string& host) {
 
 }  // namespace
 
-MediumChoice parse_medium_choice(const std::string& text, const std::string& source) {
-  if (text == "auto") return MediumChoice::Automatic;
-  if (text == "tcp") return MediumChoice::Tcp;
-  if (text == "shm") return MediumChoice::SharedMemory;
-  throw InvalidArgumentError("transport '" + text + "' (" + source + ") is not one of auto, tcp, shm",
-                             ErrorContext{.op = "init_process_group"});
-}
-
 std::string host_identity() {
   if (auto forced = environment::get("COMM_HOST_ID")) return *forced;
   char host[HOST_NAME_MAX + 1] = {};
@@ -52,7 +40,7 @@ std::string host_identity() {
   return std::string(host) + "/" + (length > 0 ? std::string(namespace_link, static_cast<std::size_t>(length)) : "");
 }
 
-std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions& options, MediumChoice choice,
+std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions& options, const MediumEntry* chosen,
                                              const JobFailure& job_failure) {
   // Another rank's published cause wins (looked for while waiting for the others' addresses);
   // else this rank's finding is published, before its connections close.
@@ -67,7 +55,8 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
         ErrorContext{.rank = options.rank, .op = "init_process_group"});
   }
   mesh_options.connect_lazily = connect_mode == "lazy";
-  mesh_options.shared_memory = choice != MediumChoice::Tcp;
+  // Lazily connected, a pair on one host still connects at init when shared memory may reach it.
+  mesh_options.shared_memory = chosen == nullptr || std::string_view(chosen->name) == "shm";
   // What each step of the set-up took, at debug level (issue 31: start-up at many ranks).
   auto started = std::chrono::steady_clock::now();
   auto took_ms = [&] {
@@ -84,30 +73,13 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
   auto look_at_peers = [&] { check_peers_alive(mesh, rank, phase); };
   // Throws the job's failure: another rank's published cause, else a dead peer the mesh sees.
   WatchedStore store(job_store, [&] { failure.check(look_at_peers); });
-  // Every rank's host: which peers shared memory can reach (unless TCP is asked for), and the
-  // host map hierarchical algorithms split groups by.
-  std::vector<bool> same_host(options.size, false);
+  // Every rank's host, numbered by its lowest rank: the host map hierarchical algorithms split
+  // groups by.
   std::vector<int> hosts(options.size, 0);
-  if (options.size > 1) {
-    const std::string& mine = mesh_options.host;  // the mesh gathered every rank's
-    std::vector<std::string> identities(options.size);
-    for (int peer = 0; peer < options.size; ++peer) {
-      identities[peer] = mesh.hosts[peer];
-      hosts[peer] = static_cast<int>(std::find(identities.begin(), identities.begin() + peer, identities[peer]) -
-                                     identities.begin());
-      if (peer == rank || choice == MediumChoice::Tcp) continue;
-      same_host[peer] = identities[peer] == mine;
-      if (choice == MediumChoice::SharedMemory && !same_host[peer]) {
-        throw InvalidArgumentError("COMM_TRANSPORT=shm (or InitOptions::transport) asks for shared memory, but " +
-                                       mesh.peer_names[peer] + " is on another host; use auto or tcp",
-                                   ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
-      }
-    }
+  for (int peer = 0; peer < options.size && options.size > 1; ++peer) {
+    hosts[peer] = static_cast<int>(std::find(mesh.hosts.begin(), mesh.hosts.begin() + peer, mesh.hosts[peer]) -
+                                   mesh.hosts.begin());
   }
-  std::vector<std::unique_ptr<ByteStream>> streams(options.size);
-  std::vector<int> over_shm, over_tcp;
-  // From the hosts themselves: with COMM_TRANSPORT=tcp no peer counts as sharing memory, but
-  // a one-host job still spans no hosts.
   bool spans_hosts = std::any_of(hosts.begin(), hosts.end(), [](int host) { return host != 0; });
   if (rank == 0 && options.size > 1 && !options.secret_from_user &&
       (spans_hosts || !is_loopback(options.route_to_host))) {
@@ -117,57 +89,74 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
             "job; give every rank the same secret in COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE)",
             spans_hosts ? "spans hosts" : "reaches its store over the network (" + options.route_to_host + ")");
   }
-  std::string job_id = options.size > 1 ? options.secret->job_id() : "single";
-  phase = "the shared-memory pairs were being set up";
-  // A segment found gone is a rank that failed: the rank that actually died is named if the
-  // mesh shows one, else whatever cause a failing rank published before its segments went.
-  auto budget_mb = environment::get_integer_in("COMM_SHM_BUDGET_MB", 1, 1 << 20,
-                                               "MiB of shared memory per rank for the rings it reads");
-  std::size_t budget = budget_mb ? static_cast<std::size_t>(*budget_mb) << 20
-                                 : default_shm_budget(1 + std::count(same_host.begin(), same_host.end(), true),
-                                                      free_shared_memory_bytes());
-  SharedMemoryPairs pairs(
-      store, rank, options.size, job_id, same_host, options.timeout,
-      [&](const Error& error) { failure.fail(error, look_at_peers); }, budget);
-  std::string striped;
-  for (int peer = 0; peer < options.size; ++peer) {
-    if (peer == rank || !mesh.sockets[peer].valid()) continue;  // (lazily: connected on first use)
-    set_nonblocking(mesh.sockets[peer].fd());
-    if (same_host[peer] && pairs.has(peer)) {
-      streams[peer] =
-          std::make_unique<ShmStream>(pairs.take(peer), std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
-      over_shm.push_back(peer);
-      continue;
+  // The media this job uses, opened alike on every rank (opening one may wait for the others):
+  // every automatic one, each peer going over the first that reaches it; or the one asked for,
+  // with TCP, the bootstrap's own medium, behind it for a pair it could reach but does not (shared
+  // memory that ran short).
+  const MediumEntry& tcp = *parse_medium_choice("tcp", "the set-up");
+  std::vector<const MediumEntry*> used;
+  if (chosen != nullptr) {
+    used.push_back(chosen);
+    if (chosen != &tcp) used.push_back(&tcp);
+  } else {
+    for (const auto& medium : media()) {
+      if (medium.automatic) used.push_back(&medium);
     }
-    over_tcp.push_back(peer);
-    auto& extras = mesh.extra_sockets[peer];
-    if (extras.empty()) {
-      streams[peer] = std::make_unique<SocketStream>(std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
-      continue;
-    }
-    std::vector<SocketStream> connections;
-    connections.emplace_back(std::move(mesh.sockets[peer]), peer, mesh.peer_names[peer]);
-    for (auto& socket : extras) {
-      set_nonblocking(socket.fd());
-      connections.emplace_back(std::move(socket), peer, mesh.peer_names[peer]);
-    }
-    striped += fmt::format("{}{} x{}", striped.empty() ? "" : ", ", peer, connections.size());
-    streams[peer] = std::make_unique<StripedSocketStream>(std::move(connections));
   }
-  log::get(log::Subsystem::Transport).debug("hosts compared, shared memory set up after {} ms", took_ms());
-  if (!pairs.shortage().empty()) {
+  std::string names;
+  for (const auto* medium : used) names += (names.empty() ? "" : ", ") + std::string(medium->name);
+  phase = "the media (" + names + ") were being set up";
+  MediumJob job{.store = store,
+                .rank = rank,
+                .size = options.size,
+                .job_id = options.size > 1 ? options.secret->job_id() : "single",
+                .hosts = mesh.hosts,
+                .local_address = mesh.local_address,
+                .timeout = options.timeout,
+                .fail = [&](const Error& error) { failure.fail(error, look_at_peers); }};
+  std::vector<std::unique_ptr<MediumSession>> sessions;
+  for (const auto* medium : used) sessions.push_back(medium->open(job));
+  if (chosen != nullptr) {
+    for (int peer = 0; peer < options.size; ++peer) {
+      std::string why = peer == rank ? "" : sessions[0]->cannot_reach(peer);
+      if (!why.empty()) {
+        throw InvalidArgumentError("COMM_TRANSPORT=" + std::string(chosen->name) +
+                                       " (or InitOptions::transport) asks for " + sessions[0]->description() +
+                                       ", but " + mesh.peer_names[peer] + " " + why + "; use auto or tcp",
+                                   ErrorContext{.rank = rank, .peer = peer, .op = "init_process_group"});
+      }
+    }
+  }
+  std::vector<std::unique_ptr<ByteStream>> streams(options.size);
+  std::vector<std::vector<int>> reached(sessions.size());
+  for (int peer = 0; peer < options.size; ++peer) {
+    if (peer == rank) continue;
+    for (std::size_t i = 0; i < sessions.size(); ++i) {
+      if (!sessions[i]->reaches(peer)) continue;
+      // Lazily, a pair without its connection yet is connected over TCP on first use.
+      if (used[i]->needs_connection && !mesh.sockets[peer].valid()) break;
+      streams[peer] = sessions[i]->open(peer, mesh.peer_names[peer], std::move(mesh.sockets[peer]),
+                                        std::move(mesh.extra_sockets[peer]));
+      reached[i].push_back(peer);
+      break;
+    }
+  }
+  log::get(log::Subsystem::Transport).debug("hosts compared, media set up after {} ms", took_ms());
+  std::string over, remarks;
+  for (std::size_t i = 0; i < sessions.size(); ++i) {
+    over += fmt::format("{}{}: {}", over.empty() ? "peers over " : "; over ", sessions[i]->description(),
+                        rank_list(reached[i]));
+    remarks += sessions[i]->remarks();
+    if (sessions[i]->shortage().empty()) continue;
     // Said once per host, by its lowest rank; the others say it where debugging is asked for.
-    bool lowest_on_host = std::find(same_host.begin(), same_host.begin() + rank, true) == same_host.begin() + rank;
+    bool lowest_on_host = hosts[rank] == rank;
     log::get(log::Subsystem::Transport)
         .log(lowest_on_host ? spdlog::level::warn : spdlog::level::debug,
-             "shared memory between the ranks of this host could not be set up, so they talk over TCP instead "
-             "(slower): {}",
-             pairs.shortage());
+             "{} between the ranks of this host could not be set up, so they talk over TCP instead (slower): {}",
+             sessions[i]->description(), sessions[i]->shortage());
   }
   log::get(log::Subsystem::Transport)
-      .info("transport ({}): peers over shared memory: {}; over tcp ({}): {}{}",
-            choice == MediumChoice::Automatic ? "automatic" : "asked for", rank_list(over_shm), mesh.local_address,
-            rank_list(over_tcp), striped.empty() ? "" : " (several connections: " + striped + ")");
+      .info("transport ({}): {}{}", chosen == nullptr ? "automatic" : "asked for", over, remarks);
   // Hosts numbered 0, 1, ... in the order of their lowest rank.
   std::vector<int> numbered(options.size, 0);
   for (int peer = 0, next = 0; peer < options.size; ++peer) {

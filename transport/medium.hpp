@@ -1,9 +1,11 @@
 // What the message layer (transport/message/) sees of a medium, and all a medium sees of the
 // message layer: a byte stream to one peer, the connector that makes streams to peers on first
-// use, and the maker of a host's shared segment. The media (transport/tcp/, transport/shm/, and
-// the loopback tests' memory streams) implement these; the set-up (connect.cpp), the only code
-// that sees every medium, hands their objects to the message layer. Neither side can include
-// the other: each compiles against an include view without it (meson.build, layer_views).
+// use, and the maker of a host's shared segment; and what the set-up asks of a medium: a
+// `MediumEntry` (its name and how to open it for a job) that each medium offers and
+// transport/media.cpp lists. The media (transport/tcp/, transport/shm/, transport/memory/)
+// implement these; the set-up (connect.cpp), the only code that sees every medium, hands their
+// objects to the message layer. Neither side can include the other: each compiles against an
+// include view without it (meson.build, layer_views).
 #pragma once
 
 #include <chrono>
@@ -16,8 +18,10 @@
 
 #include <sys/uio.h>
 
+#include "comm/error.hpp"
 #include "comm/store_interface.hpp"
 #include "transport/shared_arena.hpp"
+#include "transport/socket.hpp"
 
 namespace comm::transport {
 
@@ -101,7 +105,55 @@ class PeerConnector {
 
 // Makes the segment every rank of a one-host group maps (Transport::map_shared_arena), through
 // the store; the shared-memory medium's.
-using ArenaMaker = std::function<std::unique_ptr<SharedArena>(Store& store, const std::string& key, int rank, int size,
-                                                              std::chrono::milliseconds timeout, std::size_t slot_bytes)>;
+using ArenaMaker =
+    std::function<std::unique_ptr<SharedArena>(Store& store, const std::string& key, int rank, int size,
+                                               std::chrono::milliseconds timeout, std::size_t slot_bytes)>;
+
+// What the set-up tells a medium about the job once the ranks have met over the TCP mesh (the
+// bootstrap every job has: it finds the peers, proves them, and watches them die).
+struct MediumJob {
+  Store& store;  // waits on it throw the job's failure (watched_store.hpp)
+  int rank;
+  int size;
+  std::string job_id;                     // the same on every rank of this set-up, unique to it
+  const std::vector<std::string>& hosts;  // [rank]: its host identity (connect.hpp's host_identity)
+  std::string local_address;              // where this rank's mesh listens ("10.0.0.1:41233")
+  std::chrono::milliseconds timeout;
+  // Tells the job this rank's set-up failed, before its connections close.
+  std::function<void(const Error&)> fail;
+};
+
+// One job's use of a medium, opened on every rank that may use it (collectively: opening may
+// wait on the store for the other ranks).
+class MediumSession {
+ public:
+  virtual ~MediumSession() = default;
+  // Why this medium can never reach `peer` ("is on another host"), or "" if it may.
+  virtual std::string cannot_reach(int peer) const = 0;
+  // Whether it reaches `peer` now (it may not although it could: shared memory that ran short).
+  virtual bool reaches(int peer) const = 0;
+  // The stream to `peer`. `connection`: the mesh's socket to it (invalid when connections are
+  // made on first use and this pair's is not), with `extra` ones where the pair stripes; the
+  // medium carries its bytes over them, keeps them for wake-ups and to see the peer end, or
+  // closes them.
+  virtual std::unique_ptr<ByteStream> open(int peer, const std::string& peer_name, Socket connection,
+                                           std::vector<Socket> extra) = 0;
+  // For the transport's INFO line: "tcp (10.0.0.1:41233)", "shared memory".
+  virtual std::string description() const = 0;
+  // Said after the list of peers it reaches ("(several connections: 2 x4)"), or "".
+  virtual std::string remarks() const { return {}; }
+  // Why it reaches fewer peers than it could (warned once per host), or "".
+  virtual std::string shortage() const { return {}; }
+};
+
+// A medium as the set-up knows it (listed in transport/media.cpp).
+struct MediumEntry {
+  const char* name;  // what COMM_TRANSPORT and InitOptions::transport call it
+  // Whether the automatic choice uses it (for the peers the media before it do not reach).
+  bool automatic;
+  // Whether it needs the pair's mesh connection (so a pair connected on first use is not its).
+  bool needs_connection;
+  std::unique_ptr<MediumSession> (*open)(const MediumJob& job);
+};
 
 }  // namespace comm::transport

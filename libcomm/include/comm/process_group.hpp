@@ -34,7 +34,7 @@ struct InitOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(30);  // COMM_TIMEOUT (s) overrides
   std::string group_name{};        // lets several jobs share one file://, store or multicast group
   std::shared_ptr<Store> store{};  // or bring your own store (init_method is then ignored)
-  std::string transport = "auto";  // auto | tcp | shm
+  std::string transport = "auto";  // auto | tcp | shm | memory (threads of one process)
   // The secret the job's store and connections prove (TcpStoreOptions::job_secret); unset:
   // COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE), else a random one agreed through the store.
   std::optional<std::string> job_secret{};
