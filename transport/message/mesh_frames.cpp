@@ -17,8 +17,9 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::target_of(const Po
 StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamConnection& connection,
                                                                         const FrameHeader& header) {
   int peer = connection.peer();
-  Peer& state = mesh_.peers_[peer];
-  state.arrival = {};
+  Channel& channel = mesh_.channels_[peer];
+  Channel::Arrival& arrival = channel.arrival();
+  arrival = {};
   // A mismatch found earlier in this read: nothing after it may complete (a receive of the next
   // call would let this rank leave that call before the group stops).
   if (mesh_.pending_mismatch_) return {nullptr};
@@ -30,13 +31,12 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
       if (mesh_.mismatches_.contradicts_my_call(peer, header.tag, header.extra))
         return {nullptr};  // dropped: the group stops
       if (is_probe(header.tag)) {
-        state.probe_tag = header.tag;
-        state.probe_fingerprint = header.extra;
+        channel.note_probe(header.tag, header.extra);
         mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
         return {nullptr};
       }
-      if (mesh_.matcher_.take_receive(peer, header.tag, state.arrival.receive)) {
-        const PostedReceive& receive = *state.arrival.receive;
+      if (mesh_.matcher_.take_receive(peer, header.tag, arrival.receive)) {
+        const PostedReceive& receive = *arrival.receive;
         bool refused = conflicting(receive.fingerprint, header.extra);
         if (refused) {
           mesh_.mismatches_.fail_mismatch(receive, peer, header.extra);
@@ -44,14 +44,14 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
           refused = !fits(receive, peer, header.tag, header.bytes, 0);
         }
         if (!refused) return target_of(receive);
-        state.arrival.receive.reset();  // failed: nothing completes it on arrival
+        arrival.receive.reset();  // failed: nothing completes it on arrival
         return {nullptr};
       }
       UnexpectedMessage message{peer, header.tag, header.bytes, false, 0, false, {}, std::nullopt, header.extra};
       message.payload.resize(header.bytes);
-      state.arrival.unexpected = &mesh_.matcher_.add_unexpected(std::move(message));
+      arrival.unexpected = &mesh_.matcher_.add_unexpected(std::move(message));
       mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
-      return {state.arrival.unexpected->payload.data()};
+      return {arrival.unexpected->payload.data()};
     }
     case FrameKind::ReadyToSend:
       if (mesh_.revocations_.of_tag(header.tag) != nullptr) [[unlikely]] {
@@ -75,55 +75,38 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
         mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
       }
       return {};
-    case FrameKind::ClearToSend: {
-      auto found = state.awaiting_clearance.find(header.id);
-      if (found == state.awaiting_clearance.end() && state.withdrawn.erase(header.id) != 0) return {};
-      if (found == state.awaiting_clearance.end()) {
+    case FrameKind::ClearToSend:
+      // The payload goes into the channel's outbox; the channel's flush after this read writes
+      // it (data goes down from the send's own step, not from inside a frame handler).
+      if (channel.cleared_to_send(header.id) == Channel::Clearance::Unknown) {
         throw IoError(mesh_.peer_name(peer) + " cleared an unknown message; protocol error",
                       ErrorContext{.peer = peer});
       }
-      PendingSend send = std::move(found->second);
-      state.awaiting_clearance.erase(found);
-      mesh_.send_frame(peer, make_frame(FrameKind::Data, send.tag, send.bytes, header.id), send.data,
-                       std::move(send.completion));
       return {};
-    }
     case FrameKind::Data: {
-      auto found = state.cleared.find(header.id);
+      arrival.receive = channel.take_expected(header.id);
       // Its receive failed when the group was revoked: the payload is thrown away.
-      if (found == state.cleared.end() && mesh_.revocations_.of_tag(header.tag) != nullptr) return {nullptr};
-      if (found == state.cleared.end() || header.bytes > found->second.capacity) {
+      if (!arrival.receive && mesh_.revocations_.of_tag(header.tag) != nullptr) return {nullptr};
+      if (!arrival.receive || header.bytes > arrival.receive->capacity) {
         throw IoError(mesh_.peer_name(peer) + " sent data nobody asked for; protocol error",
                       ErrorContext{.peer = peer});
       }
-      state.arrival.receive = std::move(found->second);
-      state.cleared.erase(found);
-      return target_of(*state.arrival.receive);
+      return target_of(*arrival.receive);
     }
     case FrameKind::Goodbye:
       // Its payload, if any, says why the peer left (e.g. the error that aborted its group).
-      state.departing = true;
-      state.goodbye_code = header.extra;
-      state.goodbye_peer = header.id;
-      state.goodbye_reason.assign(header.bytes, '\0');
-      return {reinterpret_cast<std::uint8_t*>(state.goodbye_reason.data())};
+      return {channel.hear_goodbye(header.extra, header.id, header.bytes)};
     case FrameKind::Exclude: mesh_.answer_exclusion(peer, header); return {};
-    case FrameKind::Revoke:
-      state.revoke_reason.assign(header.bytes, '\0');
-      return {reinterpret_cast<std::uint8_t*>(state.revoke_reason.data())};
+    case FrameKind::Revoke: return {channel.revoke_buffer(header.bytes)};
     case FrameKind::Refused: {
       if (header.extra == kRevokedCapacity) {  // its group was revoked there: never cleared
-        state.withdrawn.erase(header.id);
-        if (auto found = state.awaiting_clearance.find(header.id); found != state.awaiting_clearance.end()) {
-          const auto* revoked = mesh_.revocations_.of_tag(header.tag);
-          std::exception_ptr error = revoked != nullptr ? *revoked : nullptr;
-          if (!error) {
-            error = mesh_.make_error<RevokedError>(mesh_.peer_name(peer) + " refused a message of a group it revoked",
-                                                   peer, "send");
-          }
-          found->second.completion->fail(error);
-          state.awaiting_clearance.erase(found);
+        const auto* revoked = mesh_.revocations_.of_tag(header.tag);
+        std::exception_ptr error = revoked != nullptr ? *revoked : nullptr;
+        if (!error) {
+          error = mesh_.make_error<RevokedError>(mesh_.peer_name(peer) + " refused a message of a group it revoked",
+                                                 peer, "send");
         }
+        channel.fail_send(header.id, error);
         return {};
       }
       std::string message = "the send of " + std::to_string(header.bytes) + " bytes with tag " +
@@ -131,15 +114,11 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
                             " did not fit its receive buffer of " + std::to_string(header.extra) +
                             " bytes; post a receive at least as large as what is sent";
       auto error = mesh_.make_error<InvalidArgumentError>(message, peer, "send");
-      if (auto found = state.awaiting_clearance.find(header.id);
-          header.id != 0 && found != state.awaiting_clearance.end()) {
-        found->second.completion->fail(error);
-        state.awaiting_clearance.erase(found);
-      } else {
+      if (header.id == 0 || !channel.fail_send(header.id, error)) {
         // An eager send has completed already: its error surfaces on everything that follows
         // with this peer, so the mistake cannot go unnoticed.
         log::get(log::Subsystem::Transport).error("{}", message);
-        state.error = error;
+        channel.set_error(error);
       }
       return {};
     }
@@ -150,7 +129,8 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
 }
 
 bool MeshTransport::FrameReceiver::on_payload(StreamConnection& connection, const FrameHeader& header) {
-  Peer& state = mesh_.peers_[connection.peer()];
+  Channel& channel = mesh_.channels_[connection.peer()];
+  Channel::Arrival& arrival = channel.arrival();
   bool completed = false;
   if (header.kind == FrameKind::Revoke) [[unlikely]] {
     // Read past (on_header) after a mismatch, which stops the whole transport anyway.
@@ -158,14 +138,14 @@ bool MeshTransport::FrameReceiver::on_payload(StreamConnection& connection, cons
     // The cause as the revoker saw it; this rank tells the members too (all but the teller).
     int about = header.id > 0 ? static_cast<int>(header.id - 1) : -1;
     auto code = header.extra > 0 ? static_cast<ErrorCode>(header.extra - 1) : ErrorCode::Revoked;
-    mesh_.revocations_.revoke(static_cast<std::uint32_t>(header.tag), code, state.revoke_reason, about,
+    mesh_.revocations_.revoke(static_cast<std::uint32_t>(header.tag), code, channel.revoke_reason(), about,
                               connection.peer());
     return false;
   }
-  if (state.arrival.receive) {
-    state.arrival.receive->completion->complete(header.bytes, connection.peer());
-    completed = state.arrival.receive->completion.get() == mesh_.awaited_;
-  } else if (UnexpectedMessage* message = state.arrival.unexpected) {
+  if (arrival.receive) {
+    arrival.receive->completion->complete(header.bytes, connection.peer());
+    completed = arrival.receive->completion.get() == mesh_.awaited_;
+  } else if (UnexpectedMessage* message = arrival.unexpected) {
     message->arrived = true;
     if (message->dropped) {
       mesh_.matcher_.remove_unexpected(message);
@@ -179,7 +159,7 @@ bool MeshTransport::FrameReceiver::on_payload(StreamConnection& connection, cons
       mesh_.matcher_.remove_unexpected(message);
     }
   }
-  state.arrival = {};
+  arrival = {};
   return completed;
 }
 
@@ -198,7 +178,7 @@ bool MeshTransport::FrameReceiver::fits(const PostedReceive& receive, int source
 }
 
 void MeshTransport::FrameReceiver::clear_to_send(int peer, std::uint64_t id, PostedReceive receive) {
-  mesh_.peers_[peer].cleared.emplace(id, std::move(receive));
+  mesh_.channels_[peer].expect_data(id, std::move(receive));
   mesh_.send_frame(peer, make_frame(FrameKind::ClearToSend, 0, 0, id), nullptr, nullptr);
 }
 

@@ -31,10 +31,10 @@ std::optional<MeshTransport::Mismatches::Disagreement> MeshTransport::Mismatches
     return Disagreement{message->source, message->fingerprint};
   }
   for (int source = 0; source < mesh_.size_; ++source) {
-    const Peer& state = mesh_.peers_[source];
-    if ((receive.source == kAnySource || receive.source == source) && same_call(state.probe_tag, receive.tag) &&
-        conflicting(state.probe_fingerprint, receive.fingerprint)) {
-      return Disagreement{source, state.probe_fingerprint};
+    const Channel& channel = mesh_.channels_[source];
+    if ((receive.source == kAnySource || receive.source == source) && same_call(channel.probe_tag(), receive.tag) &&
+        conflicting(channel.probe_fingerprint(), receive.fingerprint)) {
+      return Disagreement{source, channel.probe_fingerprint()};
     }
   }
   return std::nullopt;

@@ -23,7 +23,7 @@ constexpr auto kGoodbyeFlushTime = std::chrono::milliseconds(250);
 bool MeshTransport::PeerLoss::all_peers_lost() const {
   for (int peer = 0; peer < mesh_.size_; ++peer) {
     // Connected, or to be connected on first use.
-    if (peer != mesh_.rank_ && (mesh_.peers_[peer].connection || !mesh_.peers_[peer].error)) return false;
+    if (peer != mesh_.rank_ && !mesh_.channels_[peer].lost()) return false;
   }
   return mesh_.size_ > 1;
 }
@@ -42,49 +42,15 @@ void MeshTransport::PeerLoss::lose_after_write_error(int peer, std::exception_pt
     return;
   }
   mesh_.driver_.service(peer);
-  if (mesh_.peers_[peer].connection) lose_peer(peer, error);
+  if (mesh_.channels_[peer].connection()) lose_peer(peer, error);
 }
 
 void MeshTransport::PeerLoss::lose_peer(int peer, std::exception_ptr error) {
-  Peer& state = mesh_.peers_[peer];
-  if (state.departing && state.goodbye_code != 0) {
-    // The peer stopped over an error: the same error here, of its type, with its message and the
-    // rank it named (a dead rank, both sides of a mismatch), not a wrapper about the rank that
-    // passed it on, which would be a healthy one.
-    int about = state.goodbye_peer > 0 ? static_cast<int>(state.goodbye_peer - 1) : -1;
-    auto code = static_cast<ErrorCode>(state.goodbye_code - 1);
-    error = detail::error_of_code(code, state.goodbye_reason, ErrorContext{.rank = mesh_.rank_, .peer = about});
-  } else if (state.departing) {
-    std::string why =
-        state.goodbye_reason.empty() ? "it finished, aborted, or destroyed the group" : state.goodbye_reason;
-    error = mesh_.make_error<PeerClosedError>(
-        mesh_.peer_name(peer) + " has shut down its process group (" + why + ") while this operation still needed it",
-        peer, "transport");
-  } else {
-    try {
-      std::rethrow_exception(error);
-    } catch (Error& cause) {
-      cause.add_context(ErrorContext{.rank = mesh_.rank_, .peer = peer});
-      if (!mesh_.aborted_) log::get(log::Subsystem::Transport).warn("{}", cause.what());
-      error = std::make_exception_ptr(cause);
-    } catch (...) {
-    }
-  }
-  if (!state.error) state.error = error;
-  if (state.connection) {
-    mesh_.progress_.unwatch(state.connection->fd());
-    for (auto& completion : state.connection->take_queued()) completion->fail(error);
-    state.connection.reset();
-  }
-  for (auto& frame : std::exchange(state.waiting, {})) {
-    if (frame.on_written) frame.on_written->fail(error);
-  }
-  for (auto& [id, send] : state.awaiting_clearance) send.completion->fail(error);
-  state.awaiting_clearance.clear();
-  for (auto& [id, receive] : state.cleared) receive.completion->fail(error);
-  state.cleared.clear();
-  if (state.arrival.receive) state.arrival.receive->completion->fail(error);
-  state.arrival = {};
+  Channel& channel = mesh_.channels_[peer];
+  error = channel.loss_error(error, mesh_.rank_, peer, mesh_.peer_name(peer), mesh_.aborted_ != nullptr);
+  // (The channel keeps the first error it had; what is pending now fails with this one.)
+  int fd = channel.fail_all(error);
+  if (fd >= 0) mesh_.progress_.unwatch(fd);
   for (auto& receive : mesh_.matcher_.take_receives_from(peer, all_peers_lost())) receive.completion->fail(error);
   // Messages that fully arrived stay deliverable; half-arrived and announced ones never will be.
   for (auto& message : mesh_.matcher_.take_incomplete_from(peer)) {
@@ -92,7 +58,7 @@ void MeshTransport::PeerLoss::lose_peer(int peer, std::exception_ptr error) {
   }
   // A peer that left after its work was done (a Goodbye naming no error) revokes nothing: the
   // others may go on without it.
-  if (!state.departing || state.goodbye_code != 0) mesh_.revocations_.peer_lost(peer, error);
+  if (!channel.left_in_order()) mesh_.revocations_.peer_lost(peer, error);
 }
 
 // This rank and its peers fail with the cause itself (of its type, with its message, about the
@@ -112,17 +78,17 @@ void MeshTransport::PeerLoss::shut_down(std::exception_ptr error, const std::str
   // peers learn why rather than see an end of file; their input is dropped meanwhile, so a peer
   // blocked writing to us cannot block our writing to it.
   auto deadline = std::chrono::steady_clock::now() + kGoodbyeFlushTime;
-  for (auto& state : mesh_.peers_) {
-    if (!state.connection) continue;
+  for (auto& channel : mesh_.channels_) {
+    StreamConnection* connection = channel.connection();
+    if (connection == nullptr) continue;
     try {
-      while (state.connection->has_output() && !state.connection->flush() &&
-             std::chrono::steady_clock::now() < deadline) {
+      while (connection->has_output() && !connection->flush() && std::chrono::steady_clock::now() < deadline) {
         std::uint8_t discarded[4096];
-        while (state.connection->stream().read_some(discarded, sizeof discarded) > 0) {
+        while (connection->stream().read_some(discarded, sizeof discarded) > 0) {
         }
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
-      state.connection->stream().close_gracefully();
+      connection->stream().close_gracefully();
     } catch (const Error&) {
       // That peer is gone already; nothing to tell it.
     }
@@ -133,8 +99,8 @@ void MeshTransport::PeerLoss::shut_down(std::exception_ptr error, const std::str
   // which would then blame this rank (within what is left of the flush time).
   while (code != 0 && std::chrono::steady_clock::now() < deadline) {
     bool all = true;
-    for (auto& state : mesh_.peers_) {
-      if (state.connection && !state.connection->stream().drained_to_end()) all = false;
+    for (auto& channel : mesh_.channels_) {
+      if (channel.connection() && !channel.connection()->stream().drained_to_end()) all = false;
     }
     if (all) break;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -143,7 +109,7 @@ void MeshTransport::PeerLoss::shut_down(std::exception_ptr error, const std::str
   mesh_.poll_due_.store(true, std::memory_order_relaxed);  // poll() reports the stop
   // Every peer not lost yet: connected, or (on first use) not yet.
   for (int peer = 0; peer < mesh_.size_; ++peer) {
-    if (peer != mesh_.rank_ && (mesh_.peers_[peer].connection || !mesh_.peers_[peer].error)) {
+    if (peer != mesh_.rank_ && !mesh_.channels_[peer].lost()) {
       lose_peer(peer, mesh_.aborted_);
     }
   }
@@ -160,11 +126,12 @@ void MeshTransport::PeerLoss::shut_down(std::exception_ptr error, const std::str
 // Tells every live peer we are going, and why (`code`: 1 + the ErrorCode of the cause, 0: none
 // in particular), so it sees an orderly shutdown rather than a crash.
 void MeshTransport::PeerLoss::say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about) {
-  for (auto& state : mesh_.peers_) {
-    if (!state.connection) continue;
-    state.connection->queue(make_frame(FrameKind::Goodbye, 0, reason.size(), about, code), reason.data(), nullptr);
+  for (auto& channel : mesh_.channels_) {
+    StreamConnection* connection = channel.connection();
+    if (connection == nullptr) continue;
+    connection->queue(make_frame(FrameKind::Goodbye, 0, reason.size(), about, code), reason.data(), nullptr);
     try {
-      state.connection->flush();
+      connection->flush();
     } catch (const Error&) {
       // That peer is gone already; nothing to tell it.
     }
@@ -174,7 +141,7 @@ void MeshTransport::PeerLoss::say_goodbye(const std::string& reason, std::uint64
 std::exception_ptr MeshTransport::failure(int peer) {
   std::lock_guard lock(mutex_);
   if (aborted_) return aborted_;
-  return peer >= 0 && peer < size_ && peer != rank_ ? peers_[peer].error : nullptr;
+  return peer >= 0 && peer < size_ && peer != rank_ ? channels_[peer].error() : nullptr;
 }
 
 void MeshTransport::abort(const std::string& reason, const Error* cause) {

@@ -28,7 +28,7 @@ MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
     : rank_(rank),
       size_(static_cast<int>(streams.size())),
       peer_names_(std::move(peer_names)),
-      peers_(streams.size()),
+      channels_(streams.size()),
       connector_(std::move(connector)) {
   bool every_peer_shares_memory = size_ > 1;
   for (int peer = 0; peer < size_; ++peer) {
@@ -41,8 +41,8 @@ MeshTransport::MeshTransport(int rank, std::vector<std::string> peer_names,
     }
     mediums_.insert(streams[peer]->medium());
     every_peer_shares_memory = every_peer_shares_memory && streams[peer]->shares_host_memory();
-    peers_[peer].connection = std::make_unique<StreamConnection>(peer, peer_names_[peer], std::move(streams[peer]));
-    progress_.watch(peers_[peer].connection->fd(), static_cast<std::uint64_t>(peer));
+    channels_[peer].attach(std::make_unique<StreamConnection>(peer, peer_names_[peer], std::move(streams[peer])));
+    progress_.watch(channels_[peer].connection()->fd(), static_cast<std::uint64_t>(peer));
   }
   for (const auto& medium : mediums_) medium_ += (medium_.empty() ? "" : "+") + medium;
   if (medium_.empty()) medium_ = "self";
@@ -64,7 +64,7 @@ bool MeshTransport::progress(int peer_hint, const detail::Completion* awaited) {
   if (connector_ && connector_->busy()) [[unlikely]]
     advance_connections();
   auto moved = [&](int peer) -> std::uint64_t {
-    return peers_[peer].connection ? peers_[peer].connection->bytes_moved() : 0;
+    return channels_[peer].connection() ? channels_[peer].connection()->bytes_moved() : 0;
   };
   std::uint64_t before = 0, after = 0;
   int first = peer_hint >= 0 && peer_hint != rank_ ? peer_hint : 0;
@@ -88,7 +88,7 @@ std::exception_ptr MeshTransport::poll() {
 }
 
 void MeshTransport::connect_on_first_use(int peer) {
-  if (connector_ && !peers_[peer].connection && !peers_[peer].error && peer != rank_) connector_->want(peer);
+  if (connector_ && !channels_[peer].connection() && !channels_[peer].error() && peer != rank_) connector_->want(peer);
 }
 
 void MeshTransport::advance_connections() {
@@ -96,26 +96,23 @@ void MeshTransport::advance_connections() {
   std::vector<PeerConnector::Lost> lost;
   connector_->advance(connected, lost);
   for (auto& made : connected) {
-    Peer& state = peers_[made.peer];
-    if (state.connection) continue;
-    if (state.error) {
+    Channel& channel = channels_[made.peer];
+    if (channel.connection()) continue;
+    if (channel.error()) {
       if (aborted_) say_farewell(made);
       continue;
     }
     peer_names_[made.peer] = made.name;
-    state.connection = std::make_unique<StreamConnection>(made.peer, made.name, std::move(made.stream));
-    progress_.watch(state.connection->fd(), static_cast<std::uint64_t>(made.peer));
-    for (auto& frame : std::exchange(state.waiting, {})) {
-      state.connection->queue(frame.header, frame.payload, std::move(frame.on_written));
-    }
+    channel.attach(std::make_unique<StreamConnection>(made.peer, made.name, std::move(made.stream)));
+    progress_.watch(channel.connection()->fd(), static_cast<std::uint64_t>(made.peer));
     try {
-      if (state.connection->has_output() && !state.connection->flush()) driver_.watch_output(made.peer, true);
+      if (channel.flush()) driver_.watch_output(made.peer, true);
     } catch (const Error&) {
       peer_loss_.lose_after_write_error(made.peer, std::current_exception());
     }
   }
   for (auto& failed : lost) {
-    if (!peers_[failed.peer].error) {
+    if (!channels_[failed.peer].error()) {
       peer_loss_.lose_peer(failed.peer, make_error<PeerClosedError>(failed.reason, failed.peer, "connect"));
     }
   }
@@ -148,13 +145,15 @@ void MeshTransport::waiter_sleeps() { progress_.waiter_sleeps(); }
 
 void MeshTransport::Driver::service(int peer) {
   if (peer == mesh_.rank_) return;
-  Peer& state = mesh_.peers_[peer];
-  if (!state.connection) return;
+  Channel& channel = mesh_.channels_[peer];
+  if (!channel.connection()) return;
   try {
     mesh_.servicing_peer_ = peer;
-    state.connection->receive(mesh_.frames_);
+    channel.connection()->receive(mesh_.frames_);
     mesh_.servicing_peer_ = -1;
-    if (state.connection && state.connection->has_output() && state.connection->flush()) watch_output(peer, false);
+    // What the frames just read queued (a cleared large send's payload, answers) leaves here,
+    // in this channel's own step.
+    if (channel.connection() && channel.connection()->has_output()) watch_output(peer, channel.flush());
   } catch (const Error&) {
     mesh_.servicing_peer_ = -1;
     // After a mismatch in this read the peer's end (it stopped over the same mismatch) is no
@@ -167,22 +166,23 @@ void MeshTransport::Driver::service(int peer) {
 }
 
 void MeshTransport::Driver::watch_output(int peer, bool on) {
-  if (!mesh_.peers_[peer].connection->stream().writes_wake_through_fd()) return;  // prepare_to_sleep arms it
-  mesh_.progress_.watch_output(mesh_.peers_[peer].connection->fd(), static_cast<std::uint64_t>(peer), on);
+  StreamConnection* connection = mesh_.channels_[peer].connection();
+  if (!connection->stream().writes_wake_through_fd()) return;  // prepare_to_sleep arms it
+  mesh_.progress_.watch_output(connection->fd(), static_cast<std::uint64_t>(peer), on);
 }
 
 // Arms every stream's wake-up before sleeping; false when one already has work.
 bool MeshTransport::Driver::prepare_to_sleep() {
   for (int peer = 0; peer < mesh_.size_; ++peer) {
-    auto& connection = mesh_.peers_[peer].connection;
+    StreamConnection* connection = mesh_.channels_[peer].connection();
     if (connection && !connection->stream().prepare_to_sleep(connection->has_output())) return false;
   }
   return true;
 }
 
 void MeshTransport::Driver::woke_up() {
-  for (auto& state : mesh_.peers_) {
-    if (state.connection) state.connection->stream().woke_up();
+  for (auto& channel : mesh_.channels_) {
+    if (channel.connection()) channel.connection()->stream().woke_up();
   }
 }
 
@@ -194,9 +194,9 @@ void MeshTransport::Driver::service_all() {
 void MeshTransport::Driver::ready(std::uint64_t key) {
   if (key == kConnectorKey) return mesh_.advance_connections();
   auto peer = static_cast<int>(key);
-  if (!mesh_.peers_[peer].connection) return;
+  if (!mesh_.channels_[peer].connection()) return;
   try {
-    mesh_.peers_[peer].connection->stream().on_wakeup();
+    mesh_.channels_[peer].connection()->stream().on_wakeup();
   } catch (const Error&) {
     mesh_.peer_loss_.lose_peer(peer, std::current_exception());
     return;

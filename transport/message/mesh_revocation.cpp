@@ -17,9 +17,9 @@ void MeshTransport::add_group(std::uint32_t group, std::vector<int> members) {
   // A member lost already (a shrink's decision can name one that died as it was sent): the
   // group is born revoked, as it would have been had it existed then.
   for (int member : members) {
-    const Peer& state = peers_[member];
-    if (member != rank_ && lost(member) && !(state.departing && state.goodbye_code == 0)) {
-      revocations_.peer_lost(member, state.error);
+    const Channel& channel = channels_[member];
+    if (member != rank_ && channel.lost() && !channel.left_in_order()) {
+      revocations_.peer_lost(member, channel.error());
       break;
     }
   }
@@ -114,34 +114,10 @@ void MeshTransport::Revocations::revoke(std::uint32_t group, ErrorCode code, con
 }
 
 // Nothing of the group's may touch a caller's buffer once its call has failed (the caller may
-// free it): payloads being read are thrown away, queued ones dropped (or copied, when begun),
-// large sends withdrawn, cleared receives failed (their data is thrown away when it comes).
+// free it): each channel lets go of what it holds of the group (Channel::release).
 void MeshTransport::Revocations::release_callers_memory(std::uint32_t group, const std::exception_ptr& error) {
-  auto of_group = [group](const FrameHeader& header) { return group_of(header.tag) == group; };
-  for (Peer& state : mesh_.peers_) {
-    if (state.connection) {
-      for (auto& completion : state.connection->release(of_group)) completion->fail(error);
-    }
-    if (state.arrival.receive && group_of(state.arrival.receive->tag) == group) {
-      state.arrival.receive->completion->fail(error);
-      state.arrival.receive.reset();
-    }
-    std::erase_if(state.waiting, [&](WaitingFrame& frame) {
-      bool callers = carries_callers_bytes(frame.header.kind) && of_group(frame.header);
-      if (callers && frame.on_written) frame.on_written->fail(error);
-      return callers;
-    });
-    std::erase_if(state.cleared, [&](auto& entry) {
-      if (group_of(entry.second.tag) != group) return false;
-      entry.second.completion->fail(error);
-      return true;
-    });
-    std::erase_if(state.awaiting_clearance, [&](auto& entry) {
-      if (group_of(entry.second.tag) != group) return false;
-      entry.second.completion->fail(error);
-      state.withdrawn.insert(entry.first);  // a ClearToSend still on its way is ignored
-      return true;
-    });
+  for (Channel& channel : mesh_.channels_) {
+    channel.release([group](std::uint64_t tag) { return group_of(tag) == group; }, error);
   }
 }
 

@@ -27,13 +27,13 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
   } else if (peer == rank_) {
     deliver_to_self(data, bytes, tag, fingerprint);
     completion->complete(bytes, rank_);
-  } else if (peers_[peer].error) {
-    completion->fail(peers_[peer].error);
+  } else if (channels_[peer].error()) {
+    completion->fail(channels_[peer].error());
   } else if (bytes <= kEagerBytes) {
     send_frame(peer, make_frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data, completion);
   } else {
     std::uint64_t id = next_id_++;
-    peers_[peer].awaiting_clearance.emplace(id, PendingSend{data, bytes, tag, completion});
+    channels_[peer].await_clearance(id, {data, bytes, tag, completion});
     send_frame(peer, make_frame(FrameKind::ReadyToSend, tag, bytes, id, fingerprint), nullptr, nullptr);
   }
   return completion;
@@ -46,15 +46,15 @@ bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std:
   if (bytes > kEagerBytes || peer == rank_) return false;
   std::lock_guard lock(mutex_);
   mismatches_.note_call(tag, fingerprint);
-  Peer& state = peers_[peer];
-  if (aborted_ || state.error || !state.connection || revocations_.of_tag(tag) != nullptr) return false;
+  StreamConnection* connection = channels_[peer].connection();
+  if (aborted_ || channels_[peer].error() || !connection || revocations_.of_tag(tag) != nullptr) return false;
   try {
-    if (!state.connection->write_now(make_frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data)) return false;
+    if (!connection->write_now(make_frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data)) return false;
   } catch (const Error&) {
     peer_loss_.lose_after_write_error(peer, std::current_exception());
     return false;  // isend reports the loss
   }
-  if (state.connection->has_output()) driver_.watch_output(peer, true);
+  if (connection->has_output()) driver_.watch_output(peer, true);
   return true;
 }
 
@@ -76,7 +76,8 @@ std::shared_ptr<detail::Completion> MeshTransport::irecv_reduce(int peer, void* 
   std::lock_guard lock(mutex_);
   // Only where the bytes can be combined straight from the medium; else the caller's scratch
   // copy and reduce cost no more.
-  if (peer < 0 || peer == rank_ || !peers_[peer].connection || !peers_[peer].connection->stream().reads_in_place()) {
+  if (peer < 0 || peer == rank_ || !channels_[peer].connection() ||
+      !channels_[peer].connection()->stream().reads_in_place()) {
     return nullptr;
   }
   auto completion = new_completion(peer);
@@ -111,12 +112,12 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
       return;
     }
     // Messages that arrived before a peer left are still delivered (above); nothing more will.
-    if (peer != kAnySource && peer != rank_ && peers_[peer].error) {
-      receive.completion->fail(peers_[peer].error);
+    if (peer != kAnySource && peer != rank_ && channels_[peer].error()) {
+      receive.completion->fail(channels_[peer].error());
       return;
     }
     // A peer waited for is connected now, so that its end (or its Goodbye) is seen here.
-    if (peer != kAnySource && peer != rank_ && !peers_[peer].connection) [[unlikely]]
+    if (peer != kAnySource && peer != rank_ && !channels_[peer].connection()) [[unlikely]]
       connect_on_first_use(peer);
     if (peer == kAnySource && peer_loss_.all_peers_lost()) {
       receive.completion->fail(make_error<PeerClosedError>(
@@ -166,19 +167,13 @@ void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::ui
 
 void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* payload,
                                std::shared_ptr<detail::Completion> on_written) {
-  Peer& state = peers_[peer];
-  if (!state.connection) {
-    if (!state.error && connector_) {
-      state.waiting.push_back({header, payload, std::move(on_written)});
-      connect_on_first_use(peer);
-    } else if (on_written) {
-      on_written->fail(state.error);
-    }
-    return;
-  }
-  state.connection->queue(header, payload, std::move(on_written));
   try {
-    if (!state.connection->flush()) driver_.watch_output(peer, true);
+    switch (channels_[peer].send(header, payload, std::move(on_written), connector_ != nullptr)) {
+      case Channel::Sent::Queued: driver_.watch_output(peer, true); break;
+      case Channel::Sent::Waiting: connect_on_first_use(peer); break;
+      case Channel::Sent::Written:
+      case Channel::Sent::Failed: break;
+    }
   } catch (const Error&) {
     // Inside that connection's receive() (answering a frame), the connection must outlive
     // the call: Driver::service loses the peer once receive() has unwound.

@@ -26,6 +26,7 @@
 #include "comm/error.hpp"
 #include "libcomm/base/atomic_mutex.hpp"
 #include "transport/medium.hpp"
+#include "transport/message/channel.hpp"
 #include "transport/message/exclusions.hpp"
 #include "transport/message/matcher.hpp"
 #include "transport/message/progress_thread.hpp"
@@ -87,39 +88,6 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
                 std::unique_ptr<PeerConnector> connector);
 
  private:
-  struct PendingSend {
-    const void* data;
-    std::size_t bytes;
-    std::uint64_t tag;
-    std::shared_ptr<detail::Completion> completion;
-  };
-  // Where the payload of the frame now arriving from a peer goes.
-  struct Arrival {
-    std::optional<PostedReceive> receive;
-    UnexpectedMessage* unexpected = nullptr;
-  };
-  // A frame for a peer still being connected (on first use): sent once it is.
-  struct WaitingFrame {
-    FrameHeader header;
-    const void* payload;
-    std::shared_ptr<detail::Completion> on_written;
-  };
-  struct Peer {
-    std::unique_ptr<StreamConnection> connection;                       // null once lost (or not yet made)
-    std::vector<WaitingFrame> waiting;                                  // for a connection under way
-    std::exception_ptr error;                                           // why it is unusable
-    std::unordered_map<std::uint64_t, PendingSend> awaiting_clearance;  // our large sends
-    std::unordered_map<std::uint64_t, PostedReceive> cleared;           // their large sends
-    std::unordered_set<std::uint64_t> withdrawn;  // our large sends of a revoked group: never sent
-    Arrival arrival;
-    bool departing = false;  // said Goodbye: its end of file is an orderly shutdown
-    std::string goodbye_reason;
-    std::uint64_t goodbye_code = 0;                      // 1 + the ErrorCode of why it left; 0: not said
-    std::uint64_t goodbye_peer = 0;                      // 1 + the rank that error was about; 0: none
-    std::uint64_t probe_tag = 0, probe_fingerprint = 0;  // its latest probe (see is_probe)
-    std::string revoke_reason;                           // the payload of its Revoke frame arriving
-  };
-
   // What each arriving frame does (mesh_frames.cpp): the receiving side of the protocol.
   class FrameReceiver final : public StreamConnection::Sink {
    public:
@@ -138,9 +106,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   };
 
   // All under mutex_.
-  // Gone for good: its connection closed (a peer may also carry an error with its connection
-  // open, such as a refused message's, and still be told things).
-  bool lost(int peer) const { return !peers_[peer].connection && peers_[peer].error; }
+  bool lost(int peer) const { return channels_[peer].lost(); }
   void post_receive(PostedReceive&& receive);
   // Connections on first use: a peer without a stream (and not lost) is asked for, and the
   // connector's completed handshakes become streams.
@@ -292,8 +258,8 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   std::string medium_;
   Capabilities capabilities_;
   std::vector<int> hosts_;
-  detail::AtomicMutex mutex_;  // guards everything below
-  std::vector<Peer> peers_;
+  detail::AtomicMutex mutex_;      // guards everything below
+  std::vector<Channel> channels_;  // [peer] (this rank's unused)
   Matcher matcher_;
   std::uint64_t next_id_ = 1;
   std::exception_ptr aborted_;
