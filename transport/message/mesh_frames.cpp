@@ -138,8 +138,7 @@ bool MeshTransport::FrameReceiver::on_payload(StreamConnection& connection, cons
     // The cause as the revoker saw it; this rank tells the members too (all but the teller).
     int about = header.id > 0 ? static_cast<int>(header.id - 1) : -1;
     auto code = header.extra > 0 ? static_cast<ErrorCode>(header.extra - 1) : ErrorCode::Revoked;
-    mesh_.revocations_.revoke(static_cast<std::uint32_t>(header.tag), code, channel.revoke_reason(), about,
-                              connection.peer());
+    mesh_.revoke_group(static_cast<std::uint32_t>(header.tag), code, channel.revoke_reason(), about, connection.peer());
     return false;
   }
   if (arrival.receive) {

@@ -58,7 +58,7 @@ void MeshTransport::PeerLoss::lose_peer(int peer, std::exception_ptr error) {
   }
   // A peer that left after its work was done (a Goodbye naming no error) revokes nothing: the
   // others may go on without it.
-  if (!channel.left_in_order()) mesh_.revocations_.peer_lost(peer, error);
+  if (!channel.left_in_order()) mesh_.revoke_groups_of(peer, error);
 }
 
 // This rank and its peers fail with the cause itself (of its type, with its message, about the

@@ -19,7 +19,7 @@ void MeshTransport::add_group(std::uint32_t group, std::vector<int> members) {
   for (int member : members) {
     const Channel& channel = channels_[member];
     if (member != rank_ && channel.lost() && !channel.left_in_order()) {
-      revocations_.peer_lost(member, channel.error());
+      revoke_groups_of(member, channel.error());
       break;
     }
   }
@@ -32,7 +32,7 @@ void MeshTransport::remove_group(std::uint32_t group) {
 
 void MeshTransport::revoke(std::uint32_t group, const Error& cause) {
   std::lock_guard lock(mutex_);
-  revocations_.revoke(group, cause, -1);
+  revoke_group(group, cause.code(), cause.message(), cause.peer(), -1);
 }
 
 std::exception_ptr MeshTransport::revocation(std::uint32_t group) {
@@ -67,82 +67,43 @@ void MeshTransport::answer_exclusion(int peer, const FrameHeader& request) {
              nullptr);
 }
 
-const std::exception_ptr* MeshTransport::Revocations::of_group(std::uint32_t group) const {
-  auto found = revoked_.find(group);
-  return found == revoked_.end() ? nullptr : &found->second.error;
-}
-
-bool MeshTransport::Revocations::fail_if_revoked(std::uint64_t tag, detail::Completion& completion) const {
-  const std::exception_ptr* revoked = of_tag(tag);
-  if (revoked == nullptr) return false;
-  completion.fail(*revoked);
-  return true;
-}
-
-void MeshTransport::Revocations::revoke(std::uint32_t group, ErrorCode code, const std::string& message, int about,
-                                        int told_by) {
-  // A stopped transport has failed everything already; a group is revoked once.
-  if (mesh_.aborted_ || revoked_.count(group) != 0) return;
-  auto error = detail::error_of_code(code, message, ErrorContext{.rank = mesh_.rank_, .peer = about});
-  if (!unrecovered_) unrecovered_.emplace(code, message, ErrorContext{.rank = mesh_.rank_, .peer = about});
-  Revoked& revoked = revoked_[group];
-  revoked.error = error;
-  revoked.reason = message;
-  mesh_.revoked_any_.store(true, std::memory_order_relaxed);
+// Carries out a revocation (revocations.hpp decides it): the members are told first (a large
+// message refused below reaches its sender after the Revoke, which has failed the sender's other
+// transfers of the group already), then the group's receives fail, every channel lets go of the
+// callers' memory it holds of the group (the caller may free it once its call failed), and the
+// senders of announced large messages are told they will never be cleared.
+void MeshTransport::revoke_group(std::uint32_t group, ErrorCode code, const std::string& message, int about,
+                                 int told_by) {
+  if (aborted_) return;  // a stopped transport has failed everything already
+  auto revocation = revocations_.revoke(group, code, message, about, rank_);
+  if (!revocation) return;
+  revoked_any_.store(true, std::memory_order_relaxed);
   log::get(log::Subsystem::Transport).debug("group {} revoked: {}", group, message);
-  // The members first: a large message refused below reaches its sender after the Revoke, which
-  // has failed the sender's other transfers of the group already.
-  if (auto members = groups_.find(group); members != groups_.end()) {
-    FrameHeader frame = make_frame(FrameKind::Revoke, group, revoked.reason.size(), about >= 0 ? 1 + about : 0,
-                                   1 + static_cast<std::uint64_t>(code));
-    for (int member : std::vector<int>(members->second)) {
-      if (member == mesh_.rank_ || member == told_by || mesh_.lost(member)) continue;
-      log::get(log::Subsystem::Transport).debug("group {} revoked: telling {}", group, mesh_.peer_name(member));
-      mesh_.send_frame(member, frame, revoked.reason.data(), nullptr);
-    }
+  for (int member : revocation->members) {
+    if (member == rank_ || member == told_by || lost(member)) continue;
+    log::get(log::Subsystem::Transport).debug("group {} revoked: telling {}", group, peer_name(member));
+    send_frame(member, revocation->frame, revocation->reason->data(), nullptr);
   }
-  auto taken = mesh_.matcher_.take_group(group);
-  for (auto& receive : taken.receives) receive.completion->fail(error);
-  release_callers_memory(group, error);
-  // Announced large messages will never be cleared: their senders stop waiting for that.
-  for (auto& message : taken.announced) {
-    if (mesh_.lost(message.source)) continue;
-    mesh_.send_frame(message.source,
-                     make_frame(FrameKind::Refused, message.tag, message.bytes, message.id, kRevokedCapacity), nullptr,
-                     nullptr);
+  auto taken = matcher_.take_group(group);
+  for (auto& receive : taken.receives) receive.completion->fail(revocation->error);
+  for (Channel& channel : channels_) {
+    channel.release([group](std::uint64_t tag) { return group_of(tag) == group; }, revocation->error);
+  }
+  for (auto& announced : taken.announced) {
+    if (lost(announced.source)) continue;
+    send_frame(announced.source,
+               make_frame(FrameKind::Refused, announced.tag, announced.bytes, announced.id, kRevokedCapacity), nullptr,
+               nullptr);
   }
 }
 
-// Nothing of the group's may touch a caller's buffer once its call has failed (the caller may
-// free it): each channel lets go of what it holds of the group (Channel::release).
-void MeshTransport::Revocations::release_callers_memory(std::uint32_t group, const std::exception_ptr& error) {
-  for (Channel& channel : mesh_.channels_) {
-    channel.release([group](std::uint64_t tag) { return group_of(tag) == group; }, error);
-  }
-}
-
-void MeshTransport::Revocations::peer_lost(int peer, std::exception_ptr error) {
-  if (mesh_.aborted_ || groups_.empty()) return;
-  ErrorCode code = ErrorCode::PeerClosed;
-  std::string message = mesh_.peer_name(peer) + " was lost";
-  int about = peer;
-  try {
-    std::rethrow_exception(error);
-  } catch (const Error& cause) {
-    code = cause.code();
-    message = cause.message();
-    if (cause.peer() >= 0) about = cause.peer();
-  } catch (const std::exception& cause) {
-    message = cause.what();
-  }
-  // A mismatch stops every rank's whole transport (the peer's Goodbye said so, and the call
-  // failing here stops this one): a call never pairs with another, in any group.
-  if (code == ErrorCode::Mismatch) return;
-  std::vector<std::uint32_t> affected;
-  for (const auto& [group, members] : groups_) {
-    if (std::find(members.begin(), members.end(), peer) != members.end()) affected.push_back(group);
-  }
-  for (std::uint32_t group : affected) revoke(group, code, message, about, peer);
+// A peer lost, not after an orderly Goodbye: the groups it belongs to are revoked, over its cause.
+void MeshTransport::revoke_groups_of(int peer, const std::exception_ptr& error) {
+  if (aborted_ || !revocations_.has_groups()) return;
+  auto cause = revocations_.cause_of_loss(peer, peer_name(peer), error);
+  if (!cause) return;
+  for (std::uint32_t group : revocations_.groups_of(peer))
+    revoke_group(group, cause->code, cause->message, cause->about, peer);
 }
 
 }  // namespace comm::transport

@@ -30,6 +30,7 @@
 #include "transport/message/exclusions.hpp"
 #include "transport/message/matcher.hpp"
 #include "transport/message/progress_thread.hpp"
+#include "transport/message/revocations.hpp"
 #include "transport/message/stream_connection.hpp"
 #include "transport/transport.hpp"
 
@@ -118,6 +119,10 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   void send_frame(int peer, const FrameHeader& header, const void* payload,
                   std::shared_ptr<detail::Completion> on_written);
   void deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint);
+  // Revoking a group (decided by revocations_): its members told, its transfers failed, the
+  // callers' memory released (mesh_revocation.cpp); and the groups of a peer lost.
+  void revoke_group(std::uint32_t group, ErrorCode code, const std::string& message, int about, int told_by);
+  void revoke_groups_of(int peer, const std::exception_ptr& error);
   // A peer's Exclude frame: accepted or refused (exclusions_), answered with a message of its tag.
   void answer_exclusion(int peer, const FrameHeader& request);
   std::shared_ptr<detail::Completion> new_completion(int peer);
@@ -189,48 +194,6 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     MeshTransport& mesh_;
   };
 
-  // Revoked groups (mesh_revocation.cpp): a group's transfers stop, on this rank and, told, on
-  // its members; the transport and the other groups carry on. All under the transport's mutex.
-  class Revocations {
-   public:
-    explicit Revocations(MeshTransport& mesh) : mesh_(mesh) {}
-    void add_group(std::uint32_t group, std::vector<int> members) {
-      groups_[group] = std::move(members);
-      unrecovered_.reset();
-    }
-    void remove_group(std::uint32_t group) { groups_.erase(group); }
-    // Revokes `group` over `cause` (its kind, message and the rank it names are what the group's
-    // transfers fail with, here and on the members, which are told, all but `told_by`).
-    void revoke(std::uint32_t group, ErrorCode code, const std::string& message, int about, int told_by);
-    void revoke(std::uint32_t group, const Error& cause, int told_by) {
-      revoke(group, cause.code(), cause.message(), cause.peer(), told_by);
-    }
-    // Whether any group was revoked: the one test the hot path pays (the rest is out of line).
-    bool any() const { return !revoked_.empty(); }
-    // What a transfer of `group` (or of `tag`'s group) fails with, or null.
-    [[gnu::noinline]] const std::exception_ptr* of_group(std::uint32_t group) const;
-    const std::exception_ptr* of_tag(std::uint64_t tag) const { return any() ? of_group(group_of(tag)) : nullptr; }
-    // Fails `completion` when `tag`'s group is revoked; true if it did.
-    [[gnu::cold, gnu::noinline]] bool fail_if_revoked(std::uint64_t tag, detail::Completion& completion) const;
-    // A peer lost, not after an orderly Goodbye: the groups it belongs to are revoked.
-    void peer_lost(int peer, std::exception_ptr error);
-    // The cause of the first revocation since a group was last made (none once the survivors
-    // made their new group): a rank that stops now says it in its Goodbye, so that peers it
-    // leaves waiting in other groups learn why (the dead rank), not only that it left.
-    const std::optional<Error>& unrecovered() const { return unrecovered_; }
-
-   private:
-    void release_callers_memory(std::uint32_t group, const std::exception_ptr& error);
-    struct Revoked {
-      std::exception_ptr error;
-      std::string reason;  // what the Revoke frames carry (they point into it until written)
-    };
-    std::unordered_map<std::uint32_t, std::vector<int>> groups_;  // group id -> members (transport ranks)
-    std::unordered_map<std::uint32_t, Revoked> revoked_;          // never forgotten: ids are not reused
-    std::optional<Error> unrecovered_;
-    MeshTransport& mesh_;
-  };
-
   // What the progress thread drives (mesh_progress.cpp): the streams' wake-ups and reads.
   class Driver final : public ProgressThread::Driver {
    public:
@@ -278,7 +241,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   } farewell_;
 
   PeerLoss peer_loss_{*this};
-  Revocations revocations_{*this};
+  Revocations revocations_;
   Exclusions exclusions_;  // shrink agreements this rank accepted to be left out of, or bound to
   Mismatches mismatches_{*this};
   FrameReceiver frames_{*this};

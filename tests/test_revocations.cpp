@@ -1,0 +1,69 @@
+// The revocation service alone (transport/message/revocations.hpp): a group is revoked once,
+// with the cause's kind, message and rank; its members are the ones to tell; a lost peer takes
+// down the groups it belongs to, unless its error is a mismatch; a new group clears what a
+// stopping rank would still say.
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+
+#include "transport/message/revocations.hpp"
+#include "transport/transport.hpp"
+
+using comm::ErrorCode;
+using comm::transport::FrameKind;
+using comm::transport::Revocations;
+
+namespace {
+
+ErrorCode code_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const comm::Error& thrown) {
+    return thrown.code();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a group is revoked once, over its cause, and its members are the ones to tell", "[revocations]") {
+  Revocations revocations;
+  revocations.add_group(3, {0, 2, 5});
+  CHECK_FALSE(revocations.any());
+  auto revocation = revocations.revoke(3, ErrorCode::PeerClosed, "rank 5 died", 5, 0);
+  REQUIRE(revocation);
+  CHECK(revocation->members == std::vector<int>{0, 2, 5});
+  CHECK(revocation->frame.kind == FrameKind::Revoke);
+  CHECK(revocation->frame.tag == 3);
+  CHECK(revocation->frame.id == 1 + 5);
+  CHECK(revocation->frame.extra == 1 + static_cast<std::uint64_t>(ErrorCode::PeerClosed));
+  CHECK(*revocation->reason == "rank 5 died");
+  CHECK(code_of(revocation->error) == ErrorCode::PeerClosed);
+  CHECK(revocations.any());
+  REQUIRE(revocations.of_group(3) != nullptr);
+  CHECK(revocations.of_group(4) == nullptr);
+  CHECK_FALSE(revocations.revoke(3, ErrorCode::Timeout, "again", -1, 0));  // once
+  REQUIRE(revocations.unrecovered());
+  CHECK(revocations.unrecovered()->peer() == 5);
+  revocations.add_group(4, {0, 2});  // the survivors' new group
+  CHECK_FALSE(revocations.unrecovered());
+  CHECK(revocations.of_group(3) != nullptr);  // ids are never reused: still revoked
+}
+
+TEST_CASE("a lost peer takes down its groups over its own cause, but a mismatch revokes nothing", "[revocations]") {
+  Revocations revocations;
+  revocations.add_group(1, {0, 1, 2});
+  revocations.add_group(2, {0, 2});
+  revocations.add_group(3, {1, 2});
+  auto groups = revocations.groups_of(1);
+  std::sort(groups.begin(), groups.end());
+  CHECK(groups == std::vector<std::uint32_t>{1, 3});
+  auto relayed = std::make_exception_ptr(comm::PeerClosedError("rank 4 died", {.peer = 4}));
+  auto cause = revocations.cause_of_loss(1, "rank 1", relayed);
+  REQUIRE(cause);
+  CHECK(cause->about == 4);  // the rank the error names, not the one that passed it on
+  CHECK(cause->message == "rank 4 died");
+  auto unnamed = revocations.cause_of_loss(1, "rank 1", std::make_exception_ptr(comm::IoError("reset")));
+  REQUIRE(unnamed);
+  CHECK(unnamed->about == 1);
+  CHECK_FALSE(revocations.cause_of_loss(1, "rank 1", std::make_exception_ptr(comm::MismatchError("differ"))));
+}
