@@ -28,18 +28,17 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
       if (mesh_.revocations_.of_tag(header.tag) != nullptr) [[unlikely]]
         return {nullptr};  // of a revoked group: thrown away
       // Eager and ReadyToSend frames carry the sender's call fingerprint in `extra`.
-      if (mesh_.mismatches_.contradicts_my_call(peer, header.tag, header.extra))
-        return {nullptr};  // dropped: the group stops
+      if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return {nullptr};  // dropped: the group stops
       if (is_probe(header.tag)) {
         channel.note_probe(header.tag, header.extra);
-        mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
+        mesh_.fail_conflicting(peer, header.tag, header.extra);
         return {nullptr};
       }
       if (mesh_.matcher_.take_receive(peer, header.tag, arrival.receive)) {
         const PostedReceive& receive = *arrival.receive;
         bool refused = conflicting(receive.fingerprint, header.extra);
         if (refused) {
-          mesh_.mismatches_.fail_mismatch(receive, peer, header.extra);
+          mesh_.fail_mismatch(receive, peer, header.extra);
         } else {
           refused = !fits(receive, peer, header.tag, header.bytes, 0);
         }
@@ -50,7 +49,7 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
       UnexpectedMessage message{peer, header.tag, header.bytes, false, 0, false, {}, std::nullopt, header.extra};
       message.payload.resize(header.bytes);
       arrival.unexpected = &mesh_.matcher_.add_unexpected(std::move(message));
-      mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
+      mesh_.fail_conflicting(peer, header.tag, header.extra);
       return {arrival.unexpected->payload.data()};
     }
     case FrameKind::ReadyToSend:
@@ -60,19 +59,19 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
                          nullptr, nullptr);
         return {};
       }
-      if (mesh_.mismatches_.contradicts_my_call(peer, header.tag, header.extra)) return {};
+      if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return {};
       if (std::optional<PostedReceive> receive; mesh_.matcher_.take_receive(peer, header.tag, receive)) {
         // On a mismatch the sender's message is never cleared: the receiver's failed collective
         // aborts its group, and the Goodbye fails the sender's pending send.
         if (conflicting(receive->fingerprint, header.extra)) {
-          mesh_.mismatches_.fail_mismatch(*receive, peer, header.extra);
+          mesh_.fail_mismatch(*receive, peer, header.extra);
         } else if (fits(*receive, peer, header.tag, header.bytes, header.id)) {
           clear_to_send(peer, header.id, std::move(*receive));
         }
       } else {
         mesh_.matcher_.add_unexpected(
             {peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra});
-        mesh_.mismatches_.fail_conflicting(peer, header.tag, header.extra);
+        mesh_.fail_conflicting(peer, header.tag, header.extra);
       }
       return {};
     case FrameKind::ClearToSend:

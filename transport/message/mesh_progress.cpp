@@ -160,7 +160,7 @@ void MeshTransport::Driver::service(int peer) {
     // news: the mismatch is what everything fails with.
     if (!mesh_.pending_mismatch_) mesh_.peer_loss_.lose_peer(peer, std::current_exception());
   }
-  if (mesh_.pending_mismatch_) mesh_.mismatches_.shut_down_on(std::exchange(mesh_.pending_mismatch_, nullptr));
+  if (mesh_.pending_mismatch_) mesh_.shut_down_on(std::exchange(mesh_.pending_mismatch_, nullptr));
   for (auto& [lost, error] : std::exchange(mesh_.write_losses_, {}))
     mesh_.peer_loss_.lose_after_write_error(lost, error);
 }

@@ -20,7 +20,7 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
                                                          std::uint64_t tag, std::uint64_t fingerprint) {
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);
-  mismatches_.note_call(tag, fingerprint);
+  note_call(tag, fingerprint);
   if (aborted_) {
     completion->fail(aborted_);
   } else if (revocations_.any() && revocations_.fail_if_revoked(tag, *completion)) [[unlikely]] {
@@ -45,7 +45,7 @@ bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std:
                              std::uint64_t fingerprint) {
   if (bytes > kEagerBytes || peer == rank_) return false;
   std::lock_guard lock(mutex_);
-  mismatches_.note_call(tag, fingerprint);
+  note_call(tag, fingerprint);
   StreamConnection* connection = channels_[peer].connection();
   if (aborted_ || channels_[peer].error() || !connection || revocations_.of_tag(tag) != nullptr) return false;
   try {
@@ -92,7 +92,7 @@ void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, i
 }
 
 void MeshTransport::post_receive(PostedReceive&& receive) {
-  mismatches_.note_call(receive.tag, receive.fingerprint);
+  note_call(receive.tag, receive.fingerprint);
   if (aborted_) {
     receive.completion->fail(aborted_);
     return;
@@ -103,12 +103,12 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
   std::uint64_t tag = receive.tag, fingerprint = receive.fingerprint;
   UnexpectedMessage* message = matcher_.find_unexpected(receive);
   if (message != nullptr && conflicting(message->fingerprint, fingerprint)) {
-    mismatches_.fail_mismatch(receive, message->source, message->fingerprint);  // the message stays unclaimed
+    fail_mismatch(receive, message->source, message->fingerprint);  // the message stays unclaimed
     return;
   }
   if (message == nullptr) {
-    if (auto other = mismatches_.disagreement(receive)) {
-      mismatches_.fail_mismatch(receive, other->source, other->fingerprint);
+    if (auto other = disagreement(receive)) {
+      fail_mismatch(receive, other->source, other->fingerprint);
       return;
     }
     // Messages that arrived before a peer left are still delivered (above); nothing more will.
@@ -151,7 +151,7 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
 void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::uint64_t tag, std::uint64_t fingerprint) {
   if (std::optional<PostedReceive> receive; matcher_.take_receive(rank_, tag, receive)) {
     if (conflicting(receive->fingerprint, fingerprint)) {
-      mismatches_.fail_mismatch(*receive, rank_, fingerprint);
+      fail_mismatch(*receive, rank_, fingerprint);
     } else if (frames_.fits(*receive, rank_, tag, bytes, 0)) {
       deliver(*receive, data, bytes);
       receive->completion->complete(bytes, rank_);
@@ -162,7 +162,7 @@ void MeshTransport::deliver_to_self(const void* data, std::size_t bytes, std::ui
   auto* begin = static_cast<const std::uint8_t*>(data);
   message.payload.assign(begin, begin + bytes);
   matcher_.add_unexpected(std::move(message));
-  mismatches_.fail_conflicting(rank_, tag, fingerprint);
+  fail_conflicting(rank_, tag, fingerprint);
 }
 
 void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* payload,

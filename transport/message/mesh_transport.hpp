@@ -26,6 +26,7 @@
 #include "comm/error.hpp"
 #include "libcomm/base/atomic_mutex.hpp"
 #include "transport/medium.hpp"
+#include "transport/message/call_ledger.hpp"
 #include "transport/message/channel.hpp"
 #include "transport/message/exclusions.hpp"
 #include "transport/message/matcher.hpp"
@@ -154,45 +155,34 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
     MeshTransport& mesh_;
   };
 
-  // Collective mismatches the transport sees (mesh_mismatch.cpp): a message or probe whose call
-  // fingerprint differs from that of the receive of the same slot fails it with an error naming
-  // both calls. All under the transport's mutex.
-  class Mismatches {
-   public:
-    explicit Mismatches(MeshTransport& mesh) : mesh_(mesh) {}
-    std::exception_ptr mismatch_error(std::uint64_t mine, int source, std::uint64_t theirs) const;
-    // Fails a receive whose call differs from the one a message of its slot came from.
-    void fail_mismatch(const PostedReceive& receive, int source, std::uint64_t message_fingerprint);
-    // Fails the posted receives of the same call as a message that disagrees with them.
-    void fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint);
-    // Whether a collective message or probe from `peer` belongs to a call this rank began with
-    // another fingerprint (calls_); if so the mismatch is handled (at once, or after the peer's
-    // receive() unwinds) and the message must be dropped.
-    bool contradicts_my_call(int peer, std::uint64_t tag, std::uint64_t fingerprint);
-    // Records that this rank sends or receives in the call of `tag` (calls_); the first time,
-    // compares what arrived of that call before. A mismatch stops the transport (aborted_).
-    void note_call(std::uint64_t tag, std::uint64_t fingerprint);
-    void fail_on_mismatch(int peer, std::uint64_t mine, std::uint64_t theirs);
-    void shut_down_on(std::exception_ptr mismatch);
-    // A message or probe of the same call as `receive`, from its source (or any), whose
-    // fingerprint differs: where it came from and what it says.
-    struct Disagreement {
-      int source;
-      std::uint64_t fingerprint;
-    };
-    std::optional<Disagreement> disagreement(const PostedReceive& receive) const;
-
-   private:
-    // The collective calls this rank sent or received in last (slot: the tag above the step),
-    // by slot; calls of a group run in order, so a few dozen cover what can still arrive.
-    struct CallRecord {
-      std::uint64_t slot = 0;
-      std::uint64_t fingerprint = 0;
-    };
-    static constexpr std::size_t kRecordedCalls = 64;
-    std::array<CallRecord, kRecordedCalls> calls_{};
-    MeshTransport& mesh_;
+  // Collective mismatches (mesh_mismatch.cpp; calls_ records this rank's calls): a message or
+  // probe whose call fingerprint differs from that of the receive of the same slot fails it with
+  // an error naming both calls, and stops the transport.
+  std::exception_ptr mismatch_error(std::uint64_t mine, int source, std::uint64_t theirs) const {
+    return transport::mismatch_error(rank_, mine, source, peer_name(source), theirs);
+  }
+  // Fails a receive whose call differs from the one a message of its slot came from.
+  void fail_mismatch(const PostedReceive& receive, int source, std::uint64_t message_fingerprint) {
+    receive.completion->fail(mismatch_error(receive.fingerprint, source, message_fingerprint));
+  }
+  // Fails the posted receives of the same call as a message that disagrees with them.
+  void fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint);
+  // Whether a collective message or probe from `peer` belongs to a call this rank began with
+  // another fingerprint; if so the mismatch is handled (at once, or after the peer's receive()
+  // unwinds) and the message must be dropped.
+  bool contradicts_my_call(int peer, std::uint64_t tag, std::uint64_t fingerprint);
+  // Notes that this rank sends or receives in the call of `tag`; the first time, compares what
+  // arrived of that call before.
+  void note_call(std::uint64_t tag, std::uint64_t fingerprint);
+  void fail_on_mismatch(int peer, std::uint64_t mine, std::uint64_t theirs);
+  void shut_down_on(std::exception_ptr mismatch);
+  // A message or probe of the same call as `receive`, from its source (or any), whose
+  // fingerprint differs: where it came from and what it says.
+  struct Disagreement {
+    int source;
+    std::uint64_t fingerprint;
   };
+  std::optional<Disagreement> disagreement(const PostedReceive& receive) const;
 
   // What the progress thread drives (mesh_progress.cpp): the streams' wake-ups and reads.
   class Driver final : public ProgressThread::Driver {
@@ -243,7 +233,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   PeerLoss peer_loss_{*this};
   Revocations revocations_;
   Exclusions exclusions_;  // shrink agreements this rank accepted to be left out of, or bound to
-  Mismatches mismatches_{*this};
+  CallLedger calls_;
   FrameReceiver frames_{*this};
   Driver driver_{*this};
   ProgressThread progress_;  // last: stopped before the members it reads are destroyed

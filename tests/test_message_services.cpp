@@ -1,15 +1,18 @@
-// The revocation service alone (transport/message/revocations.hpp): a group is revoked once,
-// with the cause's kind, message and rank; its members are the ones to tell; a lost peer takes
-// down the groups it belongs to, unless its error is a mismatch; a new group clears what a
-// stopping rank would still say.
+// The message layer's services alone. Revocations (transport/message/revocations.hpp): a group
+// is revoked once, with the cause's kind, message and rank; its members are the ones to tell; a
+// lost peer takes down the groups it belongs to, unless its error is a mismatch; a new group
+// clears what a stopping rank would still say. The call ledger (call_ledger.hpp): a call is noted
+// once, and only a collective message of the same slot with another fingerprint contradicts it.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
 
+#include "transport/message/call_ledger.hpp"
 #include "transport/message/revocations.hpp"
 #include "transport/transport.hpp"
 
 using comm::ErrorCode;
+using comm::transport::CallLedger;
 using comm::transport::FrameKind;
 using comm::transport::Revocations;
 
@@ -66,4 +69,31 @@ TEST_CASE("a lost peer takes down its groups over its own cause, but a mismatch 
   REQUIRE(unnamed);
   CHECK(unnamed->about == 1);
   CHECK_FALSE(revocations.cause_of_loss(1, "rank 1", std::make_exception_ptr(comm::MismatchError("differ"))));
+}
+
+TEST_CASE("the ledger notes a call once and names this rank's call when a message of its slot differs",
+          "[call_ledger]") {
+  CallLedger ledger;
+  std::uint64_t collective = std::uint64_t{1} << 63;
+  std::uint64_t call = collective | (std::uint64_t{7} << 16), same_call_next_step = call | 3;
+  std::uint64_t other_call = collective | (std::uint64_t{8} << 16);
+  CHECK(ledger.contradiction(call, 0xBEEF) == 0);  // not begun here: nothing to contradict
+  CHECK(ledger.note(call, 0xABC));
+  CHECK_FALSE(ledger.note(same_call_next_step, 0xABC));  // its every transfer after the first
+  CHECK(ledger.contradiction(same_call_next_step, 0xBEEF) == 0xABC);
+  CHECK(ledger.contradiction(call, 0xABC) == 0);
+  CHECK(ledger.contradiction(other_call, 0xBEEF) == 0);
+  CHECK_FALSE(ledger.note(7 << 16, 0xABC));  // point to point: not a call
+  CHECK_FALSE(ledger.note(other_call, 0));
+  // A later call of the group in the same record replaces it.
+  std::uint64_t later = collective | (std::uint64_t{7 + CallLedger::kRecordedCalls} << 16);
+  CHECK(ledger.note(later, 0xDEF));
+  CHECK(ledger.contradiction(call, 0xBEEF) == 0);
+  auto error = comm::transport::mismatch_error(0, 0xABC, 1, "rank 1 (host:9)", 0xBEEF);
+  try {
+    std::rethrow_exception(error);
+  } catch (const comm::MismatchError& mismatch) {
+    CHECK(mismatch.peer() == 1);
+    CHECK(std::string(mismatch.what()).find("but rank 1 (host:9) called") != std::string::npos);
+  }
 }
