@@ -15,7 +15,7 @@ void reduce_on_arrival(void* target, const void* incoming, std::size_t count, DT
 
 Transfer CollectiveContext::recv_reduce(int peer, void* data, std::size_t bytes, DType dtype, ReduceOp op,
                                         std::uint64_t step) const {
-  transport::Reduction reduction{&reduce_on_arrival, dtype, op, element_size(dtype)};
+  transport::Combiner reduction{&reduce_on_arrival, dtype, op, element_size(dtype)};
   return transport.irecv_reduce(transport_rank(peer), data, bytes, tag(step), reduction, fingerprint);
 }
 

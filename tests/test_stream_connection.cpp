@@ -15,9 +15,9 @@
 using comm::DType;
 using comm::ReduceOp;
 using comm::transport::ByteStream;
+using comm::transport::Combiner;
 using comm::transport::FrameHeader;
 using comm::transport::FrameKind;
-using comm::transport::Reduction;
 using comm::transport::StreamConnection;
 
 namespace {
@@ -68,7 +68,7 @@ void add_float64(void* target, const void* incoming, std::size_t count, DType dt
 
 class CombiningSink final : public StreamConnection::Sink {
  public:
-  CombiningSink(std::uint8_t* target, Reduction reduction) : target_(target), reduction_(reduction) {}
+  CombiningSink(std::uint8_t* target, Combiner reduction) : target_(target), reduction_(reduction) {}
   StreamConnection::PayloadTarget on_header(StreamConnection&, const FrameHeader&) override {
     return {target_, &reduction_};
   }
@@ -80,7 +80,7 @@ class CombiningSink final : public StreamConnection::Sink {
 
  private:
   std::uint8_t* target_;
-  Reduction reduction_;
+  Combiner reduction_;
 };
 
 }  // namespace
@@ -109,7 +109,7 @@ TEST_CASE("a payload combined on arrival equals target + payload, however its by
 
   StreamConnection connection(1, "peer", std::make_unique<ScriptedStream>(bytes, misalign, runs, in_place));
   CombiningSink sink(reinterpret_cast<std::uint8_t*>(target.data()),
-                     Reduction{&add_float64, DType::Float64, ReduceOp::Sum, sizeof(double)});
+                     Combiner{&add_float64, DType::Float64, ReduceOp::Sum, sizeof(double)});
   for (int polls = 0; polls < 100'000 && sink.completed_bytes == 0; ++polls) connection.receive(sink);
   REQUIRE(sink.completed_bytes == header.bytes);
   std::size_t wrong = 0;

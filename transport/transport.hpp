@@ -23,7 +23,7 @@
 #include "transport/shared_arena.hpp"
 
 #include "libcomm/base/completion.hpp"
-#include "transport/reduction.hpp"
+#include "transport/combiner.hpp"
 
 namespace comm::transport {
 
@@ -103,7 +103,7 @@ class Transport : public detail::Progressor {
   // the caller receives into scratch and reduces itself. A message of fewer bytes than
   // `capacity` combines into its first bytes.
   virtual std::shared_ptr<detail::Completion> irecv_reduce(int /*peer*/, void* /*data*/, std::size_t /*capacity*/,
-                                                           std::uint64_t /*tag*/, const Reduction& /*reduction*/,
+                                                           std::uint64_t /*tag*/, const Combiner& /*reduction*/,
                                                            std::uint64_t /*fingerprint*/ = 0) {
     return nullptr;
   }

@@ -112,7 +112,7 @@ std::shared_ptr<detail::Completion> LoopbackTransport::irecv(int peer, void* dat
 
 std::shared_ptr<detail::Completion> LoopbackTransport::irecv_reduce(int peer, void* data, std::size_t capacity,
                                                                     std::uint64_t tag,
-                                                                    const transport::Reduction& reduction,
+                                                                    const transport::Combiner& reduction,
                                                                     std::uint64_t fingerprint) {
   if (reducing_receives_ == 0) return nullptr;
   if (reducing_receives_ > 0) --reducing_receives_;

@@ -50,7 +50,7 @@ class LoopbackWorld {
     std::uint64_t fingerprint;
     void* data;
     std::size_t capacity;
-    transport::Reduction reduction;
+    transport::Combiner reduction;
     std::shared_ptr<detail::Completion> completion;
   };
   static bool matches(const Receive& receive, int source, std::uint64_t tag) {
@@ -85,7 +85,7 @@ class LoopbackTransport final : public transport::Transport {
   std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
                                             std::uint64_t fingerprint) override;
   std::shared_ptr<detail::Completion> irecv_reduce(int peer, void* data, std::size_t capacity, std::uint64_t tag,
-                                                   const transport::Reduction& reduction,
+                                                   const transport::Combiner& reduction,
                                                    std::uint64_t fingerprint) override;
   void irecv_into(std::shared_ptr<detail::Completion> completion, int peer, void* data, std::size_t capacity,
                   std::uint64_t tag, std::uint64_t fingerprint) override;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "libcomm/base/completion.hpp"
-#include "transport/reduction.hpp"
+#include "transport/combiner.hpp"
 
 namespace comm::transport {
 
@@ -23,7 +23,7 @@ struct PostedReceive {
   std::size_t capacity = 0;
   std::shared_ptr<detail::Completion> completion;
   std::uint64_t fingerprint = 0;
-  Reduction reduction;  // set: the message combines into `data` rather than overwriting it
+  Combiner reduction;  // set: the message combines into `data` rather than overwriting it
 };
 
 // Delivers a whole message already in memory into a receive: copied, or combined.

@@ -71,7 +71,7 @@ bool MeshTransport::cancel(const detail::Completion* completion) {
 }
 
 std::shared_ptr<detail::Completion> MeshTransport::irecv_reduce(int peer, void* data, std::size_t capacity,
-                                                                std::uint64_t tag, const Reduction& reduction,
+                                                                std::uint64_t tag, const Combiner& reduction,
                                                                 std::uint64_t fingerprint) {
   std::lock_guard lock(mutex_);
   // Only where the bytes can be combined straight from the medium; else the caller's scratch

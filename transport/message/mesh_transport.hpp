@@ -59,7 +59,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
                   std::uint64_t tag, std::uint64_t fingerprint = 0) override;
   bool cancel(const detail::Completion* completion) override;
   std::shared_ptr<detail::Completion> irecv_reduce(int peer, void* data, std::size_t capacity, std::uint64_t tag,
-                                                   const Reduction& reduction, std::uint64_t fingerprint = 0) override;
+                                                   const Combiner& reduction, std::uint64_t fingerprint = 0) override;
   std::shared_ptr<detail::Completion> irecv(int peer, void* data, std::size_t capacity, std::uint64_t tag,
                                             std::uint64_t fingerprint = 0) override;
   bool progress(int peer_hint, const detail::Completion* awaited = nullptr) override;

@@ -18,8 +18,8 @@
 #include <sys/uio.h>
 
 #include "libcomm/base/completion.hpp"
+#include "transport/combiner.hpp"
 #include "transport/medium.hpp"
-#include "transport/reduction.hpp"
 
 namespace comm::transport {
 
@@ -67,8 +67,8 @@ inline FrameHeader make_frame(FrameKind kind, std::uint64_t tag, std::uint64_t b
 class StreamConnection {
  public:
   struct PayloadTarget {
-    std::uint8_t* data = nullptr;          // nullptr with a payload: read and throw away
-    const Reduction* reduction = nullptr;  // set: combine the payload into data (valid until on_payload)
+    std::uint8_t* data = nullptr;         // nullptr with a payload: read and throw away
+    const Combiner* reduction = nullptr;  // set: combine the payload into data (valid until on_payload)
   };
   class Sink {
    public:
@@ -137,7 +137,7 @@ class StreamConnection {
   FrameHeader current_{};
   std::uint8_t* payload_target_ = nullptr;
   std::size_t payload_done_ = 0;
-  const Reduction* reduction_ = nullptr;
+  const Combiner* reduction_ = nullptr;
   alignas(16) std::uint8_t carry_[16] = {};
   std::size_t carry_bytes_ = 0;
 };

@@ -1,5 +1,6 @@
 // How a receive can combine what arrives with what its buffer already holds (buffer = buffer op
-// message, element by element) instead of overwriting it. The transport hands the bytes to the
+// message, element by element) instead of overwriting it: the one interface the algorithms hand
+// down to the message layer for it (docs/design/transport.md, "Who calls whom"). The transport hands the bytes to the
 // function as they come off the medium, straight from shared memory where it can, so a ring's
 // reduce-scatter needs no scratch buffer and no second pass over it. Transports know nothing
 // of arithmetic: the caller supplies the function (algorithms/reduce.hpp's, in practice).
@@ -14,7 +15,7 @@ namespace comm::transport {
 // target[i] = target[i] op incoming[i] for i < count; both aligned to the element size.
 using CombineFunction = void (*)(void* target, const void* incoming, std::size_t count, DType dtype, ReduceOp op);
 
-struct Reduction {
+struct Combiner {
   CombineFunction combine = nullptr;
   DType dtype = DType::UInt8;
   ReduceOp op = ReduceOp::Sum;
