@@ -171,3 +171,13 @@ TEST_CASE("a lost channel fails everything pending and names the error its peer 
     CHECK(relayed.message() == why);
   }
 }
+
+// Telling the progress thread to watch for room is a system call: the channel says when the
+// wish changed, so a service that finds output still queued does not repeat it.
+TEST_CASE("the channel reports only changes of whether its output is watched", "[channel]") {
+  Channel channel;
+  CHECK_FALSE(channel.watch_output(false));
+  CHECK(channel.watch_output(true));
+  CHECK_FALSE(channel.watch_output(true));
+  CHECK(channel.watch_output(false));
+}

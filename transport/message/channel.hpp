@@ -17,6 +17,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "libcomm/base/completion.hpp"
@@ -67,6 +68,9 @@ class Channel {
   // Writes the queued frames the stream takes; true when something is still queued. Throws the
   // stream's error.
   bool flush() { return connection_ && connection_->has_output() && !connection_->flush(); }
+  // Whether the progress thread is to wake when the stream has room; true when that changed
+  // (then the caller tells the thread: a system call, so only on a change).
+  bool watch_output(bool on) { return std::exchange(output_watched_, on) != on; }
 
   // Our large sends. The peer's ClearToSend for `id` queues the send's Data frame here, written
   // by this channel's flush (never from inside the handler that read the ClearToSend); false
@@ -135,6 +139,7 @@ class Channel {
   std::uint64_t goodbye_peer_ = 0;  // 1 + the rank that error was about; 0: none
   std::uint64_t probe_tag_ = 0, probe_fingerprint_ = 0;
   std::string revoke_reason_;
+  bool output_watched_ = false;
 };
 
 }  // namespace comm::transport

@@ -166,9 +166,10 @@ void MeshTransport::Driver::service(int peer) {
 }
 
 void MeshTransport::Driver::watch_output(int peer, bool on) {
-  StreamConnection* connection = mesh_.channels_[peer].connection();
+  Channel& channel = mesh_.channels_[peer];
+  StreamConnection* connection = channel.connection();
   if (!connection->stream().writes_wake_through_fd()) return;  // prepare_to_sleep arms it
-  mesh_.progress_.watch_output(connection->fd(), static_cast<std::uint64_t>(peer), on);
+  if (channel.watch_output(on)) mesh_.progress_.watch_output(connection->fd(), static_cast<std::uint64_t>(peer), on);
 }
 
 // Arms every stream's wake-up before sleeping; false when one already has work.
