@@ -3,11 +3,13 @@
 // lost peer takes down the groups it belongs to, unless its error is a mismatch; a new group
 // clears what a stopping rank would still say. The call ledger (call_ledger.hpp): a call is noted
 // once, and only a collective message of the same slot with another fingerprint contradicts it.
+// Failures (failures.hpp): the first stop stands, with the Goodbye said for it.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
 
 #include "transport/message/call_ledger.hpp"
+#include "transport/message/failures.hpp"
 #include "transport/message/revocations.hpp"
 #include "transport/transport.hpp"
 
@@ -96,4 +98,17 @@ TEST_CASE("the ledger notes a call once and names this rank's call when a messag
     CHECK(mismatch.peer() == 1);
     CHECK(std::string(mismatch.what()).find("but rank 1 (host:9) called") != std::string::npos);
   }
+}
+
+TEST_CASE("the first stop stands, and its goodbye is what late comers are told", "[failures]") {
+  comm::transport::Failures failures;
+  CHECK_FALSE(failures.stopped());
+  failures.say({"rank 2 died", 1 + static_cast<std::uint64_t>(ErrorCode::PeerClosed), 1 + 2});
+  failures.stop(std::make_exception_ptr(comm::PeerClosedError("rank 2 died")));
+  failures.say({"destroyed", 0, 0});
+  failures.stop(std::make_exception_ptr(comm::InternalError("later")));
+  REQUIRE(failures.stopped());
+  CHECK(code_of(failures.stopped()) == ErrorCode::PeerClosed);
+  CHECK(failures.farewell().reason == "rank 2 died");
+  CHECK(failures.farewell().about == 3);
 }

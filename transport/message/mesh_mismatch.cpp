@@ -38,7 +38,7 @@ void MeshTransport::fail_conflicting(int source, std::uint64_t tag, std::uint64_
 }
 
 void MeshTransport::note_call(std::uint64_t tag, std::uint64_t fingerprint) {
-  if (!calls_.note(tag, fingerprint) || aborted_) return;
+  if (!calls_.note(tag, fingerprint) || failures_.stopped()) return;
   poll_due_.store(true, std::memory_order_relaxed);  // poll() compares what arrived before
   // Messages and probes of this call that arrived before it began, from any peer (a peer that
   // thinks another rank is the root sends to ranks that will never receive from it).
@@ -70,7 +70,7 @@ void MeshTransport::shut_down_on(std::exception_ptr mismatch) {
     std::rethrow_exception(mismatch);
   } catch (const Error& error) {
     log::get(log::Subsystem::Transport).error("{}", error.what());
-    peer_loss_.stop_over(error);
+    stop_over(error);
   }
 }
 

@@ -83,8 +83,8 @@ std::exception_ptr MeshTransport::poll() {
   std::lock_guard lock(mutex_);
   driver_.service_all();
   // Due again only once a message-based call is noted; a stopped transport stays due.
-  poll_due_.store(aborted_ != nullptr, std::memory_order_relaxed);
-  return aborted_;
+  poll_due_.store(failures_.stopped() != nullptr, std::memory_order_relaxed);
+  return failures_.stopped();
 }
 
 void MeshTransport::connect_on_first_use(int peer) {
@@ -99,7 +99,7 @@ void MeshTransport::advance_connections() {
     Channel& channel = channels_[made.peer];
     if (channel.connection()) continue;
     if (channel.error()) {
-      if (aborted_) say_farewell(made);
+      if (failures_.stopped()) say_farewell(made);
       continue;
     }
     peer_names_[made.peer] = made.name;
@@ -108,22 +108,22 @@ void MeshTransport::advance_connections() {
     try {
       if (channel.flush()) driver_.watch_output(made.peer, true);
     } catch (const Error&) {
-      peer_loss_.lose_after_write_error(made.peer, std::current_exception());
+      lose_after_write_error(made.peer, std::current_exception());
     }
   }
   for (auto& failed : lost) {
     if (!channels_[failed.peer].error()) {
-      peer_loss_.lose_peer(failed.peer, make_error<PeerClosedError>(failed.reason, failed.peer, "connect"));
+      lose_peer(failed.peer, make_error<PeerClosedError>(failed.reason, failed.peer, "connect"));
     }
   }
 }
 
 void MeshTransport::say_farewell(PeerConnector::Connected& made) {
   StreamConnection late(made.peer, made.name, std::move(made.stream));
-  const Farewell& farewell = farewell_;
+  const Failures::Farewell& farewell = failures_.farewell();
   late.queue(make_frame(FrameKind::Goodbye, 0, farewell.reason.size(), farewell.about, farewell.code),
              farewell.reason.data(), nullptr);
-  // As PeerLoss::shut_down: flushed, then the peer's input dropped until it closes (a close with
+  // As shut_down: flushed, then the peer's input dropped until it closes (a close with
   // input arriving would reset the connection and lose the Goodbye), for a quarter second at most.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
   try {
@@ -158,11 +158,10 @@ void MeshTransport::Driver::service(int peer) {
     mesh_.servicing_peer_ = -1;
     // After a mismatch in this read the peer's end (it stopped over the same mismatch) is no
     // news: the mismatch is what everything fails with.
-    if (!mesh_.pending_mismatch_) mesh_.peer_loss_.lose_peer(peer, std::current_exception());
+    if (!mesh_.pending_mismatch_) mesh_.lose_peer(peer, std::current_exception());
   }
   if (mesh_.pending_mismatch_) mesh_.shut_down_on(std::exchange(mesh_.pending_mismatch_, nullptr));
-  for (auto& [lost, error] : std::exchange(mesh_.write_losses_, {}))
-    mesh_.peer_loss_.lose_after_write_error(lost, error);
+  for (auto& [lost, error] : std::exchange(mesh_.write_losses_, {})) mesh_.lose_after_write_error(lost, error);
 }
 
 void MeshTransport::Driver::watch_output(int peer, bool on) {
@@ -199,7 +198,7 @@ void MeshTransport::Driver::ready(std::uint64_t key) {
   try {
     mesh_.channels_[peer].connection()->stream().on_wakeup();
   } catch (const Error&) {
-    mesh_.peer_loss_.lose_peer(peer, std::current_exception());
+    mesh_.lose_peer(peer, std::current_exception());
     return;
   }
   service(peer);

@@ -43,7 +43,7 @@ std::exception_ptr MeshTransport::revocation(std::uint32_t group) {
 
 void MeshTransport::ask_to_exclude(int peer, std::uint32_t agreement, std::uint64_t answer_tag) {
   std::lock_guard lock(mutex_);
-  if (aborted_ || lost(peer)) return;  // the answer's receive fails with the reason
+  if (failures_.stopped() || lost(peer)) return;  // the answer's receive fails with the reason
   send_frame(peer, make_frame(FrameKind::Exclude, answer_tag, 0, agreement), nullptr, nullptr);
 }
 
@@ -74,7 +74,7 @@ void MeshTransport::answer_exclusion(int peer, const FrameHeader& request) {
 // senders of announced large messages are told they will never be cleared.
 void MeshTransport::revoke_group(std::uint32_t group, ErrorCode code, const std::string& message, int about,
                                  int told_by) {
-  if (aborted_) return;  // a stopped transport has failed everything already
+  if (failures_.stopped()) return;  // a stopped transport has failed everything already
   auto revocation = revocations_.revoke(group, code, message, about, rank_);
   if (!revocation) return;
   revoked_any_.store(true, std::memory_order_relaxed);
@@ -99,7 +99,7 @@ void MeshTransport::revoke_group(std::uint32_t group, ErrorCode code, const std:
 
 // A peer lost, not after an orderly Goodbye: the groups it belongs to are revoked, over its cause.
 void MeshTransport::revoke_groups_of(int peer, const std::exception_ptr& error) {
-  if (aborted_ || !revocations_.has_groups()) return;
+  if (failures_.stopped() || !revocations_.has_groups()) return;
   auto cause = revocations_.cause_of_loss(peer, peer_name(peer), error);
   if (!cause) return;
   for (std::uint32_t group : revocations_.groups_of(peer))

@@ -21,8 +21,8 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
   auto completion = new_completion(peer);
   std::lock_guard lock(mutex_);
   note_call(tag, fingerprint);
-  if (aborted_) {
-    completion->fail(aborted_);
+  if (failures_.stopped()) {
+    completion->fail(failures_.stopped());
   } else if (revocations_.any() && revocations_.fail_if_revoked(tag, *completion)) [[unlikely]] {
   } else if (peer == rank_) {
     deliver_to_self(data, bytes, tag, fingerprint);
@@ -47,11 +47,12 @@ bool MeshTransport::send_now(int peer, const void* data, std::size_t bytes, std:
   std::lock_guard lock(mutex_);
   note_call(tag, fingerprint);
   StreamConnection* connection = channels_[peer].connection();
-  if (aborted_ || channels_[peer].error() || !connection || revocations_.of_tag(tag) != nullptr) return false;
+  if (failures_.stopped() || channels_[peer].error() || !connection || revocations_.of_tag(tag) != nullptr)
+    return false;
   try {
     if (!connection->write_now(make_frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data)) return false;
   } catch (const Error&) {
-    peer_loss_.lose_after_write_error(peer, std::current_exception());
+    lose_after_write_error(peer, std::current_exception());
     return false;  // isend reports the loss
   }
   if (connection->has_output()) driver_.watch_output(peer, true);
@@ -93,8 +94,8 @@ void MeshTransport::irecv_into(std::shared_ptr<detail::Completion> completion, i
 
 void MeshTransport::post_receive(PostedReceive&& receive) {
   note_call(receive.tag, receive.fingerprint);
-  if (aborted_) {
-    receive.completion->fail(aborted_);
+  if (failures_.stopped()) {
+    receive.completion->fail(failures_.stopped());
     return;
   }
   if (revocations_.any() && revocations_.fail_if_revoked(receive.tag, *receive.completion)) [[unlikely]]
@@ -119,7 +120,7 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
     // A peer waited for is connected now, so that its end (or its Goodbye) is seen here.
     if (peer != kAnySource && peer != rank_ && !channels_[peer].connection()) [[unlikely]]
       connect_on_first_use(peer);
-    if (peer == kAnySource && peer_loss_.all_peers_lost()) {
+    if (peer == kAnySource && all_peers_lost()) {
       receive.completion->fail(make_error<PeerClosedError>(
           "every peer is gone; nobody is left to send to a receive from any source", -1, "recv"));
       return;
@@ -178,7 +179,7 @@ void MeshTransport::send_frame(int peer, const FrameHeader& header, const void* 
     // Inside that connection's receive() (answering a frame), the connection must outlive
     // the call: Driver::service loses the peer once receive() has unwound.
     if (peer == servicing_peer_) throw;
-    peer_loss_.lose_after_write_error(peer, std::current_exception());
+    lose_after_write_error(peer, std::current_exception());
   }
 }
 

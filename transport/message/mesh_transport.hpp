@@ -29,6 +29,7 @@
 #include "transport/message/call_ledger.hpp"
 #include "transport/message/channel.hpp"
 #include "transport/message/exclusions.hpp"
+#include "transport/message/failures.hpp"
 #include "transport/message/matcher.hpp"
 #include "transport/message/progress_thread.hpp"
 #include "transport/message/revocations.hpp"
@@ -135,25 +136,18 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
 
   // Peers lost (a stream failed, or the peer said Goodbye) and this rank stopping
   // (mesh_peer_loss.cpp): everything pending with a lost peer fails with the reason, and nothing
-  // waits on it again. All under the transport's mutex.
-  class PeerLoss {
-   public:
-    explicit PeerLoss(MeshTransport& mesh) : mesh_(mesh) {}
-    void lose_peer(int peer, std::exception_ptr error);
-    // A write failed because the peer closed: it may have said why just before (a Goodbye naming
-    // a mismatch, say), and that, not "broken pipe", is what this rank's operations fail with.
-    void lose_after_write_error(int peer, std::exception_ptr error);
-    bool all_peers_lost() const;
-    // Fails everything with `error` and tells the peers (abort's work, with a chosen error).
-    // `code`: 1 + the ErrorCode of the cause (0: none); `about`: 1 + the rank it names (0: none).
-    void shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code, std::uint64_t about = 0);
-    // Stops the transport over `cause` (a mismatch), which every peer then gets as its own error.
-    void stop_over(const Error& cause);
-
-   private:
-    void say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about);
-    MeshTransport& mesh_;
-  };
+  // waits on it again.
+  void lose_peer(int peer, std::exception_ptr error);
+  // A write failed because the peer closed: it may have said why just before (a Goodbye naming
+  // a mismatch, say), and that, not "broken pipe", is what this rank's operations fail with.
+  void lose_after_write_error(int peer, std::exception_ptr error);
+  bool all_peers_lost() const;
+  // Fails everything with `error` and tells the peers (abort's work, with a chosen error).
+  // `code`: 1 + the ErrorCode of the cause (0: none); `about`: 1 + the rank it names (0: none).
+  void shut_down(std::exception_ptr error, const std::string& reason, std::uint64_t code, std::uint64_t about = 0);
+  // Stops the transport over `cause` (a mismatch), which every peer then gets as its own error.
+  void stop_over(const Error& cause);
+  void say_goodbye(const std::string& reason, std::uint64_t code, std::uint64_t about);
 
   // Collective mismatches (mesh_mismatch.cpp; calls_ records this rank's calls): a message or
   // probe whose call fingerprint differs from that of the receive of the same slot fails it with
@@ -215,7 +209,6 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   std::vector<Channel> channels_;  // [peer] (this rank's unused)
   Matcher matcher_;
   std::uint64_t next_id_ = 1;
-  std::exception_ptr aborted_;
   int servicing_peer_ = -1;  // the peer whose receive() is on the stack
   // Peers a write failed to while another peer's receive() was on the stack: lost (after a last
   // read of what they sent) once it is over.
@@ -224,13 +217,7 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   const detail::Completion* awaited_ = nullptr;  // what the thread in progress() waits for
   std::unique_ptr<PeerConnector> connector_;     // null: every peer connected at init
   ArenaMaker arena_maker_;                       // null: no shared segment (map_shared_arena)
-  // The Goodbye this transport said when it stopped (PeerLoss::shut_down), for late comers.
-  struct Farewell {
-    std::string reason;
-    std::uint64_t code = 0, about = 0;
-  } farewell_;
-
-  PeerLoss peer_loss_{*this};
+  Failures failures_;                            // this rank's stop and its Goodbye
   Revocations revocations_;
   Exclusions exclusions_;  // shrink agreements this rank accepted to be left out of, or bound to
   CallLedger calls_;
