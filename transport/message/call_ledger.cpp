@@ -2,18 +2,8 @@
 
 #include "comm/error.hpp"
 #include "libcomm/base/fingerprint.hpp"
-#include "transport/message/matcher.hpp"
 
 namespace comm::transport {
-namespace {
-
-// Where a call's record lives: a call's slot is its group id and its sequence number, and a
-// group's calls run in order, so neighbours never collide.
-std::size_t record_index(std::uint64_t slot) {
-  return static_cast<std::size_t>((slot ^ (slot >> 32) * 31) % CallLedger::kRecordedCalls);
-}
-
-}  // namespace
 
 bool CallLedger::note_collective(std::uint64_t tag, std::uint64_t fingerprint) {
   std::uint64_t slot = tag >> 16;
@@ -21,14 +11,6 @@ bool CallLedger::note_collective(std::uint64_t tag, std::uint64_t fingerprint) {
   if (record.slot == slot) return false;  // this call's every transfer after its first
   record = {slot, fingerprint};
   return true;
-}
-
-std::uint64_t CallLedger::contradiction(std::uint64_t tag, std::uint64_t fingerprint) const {
-  if (!is_collective(tag, fingerprint)) return 0;
-  std::uint64_t slot = tag >> 16;
-  const CallRecord& record = calls_[record_index(slot)];
-  if (record.slot != slot || !conflicting(record.fingerprint, fingerprint)) return 0;
-  return record.fingerprint;
 }
 
 std::exception_ptr mismatch_error(int rank, std::uint64_t mine, int source, const std::string& source_name,

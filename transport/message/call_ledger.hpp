@@ -25,13 +25,24 @@ class CallLedger {
   }
   // This rank's fingerprint for the call a collective message (or probe) of `tag` belongs to,
   // when it began that call with another one; 0 when nothing contradicts.
-  std::uint64_t contradiction(std::uint64_t tag, std::uint64_t fingerprint) const;
+  // (Inline: every arriving collective message asks.)
+  std::uint64_t contradiction(std::uint64_t tag, std::uint64_t fingerprint) const {
+    if (!is_collective(tag, fingerprint)) return 0;
+    std::uint64_t slot = tag >> 16;
+    const CallRecord& record = calls_[record_index(slot)];
+    return record.slot == slot && record.fingerprint != fingerprint ? record.fingerprint : 0;
+  }
 
   // A group's calls run in order, so a few dozen cover whatever can still arrive.
   static constexpr std::size_t kRecordedCalls = 64;
 
  private:
   bool note_collective(std::uint64_t tag, std::uint64_t fingerprint);
+  // Where a call's record lives: a call's slot is its group id and its sequence number, and a
+  // group's calls run in order, so neighbours never collide.
+  static std::size_t record_index(std::uint64_t slot) {
+    return static_cast<std::size_t>((slot ^ (slot >> 32) * 31) % kRecordedCalls);
+  }
   struct CallRecord {
     std::uint64_t slot = 0;
     std::uint64_t fingerprint = 0;
