@@ -167,7 +167,7 @@ std::shared_ptr<Transport> connect_transport(Store& job_store, const MeshOptions
     std::vector<bool> connected(options.size, false);
     for (int peer = 0; peer < options.size; ++peer) connected[peer] = streams[peer] != nullptr;
     auto lazy = std::make_unique<LazyConnector>(mesh_options, std::move(mesh.listener), mesh.listener_nonce,
-                                                std::move(mesh.addresses), std::move(connected));
+                                                std::move(mesh.addresses), std::move(connected), std::move(mesh.early));
     log::get(log::Subsystem::Transport)
         .debug("connections on first use: {} of {} peers connected at init", lazy->connections(), options.size - 1);
     connector = std::move(lazy);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "libcomm/base/log.hpp"
 #include "transport/tcp/socket_stream.hpp"
@@ -29,7 +30,8 @@ std::vector<std::uint8_t> bytes_of(const Hello& hello) {
 }  // namespace
 
 LazyConnector::LazyConnector(MeshOptions options, Socket listener, const Nonce& listener_nonce,
-                             std::vector<std::string> addresses, std::vector<bool> connected)
+                             std::vector<std::string> addresses, std::vector<bool> connected,
+                             std::vector<EarlyConnection> early)
     : options_(std::move(options)),
       listener_(std::move(listener)),
       listener_nonce_(listener_nonce),
@@ -39,6 +41,21 @@ LazyConnector::LazyConnector(MeshOptions options, Socket listener, const Nonce& 
     if (peer == options_.rank || connected[peer]) peers_[peer] = PeerState::Connected;
   }
   epoll_.add(listener_.fd(), EPOLLIN, kListenerKey);
+  for (auto& connection : early) {
+    Handshake& handshake = accepted(std::move(connection.socket), std::move(connection.from));
+    auto it = std::prev(handshakes_.end());  // step() may add the connection back after it
+    std::memcpy(&handshake.in, connection.received.data(), std::min(connection.received.size(), sizeof(Hello)));
+    handshake.received = std::min(connection.received.size(), sizeof(Hello));
+    // A complete hello is a request: answered now by connecting back, which is all it asks
+    // (its socket is held, and the connection's events move it on from here).
+    if (handshake.received < sizeof(Hello)) continue;
+    std::vector<Connected> none;
+    std::vector<Lost> lost;
+    if (!step(handshake, none, lost)) {
+      release(handshake);
+      handshakes_.erase(it);
+    }
+  }
 }
 
 int LazyConnector::connections() const {
@@ -114,16 +131,21 @@ void LazyConnector::accept_all() {
     SocketAddress address;
     address.storage = from;
     address.length = length;
-    Handshake handshake;
     set_no_delay(socket.fd());
-    handshake.socket = std::move(socket);
-    handshake.outbound = false;
-    handshake.stage = Stage::Receiving;
-    handshake.from = address.to_string();
-    handshake.deadline = Clock::now() + kLazyHelloTimeout;
-    handshakes_.push_back(std::move(handshake));
-    watch(handshakes_.back());
+    accepted(std::move(socket), address.to_string());
   }
+}
+
+LazyConnector::Handshake& LazyConnector::accepted(Socket socket, std::string from) {
+  Handshake handshake;
+  handshake.socket = std::move(socket);
+  handshake.outbound = false;
+  handshake.stage = Stage::Receiving;
+  handshake.from = std::move(from);
+  handshake.deadline = Clock::now() + kLazyHelloTimeout;
+  handshakes_.push_back(std::move(handshake));
+  watch(handshakes_.back());
+  return handshakes_.back();
 }
 
 bool LazyConnector::step(Handshake& handshake, std::vector<Connected>& connected, std::vector<Lost>& lost) {

@@ -32,14 +32,12 @@
 
 namespace comm::transport {
 
-inline constexpr const char* kRequestPurpose = "libcomm mesh request";
-
 class LazyConnector final : public PeerConnector {
  public:
   // `listener` and `addresses` ("address nonce" of every rank) come from the mesh; `connected`
-  // marks the peers it connected at init.
+  // marks the peers it connected at init; `early`, what the mesh accepted that is ours to answer.
   LazyConnector(MeshOptions options, Socket listener, const Nonce& listener_nonce, std::vector<std::string> addresses,
-                std::vector<bool> connected);
+                std::vector<bool> connected, std::vector<EarlyConnection> early = {});
   LazyConnector(const LazyConnector&) = delete;
   LazyConnector& operator=(const LazyConnector&) = delete;
 
@@ -81,6 +79,8 @@ class LazyConnector final : public PeerConnector {
   // False once the handshake is over (completed, failed or refused).
   bool step(Handshake& handshake, std::vector<Connected>& connected, std::vector<Lost>& lost);
   void accept_all();
+  // A connection the listener accepted, awaiting its hello (in the list, watched).
+  Handshake& accepted(Socket socket, std::string from);
   // Whether the peer closed the socket (or the connection broke): EOF or an error, no bytes.
   static bool closed_by_peer(const Handshake& handshake);
   void watch(Handshake& handshake);

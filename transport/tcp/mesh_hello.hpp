@@ -15,6 +15,8 @@ namespace comm::transport {
 
 inline constexpr const char* kConnectPurpose = "libcomm mesh connect";
 inline constexpr const char* kAcceptPurpose = "libcomm mesh accept";
+// A lower rank asking a higher one to connect to it (connections made on first use).
+inline constexpr const char* kRequestPurpose = "libcomm mesh request";
 
 // Sent as it is, in the hosts' byte order (ranks of one job run one build).
 struct Hello {

@@ -205,6 +205,10 @@ void accept_higher_ranks(Store& store, Socket& listener, const Nonce& listener_n
                     mesh.local_address, refusals.window().count());
     }
   };
+  auto keep_for_later = [&](Pending& connection) {
+    auto bytes = reinterpret_cast<const std::uint8_t*>(&connection.hello);
+    mesh.early.push_back({std::move(connection.socket), connection.from, {bytes, bytes + connection.received}});
+  };
   bool confirmed = false;
   int confirmation_pause = 2;  // ms
   auto next_look = Clock::now() + kLookInterval;
@@ -277,6 +281,10 @@ void accept_higher_ranks(Store& store, Socket& listener, const Nonce& listener_n
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         drop = true;
         reason = "closed before completing the handshake";
+      } else if (connection.received == sizeof(Hello) && options.connect_lazily &&
+                 check_hello(connection.hello, options, -1, listener_nonce, kRequestPurpose).empty()) {
+        keep_for_later(connection);  // the lazy connector answers it
+        drop = true;
       } else if (connection.received == sizeof(Hello)) {
         reason = check_hello(connection.hello, options, -1, listener_nonce, kConnectPurpose);
         int peer = connection.hello.from_rank;
@@ -338,6 +346,10 @@ void accept_higher_ranks(Store& store, Socket& listener, const Nonce& listener_n
     }
   }
   say_unsaid(refusals.unsaid());
+  // Hellos still arriving belong to the connections made on first use, when there are any.
+  if (options.connect_lazily) {
+    for (auto& connection : pending) keep_for_later(connection);
+  }
 }
 
 }  // namespace

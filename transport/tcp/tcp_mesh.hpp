@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -47,6 +48,16 @@ struct MeshOptions {
   bool shared_memory = true;
 };
 
+// A connection the mesh accepted while this rank was still connecting that the connections made
+// on first use must carry on: a lower rank's request to be connected (it may ask as soon as its
+// own init is through, while this rank still waits for the others), or a hello not complete when
+// the wait ended. Refused or closed, the asking rank would take this one for dead.
+struct EarlyConnection {
+  Socket socket;
+  std::string from;
+  std::vector<std::uint8_t> received;  // the hello's bytes so far
+};
+
 struct Mesh {
   std::vector<Socket> sockets;  // [rank] invalid
   // [peer]: the connections after the first, in their agreed order (striped with the first).
@@ -59,6 +70,7 @@ struct Mesh {
   Socket listener;
   Nonce listener_nonce{};
   std::vector<std::string> addresses;
+  std::vector<EarlyConnection> early;
 };
 
 // `on_failure` hears of a failure first, while this rank's connections are still open (to tell
