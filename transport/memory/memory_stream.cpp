@@ -165,7 +165,10 @@ class MemorySession final : public MediumSession {
     }
   }
   std::string cannot_reach(int peer) const override {
-    return processes_[peer] == process_token() ? "" : "is not a thread of this process";
+    // Said from this rank's side, and read on every rank (the first cause is the job's): so it
+    // names whose process, not "this" one.
+    if (processes_[peer] == process_token()) return "";
+    return "is not a thread of rank " + std::to_string(rank_) + "'s process";
   }
   bool reaches(int peer) const override { return cannot_reach(peer).empty(); }
   std::unique_ptr<ByteStream> open(int peer, const std::string& peer_name, Socket connection,
