@@ -35,19 +35,21 @@ const char* to_string(ReduceOp op) {
   return "unknown op";
 }
 
+// element_size's table against each dtype's C++ type.
+static_assert(element_size(DType::Int8) == sizeof(std::int8_t) && element_size(DType::UInt8) == 1 &&
+              element_size(DType::Int32) == sizeof(std::int32_t) && element_size(DType::UInt32) == 4 &&
+              element_size(DType::Int64) == sizeof(std::int64_t) && element_size(DType::UInt64) == 8 &&
+              element_size(DType::Float16) == 2 && element_size(DType::BFloat16) == 2 &&
+              element_size(DType::Float32) == sizeof(float) && element_size(DType::Float64) == sizeof(double) &&
+              element_size(DType::Bool) == sizeof(bool) && element_size(static_cast<DType>(11)) == 0);
+
 const char* to_string(Collective collective) {
-  switch (collective) {
-    case Collective::Broadcast: return "broadcast";
-    case Collective::Reduce: return "reduce";
-    case Collective::AllReduce: return "all_reduce";
-    case Collective::AllGather: return "all_gather";
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::Gather: return "gather";
-    case Collective::Scatter: return "scatter";
-    case Collective::AllToAll: return "all_to_all";
-    case Collective::Barrier: return "barrier";
-  }
-  return "unknown collective";
+  // A table: every collective names itself (its record, its errors) on the hot path.
+  static constexpr const char* kNames[] = {"broadcast", "reduce",  "all_reduce", "all_gather", "reduce_scatter",
+                                           "gather",    "scatter", "all_to_all", "barrier"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(Collective::Barrier) + 1);
+  auto index = static_cast<std::size_t>(collective);
+  return index < std::size(kNames) ? kNames[index] : "unknown collective";
 }
 
 std::string to_string(Device device) {

@@ -48,11 +48,14 @@ class CallChecks {
   // tag: what every check below would pass (false may still pass them: kAnySource, say).
   bool plain_transfer(const Buffer& buffer, int peer, int tag) const {
     std::size_t element = element_size(buffer.dtype);
+    if (element == 0) return false;
     // The count's bytes must not run past the end of the address space (sizes are powers of two).
     auto room = (~std::uintptr_t{0} - reinterpret_cast<std::uintptr_t>(buffer.data)) >> std::countr_zero(element);
-    return rank_ >= 0 && peer >= 0 && peer < size_ && tag >= 0 && element != 0 && buffer.count <= room &&
-           buffer.device.kind == Device::Kind::Cpu &&
-           (buffer.count == 0 || (buffer.data != nullptr && !gpus_present()));
+    // Evaluated whole, without a branch each (a member's rank and the tag both >= 0; the peer in
+    // [0, size) as one unsigned comparison): every message passes here.
+    bool plain = ((rank_ | tag) >= 0) & (static_cast<unsigned>(peer) < static_cast<unsigned>(size_)) &
+                 (buffer.count <= room) & (buffer.device.kind == Device::Kind::Cpu);
+    return plain && (buffer.count == 0 || (buffer.data != nullptr && !gpus_present()));
   }
   static bool gpus_present();
   void check_send(const Buffer& buffer, int dst, int tag) const;

@@ -11,11 +11,6 @@ bool on_gpu(const Buffer& buffer) { return buffer.device.kind == Device::Kind::C
 
 }  // namespace
 
-std::uint64_t PointToPoint::tag_of(int tag) const {
-  // User tags are >= 0 ints (31 bits); the group id sits above them, below the collective bit.
-  return (std::uint64_t{layout_.id & 0x7FFF} << algorithms::kGroupIdShift) | static_cast<std::uint64_t>(tag);
-}
-
 // The callers check the arguments first.
 detail::CompletionWork PointToPoint::start_send(Buffer buffer, int dst, int tag) {
   return detail::CompletionWork(transport_.isend(layout_.transport_rank(dst), buffer.data, buffer.bytes(), tag_of(tag)),

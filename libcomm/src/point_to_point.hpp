@@ -51,7 +51,11 @@ class PointToPoint {
   static const Buffer& moved(const Call& call) { return call.operation == Operation::Send ? call.input : call.output; }
   // kAnySource stays itself; a named group rank becomes its transport rank.
   int source_rank_of(int src) const { return src == kAnySource ? src : layout_.transport_rank(src); }
-  std::uint64_t tag_of(int tag) const;
+  // User tags are >= 0 ints (31 bits); the group id sits above them, below the collective bit.
+  // Inline: two per message.
+  std::uint64_t tag_of(int tag) const {
+    return (std::uint64_t{layout_.id & 0x7FFF} << transport::kGroupIdShift) | static_cast<std::uint64_t>(tag);
+  }
 
   int rank_;
   std::chrono::milliseconds timeout_;
