@@ -44,8 +44,8 @@ LazyConnector::LazyConnector(MeshOptions options, Socket listener, const Nonce& 
   for (auto& connection : early) {
     Handshake& handshake = accepted(std::move(connection.socket), std::move(connection.from));
     auto it = std::prev(handshakes_.end());  // step() may add the connection back after it
-    std::memcpy(&handshake.in, connection.received.data(), std::min(connection.received.size(), sizeof(Hello)));
     handshake.received = std::min(connection.received.size(), sizeof(Hello));
+    std::memcpy(&handshake.in, connection.received.data(), handshake.received);
     // A complete hello is a request: answered now by connecting back, which is all it asks
     // (its socket is held, and the connection's events move it on from here).
     if (handshake.received < sizeof(Hello)) continue;
