@@ -18,7 +18,7 @@ using comm::transport::kAnySource;
 using comm::transport::Matcher;
 using comm::transport::PostedReceive;
 
-TEST_CASE("receives are matched in posting order, from the front or the middle, across compactions") {
+TEST_CASE("receives are matched in posting order, from the front or the middle, in place or moved, across compactions") {
   std::mt19937 random(12345);
   Matcher matcher;
   struct Posted {
@@ -42,12 +42,20 @@ TEST_CASE("receives are matched in posting order, from the front or the middle, 
       auto expected = std::find_if(reference.begin(), reference.end(), [&](const Posted& posted) {
         return posted.tag == tag && (posted.source == source || posted.source == kAnySource);
       });
-      std::optional<PostedReceive> taken;
-      bool found = matcher.take_receive(source, tag, taken);
-      if (found != (expected != reference.end())) {
+      // Half the time matched in place and removed (a whole message on arrival), else moved out.
+      std::shared_ptr<Completion> matched;
+      if (random() % 2 == 0) {
+        if (PostedReceive* receive = matcher.match(source, tag)) {
+          matched = receive->completion;
+          matcher.remove_matched(receive);
+        }
+      } else if (std::optional<PostedReceive> taken; matcher.take_receive(source, tag, taken)) {
+        matched = taken->completion;
+      }
+      if ((matched != nullptr) != (expected != reference.end())) {
         ++wrong;
-      } else if (found) {
-        wrong += taken->completion != expected->completion;
+      } else if (matched) {
+        wrong += matched != expected->completion;
         reference.erase(expected);
       }
     } else {

@@ -1,7 +1,8 @@
 // StreamConnection's receiving side against a scripted stream: a payload combined into its
 // target as it arrives (reduce on arrival) must equal target op payload element by element,
 // whether the bytes come through the staging inbox, through the stream's own memory, or through
-// a copy the stream makes first; misaligned in memory, and cut mid-element between reads.
+// a copy the stream makes first; misaligned in memory, and cut mid-element between reads. And
+// small messages handed over whole when their payload came with the header, in order either way.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
@@ -115,4 +116,87 @@ TEST_CASE("a payload combined on arrival equals target + payload, however its by
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < count; ++i) wrong += target[i] != expected[i];
   CHECK(wrong == 0);
+}
+
+namespace {
+
+// Records every eager message, whichever way it comes: whole (on_message, payload at hand) or
+// header first and payload after (on_header, on_payload). Counts the ways.
+class RecordingSink final : public StreamConnection::Sink {
+ public:
+  Handled on_message(StreamConnection&, const FrameHeader& header, const std::uint8_t* payload) override {
+    ++whole;
+    messages.emplace_back(header.tag, std::vector<std::uint8_t>(payload, payload + header.bytes));
+    return header.tag == completes_on ? Handled::Completed : Handled::Delivered;
+  }
+  StreamConnection::PayloadTarget on_header(StreamConnection&, const FrameHeader& header) override {
+    ++in_two_steps;
+    messages.emplace_back(header.tag, std::vector<std::uint8_t>(header.bytes));
+    return {messages.back().second.data()};
+  }
+  bool on_payload(StreamConnection&, const FrameHeader& header) override { return header.tag == completes_on; }
+  std::vector<std::pair<std::uint64_t, std::vector<std::uint8_t>>> messages;
+  int whole = 0, in_two_steps = 0;
+  std::uint64_t completes_on = ~std::uint64_t{0};
+};
+
+}  // namespace
+
+TEST_CASE("small messages come whole when their payload arrived with the header, else in two steps, in order",
+          "[transport]") {
+  auto runs = GENERATE(std::vector<std::size_t>{1 << 30}, std::vector<std::size_t>{41, 7, 3000, 1},
+                       std::vector<std::size_t>{1});
+  // Lengths around the whole-message bound, odd ones that leave later headers unaligned, and 0.
+  const std::vector<std::size_t> lengths = {8, 0, 3, StreamConnection::kWholeMessageBytes,
+                                            StreamConnection::kWholeMessageBytes + 1, 5000, 17, 8};
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::vector<std::uint8_t>> sent;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    FrameHeader header{};
+    header.kind = FrameKind::Eager;
+    header.tag = 100 + i;
+    header.bytes = lengths[i];
+    std::vector<std::uint8_t> payload(lengths[i]);
+    for (std::size_t b = 0; b < payload.size(); ++b) payload[b] = static_cast<std::uint8_t>(i * 31 + b * 7);
+    const auto* raw = reinterpret_cast<const std::uint8_t*>(&header);
+    bytes.insert(bytes.end(), raw, raw + sizeof header);
+    bytes.insert(bytes.end(), payload.begin(), payload.end());
+    sent.push_back(std::move(payload));
+  }
+  StreamConnection connection(1, "peer", std::make_unique<ScriptedStream>(bytes, 0, runs, false));
+  RecordingSink sink;
+  for (int polls = 0; polls < 100'000 && sink.messages.size() < lengths.size(); ++polls) connection.receive(sink);
+  REQUIRE(sink.messages.size() == lengths.size());
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    INFO("message " << i);
+    CHECK(sink.messages[i].first == 100 + i);
+    CHECK(sink.messages[i].second == sent[i]);
+  }
+  // Larger than the bound: never whole. Read all at once: every one within it is.
+  CHECK(sink.in_two_steps >= 2);
+  if (runs.front() == (1 << 30)) CHECK(sink.whole == static_cast<int>(lengths.size()) - 2);
+  if (runs.front() == 1) CHECK(sink.whole == 1);  // the empty one: its header is all of it
+}
+
+TEST_CASE("a whole message that completes what the caller waits for ends the read there", "[transport]") {
+  std::vector<std::uint8_t> bytes;
+  for (std::uint64_t tag : {1, 2, 3}) {
+    FrameHeader header{};
+    header.kind = FrameKind::Eager;
+    header.tag = tag;
+    header.bytes = 8;
+    const auto* raw = reinterpret_cast<const std::uint8_t*>(&header);
+    bytes.insert(bytes.end(), raw, raw + sizeof header);
+    bytes.insert(bytes.end(), 8, static_cast<std::uint8_t>(tag));
+  }
+  // One frame per read: the read after the completing one is never made.
+  StreamConnection connection(1, "peer",
+                              std::make_unique<ScriptedStream>(bytes, 0, std::vector<std::size_t>{48}, false));
+  RecordingSink sink;
+  sink.completes_on = 2;
+  connection.receive(sink);
+  REQUIRE(sink.messages.size() == 2);
+  CHECK(sink.whole == 2);
+  connection.receive(sink);
+  CHECK(sink.messages.size() == 3);
 }

@@ -24,25 +24,34 @@ void Matcher::compact() {
   }
 }
 
-bool Matcher::take_receive(int source, std::uint64_t tag, std::optional<PostedReceive>& into) {
+PostedReceive* Matcher::match(int source, std::uint64_t tag) {
   for (auto it = live_begin(); it != posted_.end(); ++it) {
-    if (it->tag == tag && (it->source == source || it->source == kAnySource)) {
-      into.emplace(std::move(*it));
-      if (it + 1 == posted_.end()) {
-        posted_.pop_back();
-        if (first_ == posted_.size() && first_ != 0) {  // only moved-from receives are left
-          posted_.clear();
-          first_ = 0;
-        }
-      } else if (it == live_begin()) {
-        ++first_;  // the moved-from receive holds nothing any more
-      } else {
-        posted_.erase(it);
-      }
-      return true;
-    }
+    if (it->tag == tag && (it->source == source || it->source == kAnySource)) return &*it;
   }
-  return false;
+  return nullptr;
+}
+
+void Matcher::remove_matched(PostedReceive* matched) {
+  if (matched == &posted_.back()) {
+    posted_.pop_back();
+    if (first_ != 0 && first_ == posted_.size()) {  // only moved-from receives are left
+      posted_.clear();
+      first_ = 0;
+    }
+  } else if (matched == &posted_[first_]) {
+    *matched = {};  // lets go of its completion now, as a moved-from receive would
+    ++first_;
+  } else {
+    posted_.erase(posted_.begin() + (matched - posted_.data()));
+  }
+}
+
+bool Matcher::take_receive(int source, std::uint64_t tag, std::optional<PostedReceive>& into) {
+  PostedReceive* matched = match(source, tag);
+  if (matched == nullptr) return false;
+  into.emplace(std::move(*matched));
+  remove_matched(matched);
+  return true;
 }
 
 bool Matcher::withdraw(const detail::Completion* completion) {

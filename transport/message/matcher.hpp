@@ -52,6 +52,10 @@ class Matcher {
   // A message announced by `source`: the earliest posted receive it satisfies, moved into
   // `into` (where its arrival keeps it: one move fewer per message) and removed; false if none.
   bool take_receive(int source, std::uint64_t tag, std::optional<PostedReceive>& into);
+  // The same receive, matched in place: used where it lies, then removed (remove_matched) with
+  // no move at all (a message delivered whole on arrival). nullptr if none.
+  PostedReceive* match(int source, std::uint64_t tag);
+  void remove_matched(PostedReceive* matched);
   // A new receive: the earliest unexpected message it satisfies (left in place, returned by
   // pointer so the caller can claim or consume it), or nullptr after storing the receive.
   UnexpectedMessage* find_unexpected(const PostedReceive& receive);

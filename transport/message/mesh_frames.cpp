@@ -4,6 +4,8 @@
 // peer leaves, a Refused fails the send that did not fit, an Exclude is answered at once.
 #include "transport/message/mesh_transport.hpp"
 
+#include <cstring>
+
 #include "comm/error.hpp"
 #include "libcomm/base/log.hpp"
 
@@ -12,6 +14,50 @@ namespace comm::transport {
 // Where a matched receive wants its payload: its buffer, overwritten or combined into.
 StreamConnection::PayloadTarget MeshTransport::FrameReceiver::target_of(const PostedReceive& receive) {
   return {static_cast<std::uint8_t*>(receive.data), receive.reduction ? &receive.reduction : nullptr};
+}
+
+// A small eager message whose payload came with its header: on_header's Eager case, with the
+// receive matched where it is posted and filled at once, so nothing waits in the channel for
+// the payload and no receive is moved out of the matcher.
+StreamConnection::Sink::Handled MeshTransport::FrameReceiver::on_message(StreamConnection& connection,
+                                                                         const FrameHeader& header,
+                                                                         const std::uint8_t* payload) {
+  int peer = connection.peer();
+  // Thrown away, as on_header does: after a mismatch found in this read, of a revoked group, or
+  // of a call this rank began differently (the group stops).
+  if (mesh_.pending_mismatch_) return Handled::Delivered;
+  if (mesh_.revocations_.of_tag(header.tag) != nullptr) [[unlikely]]
+    return Handled::Delivered;
+  if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return Handled::Delivered;
+  if (is_probe(header.tag)) {
+    mesh_.channels_[peer].note_probe(header.tag, header.extra);
+    mesh_.fail_conflicting(peer, header.tag, header.extra);
+    return Handled::Delivered;
+  }
+  PostedReceive* receive = mesh_.matcher_.match(peer, header.tag);
+  if (receive == nullptr) {
+    mesh_.matcher_.add_unexpected({peer, header.tag, header.bytes, false, 0, true,
+                                   std::vector<std::uint8_t>(payload, payload + header.bytes), std::nullopt,
+                                   header.extra});
+    mesh_.fail_conflicting(peer, header.tag, header.extra);
+    return Handled::Delivered;
+  }
+  Handled handled = Handled::Delivered;
+  if (conflicting(receive->fingerprint, header.extra)) {
+    mesh_.fail_mismatch(*receive, peer, header.extra);
+  } else if (fits(*receive, peer, header.tag, header.bytes, 0)) {
+    auto* target = static_cast<std::uint8_t*>(receive->data);
+    if (receive->reduction) {
+      combine_run(receive->reduction, target, payload, header.bytes / receive->reduction.element);
+    } else if (header.bytes > 0) {
+      std::memcpy(target, payload, header.bytes);
+    }
+    // Compared first: once completed, a waiter may return and free its completion.
+    if (receive->completion.get() == mesh_.awaited_) handled = Handled::Completed;
+    receive->completion->complete(header.bytes, peer);
+  }
+  mesh_.matcher_.remove_matched(receive);
+  return handled;
 }
 
 StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamConnection& connection,
@@ -161,10 +207,9 @@ bool MeshTransport::FrameReceiver::on_payload(StreamConnection& connection, cons
   return completed;
 }
 
-// Checks the receive buffer holds the message; if not, fails the receive and tells the sender.
-bool MeshTransport::FrameReceiver::fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes,
-                                        std::uint64_t id) {
-  if (bytes <= receive.capacity) return true;
+// Out of line: only a message larger than its receive buffer comes here.
+void MeshTransport::FrameReceiver::refuse(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes,
+                                          std::uint64_t id) {
   receive.completion->fail(mesh_.make_error<InvalidArgumentError>(
       "the message from " + mesh_.peer_name(source) + " with tag " + std::to_string(tag) + " has " +
           std::to_string(bytes) + " bytes but the receive buffer holds " + std::to_string(receive.capacity) +
@@ -172,7 +217,6 @@ bool MeshTransport::FrameReceiver::fits(const PostedReceive& receive, int source
       source, "recv"));
   if (source != mesh_.rank_)
     mesh_.send_frame(source, make_frame(FrameKind::Refused, tag, bytes, id, receive.capacity), nullptr, nullptr);
-  return false;
 }
 
 void MeshTransport::FrameReceiver::clear_to_send(int peer, std::uint64_t id, PostedReceive receive) {

@@ -108,9 +108,12 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
     return;
   }
   if (message == nullptr) {
-    if (auto other = disagreement(receive)) {
-      fail_mismatch(receive, other->source, other->fingerprint);
-      return;
+    // A send/recv (fingerprint 0) has no call to disagree with: not even asked.
+    if (receive.fingerprint != 0) {
+      if (auto other = disagreement(receive)) {
+        fail_mismatch(receive, other->source, other->fingerprint);
+        return;
+      }
     }
     // Messages that arrived before a peer left are still delivered (above); nothing more will.
     if (peer != kAnySource && peer != rank_ && channels_[peer].error()) {

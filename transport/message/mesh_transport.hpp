@@ -95,11 +95,18 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
   class FrameReceiver final : public StreamConnection::Sink {
    public:
     explicit FrameReceiver(MeshTransport& mesh) : mesh_(mesh) {}
+    Handled on_message(StreamConnection& connection, const FrameHeader& header, const std::uint8_t* payload) override;
     StreamConnection::PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) override;
     bool on_payload(StreamConnection& connection, const FrameHeader& header) override;
     // Whether the receive buffer holds the message; if not, fails the receive and tells the
     // sender (`id`: the sender's, for a large message).
-    bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
+    bool fits(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id) {
+      if (bytes <= receive.capacity) [[likely]]
+        return true;
+      refuse(receive, source, tag, bytes, id);
+      return false;
+    }
+    void refuse(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
     // Clears a peer's large message (ReadyToSend `id`) for `receive`.
     void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
 

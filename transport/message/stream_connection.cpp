@@ -138,6 +138,15 @@ bool StreamConnection::consume(Sink& sink) {
       if (inbox_end_ - inbox_begin_ < sizeof(FrameHeader)) return completed;
       std::memcpy(&current_, inbox_.data() + inbox_begin_, sizeof(FrameHeader));
       inbox_begin_ += sizeof(FrameHeader);
+      if (current_.kind == FrameKind::Eager && current_.bytes <= kWholeMessageBytes &&
+          inbox_end_ - inbox_begin_ >= current_.bytes) {
+        Sink::Handled handled = sink.on_message(*this, current_, inbox_.data() + inbox_begin_);
+        if (handled != Sink::Handled::NotHere) {
+          inbox_begin_ += current_.bytes;
+          completed = completed || handled == Sink::Handled::Completed;
+          continue;
+        }
+      }
       payload_done_ = 0;
       payload_target_ = nullptr;
       reduction_ = nullptr;
@@ -181,7 +190,7 @@ void StreamConnection::deliver(const std::uint8_t* run, std::size_t bytes) {
     carry_bytes_ = 0;
   }
   std::size_t elements = bytes / element;
-  combine(payload_target_ + payload_done_, run, elements);
+  combine_run(*reduction_, payload_target_ + payload_done_, run, elements);
   payload_done_ += elements * element;
   std::size_t rest = bytes - elements * element;
   if (rest > 0) {
@@ -191,11 +200,11 @@ void StreamConnection::deliver(const std::uint8_t* run, std::size_t bytes) {
   }
 }
 
-void StreamConnection::combine(std::uint8_t* target, const std::uint8_t* run, std::size_t elements) {
+void combine_run(const Combiner& reduction, std::uint8_t* target, const std::uint8_t* run, std::size_t elements) {
   if (elements == 0) return;
-  std::size_t element = reduction_->element;
+  std::size_t element = reduction.element;
   if (reinterpret_cast<std::uintptr_t>(run) % element == 0) {
-    (*reduction_)(target, run, elements);
+    reduction(target, run, elements);
     return;
   }
   // Bytes that follow a message of odd length in the stream (rare): realigned in pieces first.
@@ -204,7 +213,7 @@ void StreamConnection::combine(std::uint8_t* target, const std::uint8_t* run, st
   for (std::size_t done = 0; done < elements;) {
     std::size_t count = std::min(per_piece, elements - done);
     std::memcpy(aligned, run + done * element, count * element);
-    (*reduction_)(target + done * element, aligned, count);
+    reduction(target + done * element, aligned, count);
     done += count;
   }
 }

@@ -64,6 +64,10 @@ inline FrameHeader make_frame(FrameKind kind, std::uint64_t tag, std::uint64_t b
   return header;
 }
 
+// target = target op run, `elements` of them; `run` need not be aligned to the element size
+// (bytes that follow a message of odd length in a stream are not), `target` must be.
+void combine_run(const Combiner& reduction, std::uint8_t* target, const std::uint8_t* run, std::size_t elements);
+
 class StreamConnection {
  public:
   struct PayloadTarget {
@@ -73,10 +77,19 @@ class StreamConnection {
   class Sink {
    public:
     virtual ~Sink() = default;
+    // An eager message of at most kWholeMessageBytes whose payload has arrived with its header
+    // (most small messages): matched and delivered in one step, straight from the inbox, with
+    // nothing kept between header and payload. NotHere leaves it to on_header and on_payload.
+    enum class Handled { NotHere, Delivered, Completed };
+    virtual Handled on_message(StreamConnection& /*connection*/, const FrameHeader& /*header*/,
+                               const std::uint8_t* /*payload*/) {
+      return Handled::NotHere;
+    }
     virtual PayloadTarget on_header(StreamConnection& connection, const FrameHeader& header) = 0;
     // True when the frame completed the operation the polling thread waits for.
     virtual bool on_payload(StreamConnection& connection, const FrameHeader& header) = 0;
   };
+  static constexpr std::size_t kWholeMessageBytes = 1024;
 
   StreamConnection(int peer, std::string peer_name, std::unique_ptr<ByteStream> stream);
 
@@ -121,7 +134,6 @@ class StreamConnection {
   // Puts `bytes` more of the current payload into its target: copied, or combined whole
   // elements at a time (a partial element waits in carry_ for the rest).
   void deliver(const std::uint8_t* run, std::size_t bytes);
-  void combine(std::uint8_t* target, const std::uint8_t* run, std::size_t elements);
   class Deliverer;
 
   int peer_;
