@@ -7,6 +7,7 @@ medians, and issue 4's targets judged on both.
 
     apt-get install -y openmpi-bin libopenmpi-dev python3-torch
     /usr/bin/python3 bench/peers/compare_collectives.py [--rounds 3] [--build build] [--peers ../shared/peers]
+    (Gloo runs under the Python that runs this: the project's .venv/bin/python has torch)
 """
 import os
 import sys
@@ -59,7 +60,7 @@ def mpi(binary, tcp):
 
 
 def gloo(peers):
-    return peer_csv(output(["/usr/bin/python3", os.path.join(peers, "torch_gloo_bench.py"), "--world-size", "2",
+    return peer_csv(output([sys.executable, os.path.join(peers, "torch_gloo_bench.py"), "--world-size", "2",
                             "--colls", "all_reduce,barrier", "--budget", "0.3"]))
 
 
