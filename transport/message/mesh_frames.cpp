@@ -42,20 +42,27 @@ StreamConnection::Sink::Handled MeshTransport::FrameReceiver::on_message(StreamC
     mesh_.fail_conflicting(peer, header.tag, header.extra);
     return Handled::Delivered;
   }
-  Handled handled = Handled::Delivered;
-  if (conflicting(receive->fingerprint, header.extra)) {
-    mesh_.fail_mismatch(*receive, peer, header.extra);
-  } else if (fits(*receive, peer, header.tag, header.bytes, 0)) {
-    auto* target = static_cast<std::uint8_t*>(receive->data);
-    if (receive->reduction) {
-      combine_run(receive->reduction, target, payload, header.bytes / receive->reduction.element);
-    } else if (header.bytes > 0) {
-      std::memcpy(target, payload, header.bytes);
+  if (header.bytes > receive->capacity || conflicting(receive->fingerprint, header.extra)) [[unlikely]] {
+    // Taken out before it is failed: telling the sender may throw (a write to this very peer),
+    // and a failed receive must not stay posted for the next message.
+    PostedReceive failed = std::move(*receive);
+    mesh_.matcher_.remove_matched(receive);
+    if (conflicting(failed.fingerprint, header.extra)) {
+      mesh_.fail_mismatch(failed, peer, header.extra);
+    } else {
+      refuse(failed, peer, header.tag, header.bytes, 0);
     }
-    // Compared first: once completed, a waiter may return and free its completion.
-    if (receive->completion.get() == mesh_.awaited_) handled = Handled::Completed;
-    receive->completion->complete(header.bytes, peer);
+    return Handled::Delivered;
   }
+  auto* target = static_cast<std::uint8_t*>(receive->data);
+  if (receive->reduction) {
+    combine_run(receive->reduction, target, payload, header.bytes / receive->reduction.element);
+  } else if (header.bytes > 0) {
+    std::memcpy(target, payload, header.bytes);
+  }
+  // Compared first: once completed, a waiter may return and free its completion.
+  Handled handled = receive->completion.get() == mesh_.awaited_ ? Handled::Completed : Handled::Delivered;
+  receive->completion->complete(header.bytes, peer);
   mesh_.matcher_.remove_matched(receive);
   return handled;
 }
