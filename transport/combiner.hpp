@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "comm/types.hpp"
 
@@ -26,5 +27,10 @@ struct Combiner {
     combine(target, incoming, count, dtype, op);
   }
 };
+
+// target = target op run, `elements` of them; `run` need not be aligned to the element size
+// (bytes that follow a message of odd length in a stream are not), `target` must be. Defined
+// with the stream that reads such runs (message/stream_connection.cpp).
+void combine_run(const Combiner& reduction, std::uint8_t* target, const std::uint8_t* run, std::size_t elements);
 
 }  // namespace comm::transport

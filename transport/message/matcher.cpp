@@ -8,15 +8,6 @@
 
 namespace comm::transport {
 
-void deliver(const PostedReceive& receive, const void* payload, std::size_t bytes) {
-  if (bytes == 0) return;
-  if (receive.reduction) {
-    receive.reduction(receive.data, payload, bytes / receive.reduction.element);
-  } else {
-    std::memcpy(receive.data, payload, bytes);
-  }
-}
-
 void Matcher::compact() {
   if (first_ * 2 >= posted_.size()) {
     posted_.erase(posted_.begin(), live_begin());

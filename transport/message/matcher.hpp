@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <list>
 #include <memory>
 #include <optional>
@@ -26,8 +27,16 @@ struct PostedReceive {
   Combiner reduction;  // set: the message combines into `data` rather than overwriting it
 };
 
-// Delivers a whole message already in memory into a receive: copied, or combined.
-void deliver(const PostedReceive& receive, const void* payload, std::size_t bytes);
+// Delivers a whole message already in memory into a receive: copied, or combined (the payload
+// need not be aligned to the element size). Inline: every small message arriving comes here.
+inline void deliver(const PostedReceive& receive, const void* payload, std::size_t bytes) {
+  if (receive.reduction) {
+    combine_run(receive.reduction, static_cast<std::uint8_t*>(receive.data), static_cast<const std::uint8_t*>(payload),
+                bytes / receive.reduction.element);
+  } else if (bytes > 0) {
+    std::memcpy(receive.data, payload, bytes);
+  }
+}
 
 struct UnexpectedMessage {
   int source = -1;

@@ -4,8 +4,6 @@
 // peer leaves, a Refused fails the send that did not fit, an Exclude is answered at once.
 #include "transport/message/mesh_transport.hpp"
 
-#include <cstring>
-
 #include "comm/error.hpp"
 #include "libcomm/base/log.hpp"
 
@@ -16,6 +14,18 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::target_of(const Po
   return {static_cast<std::uint8_t*>(receive.data), receive.reduction ? &receive.reduction : nullptr};
 }
 
+// Inline: every small message passes here, and a call cost the ping-pong 15 instructions.
+inline bool MeshTransport::FrameReceiver::drops_eager(int peer, const FrameHeader& header) {
+  if (mesh_.revocations_.of_tag(header.tag) != nullptr) [[unlikely]]
+    return true;  // of a revoked group: thrown away
+  // Eager and ReadyToSend frames carry the sender's call fingerprint in `extra`.
+  if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return true;  // the group stops
+  if (!is_probe(header.tag)) return false;
+  mesh_.channels_[peer].note_probe(header.tag, header.extra);
+  mesh_.fail_conflicting(peer, header.tag, header.extra);
+  return true;
+}
+
 // A small eager message whose payload came with its header: on_header's Eager case, with the
 // receive matched where it is posted and filled at once, so nothing waits in the channel for
 // the payload and no receive is moved out of the matcher.
@@ -23,17 +33,8 @@ StreamConnection::Sink::Handled MeshTransport::FrameReceiver::on_message(StreamC
                                                                          const FrameHeader& header,
                                                                          const std::uint8_t* payload) {
   int peer = connection.peer();
-  // Thrown away, as on_header does: after a mismatch found in this read, of a revoked group, or
-  // of a call this rank began differently (the group stops).
-  if (mesh_.pending_mismatch_) return Handled::Delivered;
-  if (mesh_.revocations_.of_tag(header.tag) != nullptr) [[unlikely]]
-    return Handled::Delivered;
-  if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return Handled::Delivered;
-  if (is_probe(header.tag)) {
-    mesh_.channels_[peer].note_probe(header.tag, header.extra);
-    mesh_.fail_conflicting(peer, header.tag, header.extra);
-    return Handled::Delivered;
-  }
+  // After a mismatch found in this read nothing more is delivered (on_header says why).
+  if (mesh_.pending_mismatch_ || drops_eager(peer, header)) return Handled::Delivered;
   PostedReceive* receive = mesh_.matcher_.match(peer, header.tag);
   if (receive == nullptr) {
     mesh_.matcher_.add_unexpected({peer, header.tag, header.bytes, false, 0, true,
@@ -47,24 +48,23 @@ StreamConnection::Sink::Handled MeshTransport::FrameReceiver::on_message(StreamC
     // and a failed receive must not stay posted for the next message.
     PostedReceive failed = std::move(*receive);
     mesh_.matcher_.remove_matched(receive);
-    if (conflicting(failed.fingerprint, header.extra)) {
-      mesh_.fail_mismatch(failed, peer, header.extra);
-    } else {
-      refuse(failed, peer, header.tag, header.bytes, 0);
-    }
+    accepts(failed, peer, header);
     return Handled::Delivered;
   }
-  auto* target = static_cast<std::uint8_t*>(receive->data);
-  if (receive->reduction) {
-    combine_run(receive->reduction, target, payload, header.bytes / receive->reduction.element);
-  } else if (header.bytes > 0) {
-    std::memcpy(target, payload, header.bytes);
-  }
+  deliver(*receive, payload, header.bytes);
   // Compared first: once completed, a waiter may return and free its completion.
   Handled handled = receive->completion.get() == mesh_.awaited_ ? Handled::Completed : Handled::Delivered;
   receive->completion->complete(header.bytes, peer);
   mesh_.matcher_.remove_matched(receive);
   return handled;
+}
+
+bool MeshTransport::FrameReceiver::accepts(const PostedReceive& receive, int peer, const FrameHeader& header) {
+  if (conflicting(receive.fingerprint, header.extra)) {
+    mesh_.fail_mismatch(receive, peer, header.extra);
+    return false;
+  }
+  return fits(receive, peer, header.tag, header.bytes, 0);
 }
 
 StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamConnection& connection,
@@ -78,24 +78,9 @@ StreamConnection::PayloadTarget MeshTransport::FrameReceiver::on_header(StreamCo
   if (mesh_.pending_mismatch_) return {nullptr};
   switch (header.kind) {
     case FrameKind::Eager: {
-      if (mesh_.revocations_.of_tag(header.tag) != nullptr) [[unlikely]]
-        return {nullptr};  // of a revoked group: thrown away
-      // Eager and ReadyToSend frames carry the sender's call fingerprint in `extra`.
-      if (mesh_.contradicts_my_call(peer, header.tag, header.extra)) return {nullptr};  // dropped: the group stops
-      if (is_probe(header.tag)) {
-        channel.note_probe(header.tag, header.extra);
-        mesh_.fail_conflicting(peer, header.tag, header.extra);
-        return {nullptr};
-      }
+      if (drops_eager(peer, header)) return {nullptr};
       if (mesh_.matcher_.take_receive(peer, header.tag, arrival.receive)) {
-        const PostedReceive& receive = *arrival.receive;
-        bool refused = conflicting(receive.fingerprint, header.extra);
-        if (refused) {
-          mesh_.fail_mismatch(receive, peer, header.extra);
-        } else {
-          refused = !fits(receive, peer, header.tag, header.bytes, 0);
-        }
-        if (!refused) return target_of(receive);
+        if (accepts(*arrival.receive, peer, header)) return target_of(*arrival.receive);
         arrival.receive.reset();  // failed: nothing completes it on arrival
         return {nullptr};
       }

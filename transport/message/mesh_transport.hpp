@@ -107,6 +107,12 @@ class MeshTransport final : public Transport, public std::enable_shared_from_thi
       return false;
     }
     void refuse(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);
+    // Whether an eager frame goes no further: of a revoked group or of a call this rank began
+    // differently (thrown away), or a probe (noted).
+    bool drops_eager(int peer, const FrameHeader& header);
+    // Whether the receive an eager frame matched takes it; if not (another call, too small), it
+    // is failed and the sender told.
+    bool accepts(const PostedReceive& receive, int peer, const FrameHeader& header);
     // Clears a peer's large message (ReadyToSend `id`) for `receive`.
     void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
 

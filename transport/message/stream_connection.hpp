@@ -64,10 +64,6 @@ inline FrameHeader make_frame(FrameKind kind, std::uint64_t tag, std::uint64_t b
   return header;
 }
 
-// target = target op run, `elements` of them; `run` need not be aligned to the element size
-// (bytes that follow a message of odd length in a stream are not), `target` must be.
-void combine_run(const Combiner& reduction, std::uint8_t* target, const std::uint8_t* run, std::size_t elements);
-
 class StreamConnection {
  public:
   struct PayloadTarget {
