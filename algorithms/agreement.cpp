@@ -137,7 +137,7 @@ class Agreement {
   };
   void throw_if_left_out() const {
     if (bound_) return;
-    if (int by = place_.transport.excluded_from(place_.group_id); by >= 0) throw LeftOut{by};
+    if (int by = place_.transport.groups().excluded_from(place_.group_id); by >= 0) throw LeftOut{by};
   }
   [[noreturn]] void throw_left_out(int by) const {
     throw PeerClosedError("shrink: rank " + std::to_string(by) +
@@ -282,7 +282,7 @@ class Agreement {
       throw_excluded(coordinator);
     }
     // Bound from here: a coordinator's later request to leave this rank out is refused.
-    if (int by = place_.transport.bind_agreement(place_.group_id); by >= 0) refuse_to_acknowledge(coordinator, by);
+    if (int by = place_.transport.groups().bind_agreement(place_.group_id); by >= 0) refuse_to_acknowledge(coordinator, by);
     bound_ = true;
     pending_ = decision;
     Receive commit = receive(coordinator, coordinator, Phase::Commit);
@@ -329,7 +329,7 @@ class Agreement {
     } catch (const LeftOut& left_out) {
       left_out_by(left_out.by);
     }
-    if (int by = place_.transport.bind_agreement(place_.group_id); by >= 0) left_out_by(by);
+    if (int by = place_.transport.groups().bind_agreement(place_.group_id); by >= 0) left_out_by(by);
     bound_ = true;
     pending_ = Decision{place_.rank, out};
 
@@ -448,7 +448,7 @@ class Agreement {
     for (int rank : out) {
       if (rank == place_.rank || place_.transport.failure(member(rank))) continue;
       asked.emplace_back(rank, receive(rank, place_.rank, Phase::Exclusion));
-      place_.transport.ask_to_exclude(member(rank), place_.group_id, tag(place_.rank, Phase::Exclusion));
+      place_.transport.groups().ask_to_exclude(member(rank), place_.group_id, tag(place_.rank, Phase::Exclusion));
     }
     auto until = std::min<Clock::time_point>(Clock::now() + kAnswerWait, deadline_);
     for (auto& [rank, answer] : asked) {

@@ -82,7 +82,7 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
     // The group revoked (a member died, or one revoked it): nobody comes. Before the peer's own
     // state: a peer that revoked the group and then left did so over that cause.
     if (context.transport.revoked_any()) {
-      if (auto error = context.transport.revocation(context.group_id)) {
+      if (auto error = context.transport.groups().revocation(context.group_id)) {
         if (word.load(std::memory_order_acquire) >= epoch) break;
         rethrow_with_context(context, peer, error);
       }

@@ -30,9 +30,9 @@ WAITS = ["comm::detail::Completion::wait_for*", "comm::algorithms::*wait_for_pee
 # the receive): the polls that found nothing stay uncounted. Only in the ping-pong: there every
 # arrival is handled inside a wait (a collective's poll() can also meet one outside, where the
 # toggle would switch collection off instead).
-ARRIVAL = ["comm::transport::MeshTransport::FrameReceiver::on_message*",
-           "comm::transport::MeshTransport::FrameReceiver::on_header*",
-           "comm::transport::MeshTransport::FrameReceiver::on_payload*"]
+ARRIVAL = ["comm::transport::FrameReceiver::on_message*",
+           "comm::transport::FrameReceiver::on_header*",
+           "comm::transport::FrameReceiver::on_payload*"]
 CASES = {  # name: (bench, extra flags, entry functions)
     "pingpong": ("sendrecv_perf", ["--mode", "pingpong"],
                  ["comm::ProcessGroup::send*", "comm::ProcessGroup::recv*"] + ARRIVAL),

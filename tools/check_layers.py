@@ -45,7 +45,8 @@ RULES = [
     ("transport/memory/", [BASE, "transport/transport.hpp", "transport/socket.hpp", "transport/medium.hpp",
                            "transport/shared_arena.hpp", "transport/combiner.hpp"]),
     ("transport/message/", [BASE, "transport/transport.hpp", "transport/socket.hpp", "transport/epoll_set.hpp",
-                            "transport/medium.hpp", "transport/shared_arena.hpp", "transport/combiner.hpp"]),
+                            "transport/medium.hpp", "transport/shared_arena.hpp", "transport/combiner.hpp",
+                            "transport/group_control.hpp"]),
     ("transport/", [BASE]),
     # Algorithms see the transport only through its interface, never a medium or a store's
     # internals.

@@ -141,7 +141,7 @@ void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
       // The timeout's message is the verdict: where every rank of the group is now.
       std::string verdict = hang_watch_->verdict_now(timeout_) + " (" + error.message() + ")";
       TimeoutError timeout(verdict, error.context());
-      transport_->revoke(layout_.id, timeout);
+      transport_->groups().revoke(layout_.id, timeout);
       throw timeout;
     }
     // Transfers of the failed call may still be posted into its buffers, and peers may be
@@ -154,7 +154,7 @@ void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
     if (error.code() == ErrorCode::Mismatch) {
       transport_->abort(error.what(), &error);
     } else {
-      transport_->revoke(layout_.id, error);
+      transport_->groups().revoke(layout_.id, error);
     }
     throw;
   }

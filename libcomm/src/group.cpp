@@ -35,7 +35,7 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
     std::vector<int> members(static_cast<std::size_t>(size()));
     for (int member = 0; member < size(); ++member)
       members[static_cast<std::size_t>(member)] = layout_.transport_rank(member);
-    transport_->add_group(layout_.id, std::move(members));
+    transport_->groups().add_group(layout_.id, std::move(members));
   }
   // Every member constructs the group at the same point (init_process_group, new_group), so the
   // segment of the shared-memory collectives is made here, collectively.
@@ -85,7 +85,7 @@ void ProcessGroup::Impl::map_arena() {
 }
 
 ProcessGroup::Impl::~Impl() {
-  if (rank() >= 0 && size() > 1) transport_->remove_group(layout_.id);
+  if (rank() >= 0 && size() > 1) transport_->groups().remove_group(layout_.id);
 }
 
 void check_members_alive(transport::Transport& transport, const std::vector<int>& members, int size, int rank,

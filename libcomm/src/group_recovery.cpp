@@ -19,11 +19,11 @@ void ProcessGroup::Impl::revoke(const std::string& reason) {
                          (reason.empty() ? std::string() : " (" + reason + ")") +
                          "; its calls fail on every member: the survivors go on in a group made with shrink()",
                      ErrorContext{.rank = rank(), .peer = self, .op = op});
-  transport_->revoke(layout_.id, cause);
+  transport_->groups().revoke(layout_.id, cause);
 }
 
 void ProcessGroup::Impl::throw_if_revoked(const char* op, std::int64_t sequence) const {
-  std::exception_ptr revoked = transport_->revocation(layout_.id);
+  std::exception_ptr revoked = transport_->groups().revocation(layout_.id);
   if (!revoked) return;
   try {
     std::rethrow_exception(revoked);
@@ -59,7 +59,7 @@ std::unique_ptr<ProcessGroup::Impl> ProcessGroup::Impl::shrink(const std::vector
   }
   // The old group stops first, everywhere: a survivor still in a call on it (waiting for a rank
   // that will not come) gets out, and can shrink too.
-  if (!transport_->revocation(layout_.id)) revoke("shrinking");
+  if (!transport_->groups().revocation(layout_.id)) revoke("shrinking");
   // The same id on every survivor: the n-th shrink of this group. Mixing in a constant keeps it
   // apart from new_group's children.
   std::uint64_t mix = (std::uint64_t{layout_.id} << 32 ^ (0x5348'0000ull + ++shrinks_)) * 0x9E3779B97F4A7C15ull;

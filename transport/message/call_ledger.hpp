@@ -1,7 +1,7 @@
 // The record of the collective calls this rank took part in last (the slot of each: its group
 // id and sequence number, with the call's fingerprint), against which the message layer checks
 // every collective message and probe that arrives: a service with its own state, which answers
-// questions and changes nothing else (what a mismatch does is the layer's: mesh_mismatch.cpp).
+// questions and changes nothing else (what a mismatch does is MismatchWatch's: mismatch_watch.hpp).
 #pragma once
 
 #include <array>

@@ -2,7 +2,7 @@
 // transport stopped (abort, a mismatch, a thread that failed), and the Goodbye it said, which a
 // peer that connects afterwards (on first use) is told too. A service with its own state; what
 // stopping does to the channels (goodbyes, flushes, every peer lost) is the layer's
-// (mesh_peer_loss.cpp).
+// (PeerLoss, peer_loss.hpp).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Which groups of a transport are revoked and why: a service of the message layer with its own
 // state and no reach into the layer's. It decides (a group is revoked once; what its transfers
 // fail with; which members to tell; which groups a lost peer takes down) and returns the
-// decision; the layer carries it out on its channels and its matcher (mesh_revocation.cpp).
+// decision; the layer carries it out on its channels and its matcher (MeshGroups, mesh_groups.hpp).
 #pragma once
 
 #include <cstdint>
