@@ -58,11 +58,6 @@ void MismatchWatch::stop_over(int peer, std::uint64_t mine, std::uint64_t theirs
   stop_over(mismatch);
 }
 
-void MismatchWatch::handle_pending() {
-  if (pending_) [[unlikely]]
-    stop_over(std::exchange(pending_, nullptr));
-}
-
 void MismatchWatch::stop_over(const std::exception_ptr& mismatch) {
   try {
     std::rethrow_exception(mismatch);

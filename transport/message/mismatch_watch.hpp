@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <exception>
 #include <optional>
+#include <utility>
 
 #include "transport/message/call_ledger.hpp"
 #include "transport/message/matcher.hpp"
@@ -62,8 +63,11 @@ class MismatchWatch {
   void fail_conflicting(int source, std::uint64_t tag, std::uint64_t fingerprint);
 
   // A mismatch found inside a peer's read, to stop over once it is over.
-  bool pending() const { return pending_ != nullptr; }
-  void handle_pending();
+  bool pending() const { return static_cast<bool>(pending_); }
+  void handle_pending() {  // inline: every read ends here
+    if (pending_) [[unlikely]]
+      stop_over(std::exchange(pending_, nullptr));
+  }
 
  private:
   std::exception_ptr error(std::uint64_t mine, int source, std::uint64_t theirs) const {

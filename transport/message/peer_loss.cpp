@@ -40,7 +40,7 @@ void PeerLoss::lose_after_write_error(int peer, std::exception_ptr error) {
   if (peers_[peer].connection()) lose_peer(peer, error);
 }
 
-void PeerLoss::lose_after_writes() {
+void PeerLoss::lose_deferred() {
   for (auto& [lost, error] : std::exchange(write_losses_, {})) lose_after_write_error(lost, error);
 }
 
