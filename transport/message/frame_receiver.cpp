@@ -24,8 +24,7 @@ inline bool FrameReceiver::drops_eager(int peer, const FrameHeader& header) {
   // Eager and ReadyToSend frames carry the sender's call fingerprint in `extra`.
   if (mismatches_.contradicts_my_call(peer, header.tag, header.extra)) return true;  // the group stops
   if (!is_probe(header.tag)) return false;
-  peers_[peer].note_probe(header.tag, header.extra);
-  mismatches_.fail_conflicting(peer, header.tag, header.extra);
+  mismatches_.note_probe(peer, header.tag, header.extra);
   return true;
 }
 

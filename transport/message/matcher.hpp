@@ -70,6 +70,7 @@ class Matcher {
   UnexpectedMessage* find_unexpected(const PostedReceive& receive);
   UnexpectedMessage& add_unexpected(UnexpectedMessage message);
   void remove_unexpected(const UnexpectedMessage* message);
+  bool has_unexpected() const { return !unexpected_.empty(); }
   void post(PostedReceive&& receive) {
     if (first_ >= kCompactFrom) [[unlikely]]
       compact();

@@ -39,7 +39,6 @@ void MismatchWatch::fail_conflicting(int source, std::uint64_t tag, std::uint64_
 
 void MismatchWatch::compare_new_call(std::uint64_t tag, std::uint64_t fingerprint) {
   if (loss_.stopped()) return;
-  poll_due_.store(true, std::memory_order_relaxed);  // poll() compares what arrived before
   // Messages and probes of this call that arrived before it began, from any peer (a peer that
   // thinks another rank is the root sends to ranks that will never receive from it).
   if (auto other = disagreement({kAnySource, tag, nullptr, 0, nullptr, fingerprint, {}})) {

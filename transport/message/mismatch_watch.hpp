@@ -29,10 +29,20 @@ class MismatchWatch {
       : peers_(peers), matcher_(matcher), engine_(engine), loss_(loss), poll_due_(poll_due) {}
 
   // Notes that this rank sends or receives in the call of `tag`; the first time, compares what
-  // arrived of that call before. Inline: every transfer passes here.
+  // arrived of that call before. Inline: every transfer passes here, and while nothing arrived
+  // early (no unexpected message, no probe ever) there is nothing to compare.
   void note_call(std::uint64_t tag, std::uint64_t fingerprint) {
-    if (calls_.note(tag, fingerprint)) [[unlikely]]
-      compare_new_call(tag, fingerprint);
+    if (!calls_.note(tag, fingerprint)) return;
+    poll_due_.store(true, std::memory_order_relaxed);  // poll() compares what arrived before (a
+                                                       // stopped rank's stays due anyway)
+    if (matcher_.has_unexpected() || probes_seen_) compare_new_call(tag, fingerprint);
+  }
+  // A probe from `peer` (transport.hpp): kept in its channel until the next, and compared with
+  // the receives of its call now.
+  void note_probe(int peer, std::uint64_t tag, std::uint64_t fingerprint) {
+    peers_[peer].note_probe(tag, fingerprint);
+    probes_seen_ = true;
+    fail_conflicting(peer, tag, fingerprint);
   }
   // Whether a collective message or probe from `peer` belongs to a call this rank began with
   // another fingerprint; if so the mismatch is handled (at once, or after the peer's read) and
@@ -84,6 +94,7 @@ class MismatchWatch {
   std::atomic<bool>& poll_due_;
   CallLedger calls_;
   std::exception_ptr pending_;  // found inside a peer's read: handled after it
+  bool probes_seen_ = false;    // a probe ever arrived: a new call compares the channels' probes
 };
 
 }  // namespace comm::transport
