@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "algorithms/reduce.hpp"
@@ -199,4 +200,113 @@ TEST_CASE("a whole message that completes what the caller waits for ends the rea
   CHECK(sink.whole == 2);
   connection.receive(sink);
   CHECK(sink.messages.size() == 3);
+}
+
+namespace {
+
+// Serves prepared records one at a time, as the shared-memory ring does: a read stops at a
+// record's end, and a record nothing of which was read is lent whole in place
+// (ByteStream::lend_record) until released.
+class RecordStream final : public ByteStream {
+ public:
+  explicit RecordStream(std::vector<std::vector<std::uint8_t>> records) : records_(std::move(records)) {}
+  std::size_t write_some(const iovec*, int) override { return 0; }
+  std::size_t read_some(void* data, std::size_t bytes) override {
+    if (index_ == records_.size()) return 0;
+    const auto& record = records_[index_];
+    std::size_t n = std::min(bytes, record.size() - offset_);
+    std::memcpy(data, record.data() + offset_, n);
+    offset_ += n;
+    if (offset_ == record.size()) {
+      ++index_;
+      offset_ = 0;
+    }
+    return n;
+  }
+  std::span<const std::uint8_t> lend_record() override {
+    if (index_ == records_.size() || offset_ != 0) return {};
+    ++lent;
+    return records_[index_];
+  }
+  void release_record() override {
+    ++index_;
+    ++released;
+  }
+  int wakeup_fd() const override { return -1; }
+  bool prepare_to_sleep(bool) override { return true; }
+  bool writes_wake_through_fd() const override { return false; }
+  const char* medium() const override { return "records"; }
+  int lent = 0, released = 0;
+
+ private:
+  std::vector<std::vector<std::uint8_t>> records_;
+  std::size_t index_ = 0, offset_ = 0;
+};
+
+std::vector<std::uint8_t> eager_frame(std::uint64_t tag, std::size_t bytes) {
+  FrameHeader header{};
+  header.kind = FrameKind::Eager;
+  header.tag = tag;
+  header.bytes = bytes;
+  const auto* raw = reinterpret_cast<const std::uint8_t*>(&header);
+  std::vector<std::uint8_t> frame(raw, raw + sizeof header);
+  for (std::size_t b = 0; b < bytes; ++b) frame.push_back(static_cast<std::uint8_t>(tag * 31 + b * 7));
+  return frame;
+}
+
+}  // namespace
+
+TEST_CASE("a small message lent whole by the medium is handled in place, the rest read, in order", "[transport]") {
+  // Tags 1..9; which record each frame lies in decides the way it takes.
+  std::vector<std::vector<std::uint8_t>> frames;
+  const std::vector<std::size_t> lengths = {8, 0, 2000, 8, 16, 8, StreamConnection::kWholeMessageBytes, 8, 8};
+  for (std::size_t i = 0; i < lengths.size(); ++i) frames.push_back(eager_frame(i + 1, lengths[i]));
+  auto joined = [](const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b) {
+    std::vector<std::uint8_t> both = a;
+    both.insert(both.end(), b.begin(), b.end());
+    return both;
+  };
+  std::vector<std::vector<std::uint8_t>> records = {
+      frames[0],                                                       // lent
+      frames[1],                                                       // lent: an empty message
+      frames[2],                                                       // over the whole-message bound: read
+      joined(frames[3], frames[4]),                                    // two frames in one record: read
+      std::vector<std::uint8_t>(frames[5].begin(), frames[5].begin() + 43),  // one frame over two records
+      std::vector<std::uint8_t>(frames[5].begin() + 43, frames[5].end()),
+      frames[6],  // lent: at the bound
+      frames[7],  // lent
+      frames[8],  // lent
+  };
+  auto stream = std::make_unique<RecordStream>(records);
+  RecordStream& medium = *stream;
+  StreamConnection connection(1, "peer", std::move(stream));
+  RecordingSink sink;
+  for (int polls = 0; polls < 1000 && sink.messages.size() < lengths.size(); ++polls) connection.receive(sink);
+  REQUIRE(sink.messages.size() == lengths.size());
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    INFO("message " << i + 1);
+    CHECK(sink.messages[i].first == i + 1);
+    CHECK(sink.messages[i].second == std::vector<std::uint8_t>(frames[i].begin() + sizeof(FrameHeader), frames[i].end()));
+  }
+  CHECK(medium.released == 5);
+  CHECK(connection.bytes_moved() == [&] {
+    std::size_t total = 0;
+    for (const auto& record : records) total += record.size();
+    return total;
+  }());
+}
+
+TEST_CASE("a lent message that completes what the caller waits for ends the read there", "[transport]") {
+  auto stream = std::make_unique<RecordStream>(
+      std::vector<std::vector<std::uint8_t>>{eager_frame(1, 8), eager_frame(2, 8), eager_frame(3, 8)});
+  RecordStream& medium = *stream;
+  StreamConnection connection(1, "peer", std::move(stream));
+  RecordingSink sink;
+  sink.completes_on = 2;
+  connection.receive(sink);
+  REQUIRE(sink.messages.size() == 2);
+  CHECK(medium.lent == 2);  // the third record is not even looked at
+  connection.receive(sink);
+  CHECK(sink.messages.size() == 3);
+  CHECK(medium.released == 3);
 }

@@ -74,8 +74,9 @@ class StreamConnection {
    public:
     virtual ~Sink() = default;
     // An eager message of at most kWholeMessageBytes whose payload has arrived with its header
-    // (most small messages): matched and delivered in one step, straight from the inbox, with
-    // nothing kept between header and payload. NotHere leaves it to on_header and on_payload.
+    // (most small messages): matched and delivered in one step, straight from the inbox or from
+    // the record the medium lends (ByteStream::lend_record), with nothing kept between header
+    // and payload. NotHere leaves it to on_header and on_payload.
     enum class Handled { NotHere, Delivered, Completed };
     virtual Handled on_message(StreamConnection& /*connection*/, const FrameHeader& /*header*/,
                                const std::uint8_t* /*payload*/) {
@@ -127,6 +128,9 @@ class StreamConnection {
     std::vector<std::uint8_t> owned;  // the payload, when the caller's buffer could not be kept
   };
   bool consume(Sink& sink);
+  // A whole small message the stream lends in place (one record, one Eager frame), handed to
+  // on_message where it lies and released: NotHere when there is none such (read it instead).
+  Sink::Handled take_lent_message(Sink& sink);
   // Puts `bytes` more of the current payload into its target: copied, or combined whole
   // elements at a time (a partial element waits in carry_ for the rest).
   void deliver(const std::uint8_t* run, std::size_t bytes);

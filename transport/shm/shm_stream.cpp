@@ -213,16 +213,7 @@ std::size_t ShmStream::read_records(std::size_t bytes, Use&& use) {
     record_left_ -= take;
     if (record_left_ == 0) {
       in_record_ = false;
-      read_sequence_ = next_sequence(read_sequence_);
-      read_position_ += record_bytes(record_length_);
-      // Released to the writer in batches: a small message then costs the reader no atomic
-      // write. The writer can only run out of room with more than the ring less one batch
-      // unread, so a reader that reads on always releases in time.
-      if (read_position_ - released_position_ >= release_bytes_) {
-        ring.header->tail.store(read_position_, std::memory_order_seq_cst);
-        released_position_ = read_position_;
-        released = true;
-      }
+      released = finish_record(record_length_);
       // Stop at the record's end rather than look at the next header: when the writer is idle
       // that line sits modified in its cache, and reading it would put a cache miss on the
       // critical path of every small message. The caller asks again if it wants more.
@@ -231,6 +222,33 @@ std::size_t ShmStream::read_records(std::size_t bytes, Use&& use) {
   }
   if (released) wake_if_sleeping(ring.header->writer_sleeping);
   return read;
+}
+
+bool ShmStream::finish_record(std::size_t length) {
+  read_sequence_ = next_sequence(read_sequence_);
+  read_position_ += record_bytes(length);
+  // Released to the writer in batches: a small message then costs the reader no atomic write.
+  // The writer can only run out of room with more than the ring less one batch unread, so a
+  // reader that reads on always releases in time.
+  if (read_position_ - released_position_ < release_bytes_) return false;
+  end_.inbound.header->tail.store(read_position_, std::memory_order_seq_cst);
+  released_position_ = read_position_;
+  return true;
+}
+
+std::span<const std::uint8_t> ShmStream::lend_record() {
+  if (in_record_ || !next_record_ready()) return {};
+  Ring& ring = end_.inbound;
+  if (read_position_ + record_bytes(record_left_) > inbound_mapped_) [[unlikely]] {
+    map_ahead(ring, inbound_mapped_, read_position_ + record_bytes(record_left_));
+  }
+  std::size_t offset = static_cast<std::size_t>(read_position_) & (ring.capacity - 1);
+  return {ring.data + offset + 8, record_left_};
+}
+
+// After lend_record: the record it lent (record_left_ still holds its length).
+void ShmStream::release_record() {
+  if (finish_record(record_left_)) wake_if_sleeping(end_.inbound.header->writer_sleeping);
 }
 
 // After publishing (a record, or room): the other side's progress thread may have gone to sleep

@@ -68,6 +68,8 @@ class ShmStream final : public ByteStream {
   // Hands the bytes over in the ring itself, record by record: no copy out first.
   bool reads_in_place() const override { return true; }
   std::size_t read_through(std::size_t bytes, RunSink& sink) override;
+  std::span<const std::uint8_t> lend_record() override;
+  void release_record() override;
   int wakeup_fd() const override { return doorbell_.fd(); }
   void on_wakeup() override;
   bool prepare_to_sleep(bool want_write) override;
@@ -84,6 +86,8 @@ class ShmStream final : public ByteStream {
   bool next_record_ready();
   template <class Use>
   std::size_t read_records(std::size_t bytes, Use&& use);
+  // Moves past the record being read (of `length` bytes); true when room went back to the writer.
+  bool finish_record(std::size_t length);
   ShmPairEnd end_;
   Socket doorbell_;
   std::size_t write_chunk_;    // the most one record carries
