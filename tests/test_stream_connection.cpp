@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -223,10 +224,11 @@ class RecordStream final : public ByteStream {
     }
     return n;
   }
-  std::span<const std::uint8_t> lend_record() override {
-    if (index_ == records_.size() || offset_ != 0) return {};
+  std::optional<std::span<const std::uint8_t>> lend_record() override {
+    if (offset_ != 0) return std::nullopt;  // begun by a read: read the rest
+    if (index_ == records_.size()) return std::span<const std::uint8_t>{};  // nothing arrived
     ++lent;
-    return records_[index_];
+    return std::span<const std::uint8_t>(records_[index_]);
   }
   void release_record() override {
     ++index_;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,10 +59,12 @@ class ByteStream {
   }
   // The next record as the writer wrote it (a stream of records: shared memory's ring), lent in
   // place while nothing of it was read yet: its bytes, valid until release_record(), which
-  // consumes it whole. Empty when none is ready, part of one was read, or the medium has no
-  // records (the default). A small message arrives as one record: its frame is handled where
-  // it lies, without the copy into the connection's inbox.
-  virtual std::span<const std::uint8_t> lend_record() { return {}; }
+  // consumes it whole. Empty when nothing has arrived (then read_some would find nothing
+  // either: a poll stops there); nullopt when the caller must read instead (part of a record
+  // was read, or the medium has no records: the default). A small message arrives as one
+  // record: its frame is handled where it lies, without the copy into the connection's inbox.
+  // Throws, as read_some does, when nothing has arrived and the peer is gone.
+  virtual std::optional<std::span<const std::uint8_t>> lend_record() { return std::nullopt; }
   virtual void release_record() {}
   // The descriptor the progress thread sleeps on for this peer (readable: data, a wake-up, or
   // the peer's end); called when it fired, before reading.

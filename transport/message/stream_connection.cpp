@@ -117,9 +117,9 @@ void StreamConnection::receive(Sink& sink) {
     if (inbox_begin_ == inbox_end_) {
       inbox_begin_ = inbox_end_ = 0;
       if (!in_payload_) {
-        Sink::Handled lent = take_lent_message(sink);
-        if (lent == Sink::Handled::Completed) return;  // nothing is buffered
-        if (lent == Sink::Handled::Delivered) continue;
+        Lent lent = take_lent_message(sink);
+        if (lent == Lent::Completed || lent == Lent::Nothing) return;  // nothing is buffered
+        if (lent == Lent::Delivered) continue;
       }
     } else if (inbox_begin_ > 0 && inbox_.size() - inbox_end_ < sizeof(FrameHeader)) {
       std::memmove(inbox_.data(), inbox_.data() + inbox_begin_, inbox_end_ - inbox_begin_);
@@ -136,20 +136,23 @@ void StreamConnection::receive(Sink& sink) {
 
 // Saves the small message's copy into the inbox (and the inbox's bookkeeping) on the path of
 // every arrival over shared memory.
-StreamConnection::Sink::Handled StreamConnection::take_lent_message(Sink& sink) {
-  std::span<const std::uint8_t> record = stream_->lend_record();
-  if (record.size() < sizeof(FrameHeader)) return Sink::Handled::NotHere;
+StreamConnection::Lent StreamConnection::take_lent_message(Sink& sink) {
+  std::optional<std::span<const std::uint8_t>> lent = stream_->lend_record();
+  if (!lent) return Lent::Read;
+  std::span<const std::uint8_t> record = *lent;
+  if (record.empty()) return Lent::Nothing;
+  if (record.size() < sizeof(FrameHeader)) return Lent::Read;
   FrameHeader header;
   std::memcpy(&header, record.data(), sizeof header);
   if (header.kind != FrameKind::Eager || header.bytes > kWholeMessageBytes ||
       record.size() != sizeof header + header.bytes) {
-    return Sink::Handled::NotHere;
+    return Lent::Read;
   }
   Sink::Handled handled = sink.on_message(*this, header, record.data() + sizeof header);
-  if (handled == Sink::Handled::NotHere) return handled;
+  if (handled == Sink::Handled::NotHere) return Lent::Read;
   stream_->release_record();
   bytes_moved_ += record.size();
-  return handled;
+  return handled == Sink::Handled::Completed ? Lent::Completed : Lent::Delivered;
 }
 
 // Dispatches every complete header and payload byte held in the inbox; true when a frame

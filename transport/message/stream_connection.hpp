@@ -129,8 +129,10 @@ class StreamConnection {
   };
   bool consume(Sink& sink);
   // A whole small message the stream lends in place (one record, one Eager frame), handed to
-  // on_message where it lies and released: NotHere when there is none such (read it instead).
-  Sink::Handled take_lent_message(Sink& sink);
+  // on_message where it lies and released. What it found: a message (Delivered, Completed),
+  // nothing arrived (Nothing: no read needed), or something to read instead (Read).
+  enum class Lent { Read, Nothing, Delivered, Completed };
+  Lent take_lent_message(Sink& sink);
   // Puts `bytes` more of the current payload into its target: copied, or combined whole
   // elements at a time (a partial element waits in carry_ for the rest).
   void deliver(const std::uint8_t* run, std::size_t bytes);

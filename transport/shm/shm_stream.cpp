@@ -258,14 +258,18 @@ bool ShmStream::finish_record(std::size_t length) {
   return true;
 }
 
-std::span<const std::uint8_t> ShmStream::lend_record() {
-  if (in_record_ || !next_record_ready()) return {};
+std::optional<std::span<const std::uint8_t>> ShmStream::lend_record() {
+  if (in_record_) return std::nullopt;
+  if (!next_record_ready()) {
+    if (closed_error_ != 0) throw_peer_lost(peer_name_, peer_, "waiting for it", closed_error_ < 0 ? 0 : closed_error_);
+    return std::span<const std::uint8_t>{};
+  }
   Ring& ring = end_.inbound;
   if (read_position_ + record_bytes(record_left_) > inbound_mapped_) [[unlikely]] {
     map_ahead(ring, inbound_mapped_, read_position_ + record_bytes(record_left_));
   }
   std::size_t offset = static_cast<std::size_t>(read_position_) & (ring.capacity - 1);
-  return {ring.data + offset + 8, record_left_};
+  return std::span<const std::uint8_t>{ring.data + offset + 8, record_left_};
 }
 
 // After lend_record: the record it lent (record_left_ still holds its length).

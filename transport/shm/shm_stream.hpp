@@ -68,7 +68,7 @@ class ShmStream final : public ByteStream {
   // Hands the bytes over in the ring itself, record by record: no copy out first.
   bool reads_in_place() const override { return true; }
   std::size_t read_through(std::size_t bytes, RunSink& sink) override;
-  std::span<const std::uint8_t> lend_record() override;
+  std::optional<std::span<const std::uint8_t>> lend_record() override;
   void release_record() override;
   int wakeup_fd() const override { return doorbell_.fd(); }
   void on_wakeup() override;
