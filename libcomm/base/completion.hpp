@@ -48,6 +48,18 @@ class Completion {
   // Exactly one of these is called, once.
   void complete(std::size_t bytes, int source);
   void fail(std::exception_ptr error);
+  // complete(), by the waiter itself: called from inside the progress() call with which the
+  // thread waiting on this completion drives its transport (the transport knows it: it is what
+  // progress() awaits). A completion on the waiter's stack has that one waiter, running, and no
+  // callback, so a release store does what finish()'s exchange does, without a locked
+  // instruction on the way from a message's arrival to its caller; any other takes complete().
+  void complete_in_waiter(std::size_t bytes, int source) {
+    if (borrowed_ == nullptr) [[unlikely]]
+      return complete(bytes, source);
+    bytes_ = bytes;
+    source_ = source;
+    state_.store(kDone, std::memory_order_release);
+  }
 
   // Runs `callback` once done, on the thread that completes this (at once, here, when it is done
   // already). At most one per completion, and only on completions shared through a shared_ptr

@@ -54,9 +54,17 @@ StreamConnection::Sink::Handled FrameReceiver::on_message(StreamConnection& conn
     return Handled::Delivered;
   }
   deliver(*receive, payload, header.bytes);
-  // Compared first: once completed, a waiter may return and free its completion.
-  Handled handled = receive->completion.get() == engine_.awaited() ? Handled::Completed : Handled::Delivered;
-  receive->completion->complete(header.bytes, peer);
+  detail::Completion* completion = receive->completion.get();
+  // The waiter reading now completes its own receive (Completion::complete_in_waiter). Another
+  // thread's waiter may return and free its completion once completed: then the receive is
+  // removed without touching it (the matcher's reference keeps a shared one alive meanwhile).
+  Handled handled = Handled::Delivered;
+  if (completion == engine_.awaited()) {
+    completion->complete_in_waiter(header.bytes, peer);
+    handled = Handled::Completed;
+  } else {
+    completion->complete(header.bytes, peer);
+  }
   matcher_.remove_matched(receive);
   return handled;
 }

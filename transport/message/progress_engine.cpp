@@ -30,25 +30,26 @@ void ProgressEngine::attach(int peer, std::unique_ptr<ByteStream> stream) {
 bool ProgressEngine::progress(int peer_hint, const detail::Completion* awaited) {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return true;  // someone else is making progress right now
-  awaited_ = awaited;
   // A handshake under way is moved on by whoever makes progress: a spinning waiter keeps the
   // progress thread away from the connector's descriptors.
   if (connecting()) [[unlikely]]
     advance_connections();
-  auto moved = [&](int peer) -> std::uint64_t {
-    return peers_[peer].connection() ? peers_[peer].connection()->bytes_moved() : 0;
-  };
-  std::uint64_t before = 0, after = 0;
+  awaited_ = awaited;
   int rank = peers_.rank();
-  int first = peer_hint >= 0 && peer_hint != rank ? peer_hint : 0;
-  int last = peer_hint >= 0 && peer_hint != rank ? peer_hint : peers_.size() - 1;
+  bool one = peer_hint >= 0 && peer_hint != rank;  // a waiter's peer: the poll of every spin
+  int first = one ? peer_hint : 0, last = one ? peer_hint : peers_.size() - 1;
+  bool moved = false;
   for (int peer = first; peer <= last; ++peer) {
-    before += moved(peer);
+    StreamConnection* connection = peers_[peer].connection();
+    if (connection == nullptr) continue;
+    std::uint64_t before = connection->bytes_moved();
     service(peer);
-    after += moved(peer);
+    // (service may have lost the peer: its connection is gone, and that is news too.)
+    connection = peers_[peer].connection();
+    moved = moved || connection == nullptr || connection->bytes_moved() != before;
   }
   awaited_ = nullptr;
-  return after != before;
+  return moved;
 }
 
 void ProgressEngine::service(int peer) {

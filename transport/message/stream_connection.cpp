@@ -17,10 +17,6 @@ constexpr std::size_t kDirectReadBytes = 32 * 1024;
 constexpr std::size_t kInboxReadBytes = kDirectReadBytes;
 constexpr int kMaxIovecs = 64;
 
-bool has_payload(FrameKind kind) {
-  return kind == FrameKind::Eager || kind == FrameKind::Data || kind == FrameKind::Goodbye || kind == FrameKind::Revoke;
-}
-
 }  // namespace
 
 class StreamConnection::Deliverer final : public ByteStream::RunSink {
@@ -41,15 +37,9 @@ void StreamConnection::queue(const FrameHeader& header, const void* payload,
   outbox_.push_back({header, static_cast<const std::uint8_t*>(payload), payload_bytes, 0, std::move(on_written), {}});
 }
 
-bool StreamConnection::write_now(const FrameHeader& header, const void* payload) {
-  if (!outbox_.empty()) return false;
-  std::size_t payload_bytes = has_payload(header.kind) ? header.bytes : 0;
-  iovec vectors[2] = {{const_cast<FrameHeader*>(&header), sizeof(FrameHeader)},
-                      {const_cast<void*>(payload), payload_bytes}};
-  std::size_t written = stream_->write_some(vectors, payload_bytes > 0 ? 2 : 1);
+bool StreamConnection::keep_rest(const FrameHeader& header, const void* payload, std::size_t payload_bytes,
+                                 std::size_t written) {
   if (written == 0) return false;
-  bytes_moved_ += written;
-  if (written == sizeof(FrameHeader) + payload_bytes) return true;
   Outgoing rest{header, nullptr, payload_bytes, written, nullptr, {}};
   const auto* begin = static_cast<const std::uint8_t*>(payload);
   rest.owned.assign(begin, begin + payload_bytes);

@@ -38,6 +38,11 @@ enum class FrameKind : std::uint8_t {
                 // the sender would leave this rank out of it (Transport::ask_to_exclude)
 };
 
+// Whether a frame of this kind carries `bytes` of payload after its header.
+inline bool has_payload(FrameKind kind) {
+  return kind == FrameKind::Eager || kind == FrameKind::Data || kind == FrameKind::Goodbye || kind == FrameKind::Revoke;
+}
+
 constexpr std::uint64_t kRevokedCapacity = ~std::uint64_t{0};
 
 struct FrameHeader {
@@ -101,7 +106,18 @@ class StreamConnection {
   // Writes a frame at once when nothing is queued before it; what the stream does not take is
   // copied and queued, so the caller's payload is free on return. False: nothing was written
   // (output is queued, or the stream is full); queue() it instead.
-  bool write_now(const FrameHeader& header, const void* payload);
+  // Inline: every small send passes here.
+  bool write_now(const FrameHeader& header, const void* payload) {
+    if (!outbox_.empty()) return false;
+    std::size_t payload_bytes = has_payload(header.kind) ? header.bytes : 0;
+    iovec vectors[2] = {{const_cast<FrameHeader*>(&header), sizeof(FrameHeader)},
+                        {const_cast<void*>(payload), payload_bytes}};
+    std::size_t written = stream_->write_some(vectors, payload_bytes > 0 ? 2 : 1);
+    bytes_moved_ += written;
+    if (written == sizeof(FrameHeader) + payload_bytes) [[likely]]
+      return true;
+    return keep_rest(header, payload, payload_bytes, written);
+  }
   // Writes what the socket takes now; true when nothing is left queued.
   bool flush();
   bool has_output() const { return !outbox_.empty(); }
@@ -127,6 +143,9 @@ class StreamConnection {
     std::shared_ptr<detail::Completion> on_written;
     std::vector<std::uint8_t> owned;  // the payload, when the caller's buffer could not be kept
   };
+  // After a write_now the stream took only `written` bytes of: false when none (nothing is
+  // queued); else the rest is copied and queued.
+  bool keep_rest(const FrameHeader& header, const void* payload, std::size_t payload_bytes, std::size_t written);
   bool consume(Sink& sink);
   // A whole small message the stream lends in place (one record, one Eager frame), handed to
   // on_message where it lies and released. What it found: a message (Delivered, Completed),
