@@ -319,3 +319,35 @@ TEST_CASE("a record lent in place is the one a read would give, and leaves only 
   CHECK(std::equal(received_stream.begin(), received_stream.end(), sent_stream.begin()));
   CHECK(lent_whole > 1000);
 }
+
+TEST_CASE("payload of an earlier lap that looks like the next header is never read as one", "[transport][shm]") {
+  // The smallest ring (64 KiB). Lap 1: records of 16 lines whose payload holds, where each of
+  // their lines begins, the very header word the record written at that line in lap 2 will have
+  // (one line per record there). Lap 2: after each record is read, a read finds nothing: the
+  // writer cleared the next slot before publishing (ahead of time, or at the last moment).
+  auto pair = make_pair_of_streams(1, std::size_t{80} << 10);
+  constexpr std::size_t kCapacity = 64 << 10, kLine = 64, kBigRecord = 16 * kLine;
+  constexpr std::uint32_t kLapOneRecords = kCapacity / kBigRecord;
+  auto lap_two_header = [&](std::uint64_t position) {
+    std::uint64_t sequence = 1 + kLapOneRecords + position / kLine;
+    return (sequence << 32) | (kLine - 8);
+  };
+  std::size_t position = 0;
+  for (std::uint32_t record = 0; record < kLapOneRecords; ++record, position += kBigRecord) {
+    std::vector<std::uint8_t> payload(kBigRecord - 8, 0xAB);
+    for (std::size_t line = 1; line < 16; ++line) {
+      std::uint64_t word = lap_two_header(position + line * kLine);
+      std::memcpy(payload.data() + line * kLine - 8, &word, sizeof word);
+    }
+    REQUIRE(write(*pair.low, payload) == payload.size());
+    REQUIRE(read(*pair.high, payload.size()) == payload);
+  }
+  for (std::uint32_t record = 0; record < kCapacity / kLine - 2; ++record) {
+    INFO("lap 2, record " << record);
+    auto payload = message(kLine - 8, static_cast<int>(record));
+    REQUIRE(write(*pair.low, payload) == payload.size());
+    REQUIRE(read(*pair.high, payload.size()) == payload);
+    std::uint8_t more[kLine];
+    REQUIRE(pair.high->read_some(more, sizeof more) == 0);
+  }
+}

@@ -68,6 +68,8 @@ void ShmStream::ring_doorbell() {
 namespace {
 
 constexpr std::size_t kRecordAlign = 64;  // a record starts on its own cache line
+// How far ahead of the write position header slots are cleared (clear_ahead).
+constexpr std::uint64_t kClearAheadBytes = 1024;
 // Frames up to this size take write_some's one-record path.
 constexpr std::size_t kSmallRecordBytes = 4096;
 
@@ -134,6 +136,7 @@ std::size_t ShmStream::write_some(const iovec* vectors, int count) {
       if (second > 0) copy_short(target + first, static_cast<const std::uint8_t*>(vectors[1].iov_base), second);
       publish_record(length);
       wake_if_sleeping(ring.header->reader_sleeping);
+      clear_ahead();
       return length;
     }
   }
@@ -146,7 +149,10 @@ std::size_t ShmStream::write_some(const iovec* vectors, int count) {
     std::size_t offset = static_cast<std::size_t>(write_position_) & (ring.capacity - 1);
     std::size_t free = ring.capacity - static_cast<std::size_t>(write_position_ - known_tail_);
     std::size_t want = std::min(total - written, write_chunk_);
-    if (record_bytes(want) > free) {
+    // Room for the record and the next header slot, as checked below: a stale tail that left
+    // exactly one line (free == one record of one line) stalled the writer until the progress
+    // thread's next sleep looked again.
+    if (record_bytes(want) + kRecordAlign > free) {
       known_tail_ = ring.header->tail.load(std::memory_order_acquire);
       free = ring.capacity - static_cast<std::size_t>(write_position_ - known_tail_);
     }
@@ -169,20 +175,44 @@ std::size_t ShmStream::write_some(const iovec* vectors, int count) {
     publish_record(length);
     written += length;
   }
-  if (written > 0) wake_if_sleeping(ring.header->reader_sleeping);
+  if (written > 0) {
+    wake_if_sleeping(ring.header->reader_sleeping);
+    clear_ahead();
+  }
   return written;
 }
 
 // Inline into write_some: every message passes here.
 [[gnu::always_inline]] inline void ShmStream::publish_record(std::size_t length) {
   Ring& ring = end_.outbound;
-  // Clear the next record's header slot before publishing this one: whatever an earlier lap
-  // left there (payload bytes, say) can then never be mistaken for a header.
-  record_header(ring, write_position_ + record_bytes(length)).store(0, std::memory_order_relaxed);
+  // The next record's header slot must be clear before this one is published: whatever an
+  // earlier lap left there (payload bytes, say) could otherwise be mistaken for a header. It
+  // was cleared ahead (clear_ahead) unless this record reaches past what was.
+  std::uint64_t next = write_position_ + record_bytes(length);
+  if (next >= cleared_until_) [[unlikely]] {
+    record_header(ring, next).store(0, std::memory_order_relaxed);
+    cleared_until_ = next + kRecordAlign;
+  }
   record_header(ring, write_position_)
       .store(header_word(write_sequence_, static_cast<std::uint32_t>(length)), std::memory_order_seq_cst);
   write_sequence_ = next_sequence(write_sequence_);
-  write_position_ += record_bytes(length);
+  write_position_ = next;
+}
+
+// Clears the header slot of every line a little ahead of the write position, after a publish.
+// Those lines were last written a lap ago and are cold in this core's cache: clearing the next
+// slot just before the publish put that miss on every small message's path (the publish's
+// seq_cst store waits for the stores before it), where now it is taken off it, a few messages
+// early. Only lines the reader has released (before known_tail_ + capacity) are touched, and
+// the reader reads no slot past the write position.
+void ShmStream::clear_ahead() {
+  Ring& ring = end_.outbound;
+  std::uint64_t until = std::min({write_position_ + kClearAheadBytes, known_tail_ + ring.capacity, outbound_mapped_});
+  for (std::uint64_t position = std::max(cleared_until_, write_position_ + kRecordAlign); position < until;
+       position += kRecordAlign) {
+    record_header(ring, position).store(0, std::memory_order_relaxed);
+    cleared_until_ = position + kRecordAlign;
+  }
 }
 
 // True when the next record has been written; sets up reading it.

@@ -82,6 +82,7 @@ class ShmStream final : public ByteStream {
   void ring_doorbell();
   // Publishes the record of `length` bytes copied in at the write position, and moves past it.
   void publish_record(std::size_t length);
+  void clear_ahead();
   void wake_if_sleeping(std::atomic<std::uint32_t>& sleeping);
   bool next_record_ready();
   template <class Use>
@@ -99,6 +100,9 @@ class ShmStream final : public ByteStream {
   std::uint64_t write_position_ = 0;
   std::uint32_t write_sequence_;
   std::uint64_t known_tail_ = 0;  // the reader's tail when last read (only ever behind)
+  // Every line's header slot in [write_position_ + one line, cleared_until_) is clear; the slot
+  // at write_position_ itself was cleared before the record before it was published.
+  std::uint64_t cleared_until_ = 0;
   // Reader side (inbound ring).
   std::uint64_t read_position_ = 0;
   std::uint32_t read_sequence_;
