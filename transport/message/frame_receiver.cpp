@@ -31,17 +31,15 @@ inline bool FrameReceiver::drops_eager(int peer, const FrameHeader& header) {
 // A small eager message whose payload came with its header: on_header's Eager case, with the
 // receive matched where it is posted and filled at once, so nothing waits in the channel for
 // the payload and no receive is moved out of the matcher.
-StreamConnection::Sink::Handled FrameReceiver::on_message(StreamConnection& connection,
-                                                                         const FrameHeader& header,
-                                                                         const std::uint8_t* payload) {
+StreamConnection::Sink::Handled FrameReceiver::on_message(StreamConnection& connection, const FrameHeader& header,
+                                                          const std::uint8_t* payload) {
   int peer = connection.peer();
   // After a mismatch found in this read nothing more is delivered (on_header says why).
   if (mismatches_.pending() || drops_eager(peer, header)) return Handled::Delivered;
   PostedReceive* receive = matcher_.match(peer, header.tag);
   if (receive == nullptr) {
     matcher_.add_unexpected({peer, header.tag, header.bytes, false, 0, true,
-                                   std::vector<std::uint8_t>(payload, payload + header.bytes), std::nullopt,
-                                   header.extra});
+                             std::vector<std::uint8_t>(payload, payload + header.bytes), std::nullopt, header.extra});
     mismatches_.fail_conflicting(peer, header.tag, header.extra);
     return Handled::Delivered;
   }
@@ -54,19 +52,19 @@ StreamConnection::Sink::Handled FrameReceiver::on_message(StreamConnection& conn
     return Handled::Delivered;
   }
   deliver(*receive, payload, header.bytes);
-  detail::Completion* completion = receive->completion.get();
-  // The waiter reading now completes its own receive (Completion::complete_in_waiter). Another
-  // thread's waiter may return and free its completion once completed: then the receive is
-  // removed without touching it (the matcher's reference keeps a shared one alive meanwhile).
-  Handled handled = Handled::Delivered;
-  if (completion == engine_.awaited()) {
-    completion->complete_in_waiter(header.bytes, peer);
-    handled = Handled::Completed;
-  } else {
-    completion->complete(header.bytes, peer);
-  }
+  // Removed after: the matcher's reference keeps a shared completion alive meanwhile.
+  bool awaited = complete(*receive->completion, header.bytes, peer);
   matcher_.remove_matched(receive);
-  return handled;
+  return awaited ? Handled::Completed : Handled::Delivered;
+}
+
+inline bool FrameReceiver::complete(detail::Completion& completion, std::size_t bytes, int source) {
+  if (&completion != engine_.awaited()) {
+    completion.complete(bytes, source);
+    return false;
+  }
+  completion.complete_in_waiter(bytes, source);
+  return true;
 }
 
 bool FrameReceiver::accepts(const PostedReceive& receive, int peer, const FrameHeader& header) {
@@ -77,8 +75,7 @@ bool FrameReceiver::accepts(const PostedReceive& receive, int peer, const FrameH
   return fits(receive, peer, header.tag, header.bytes, 0);
 }
 
-StreamConnection::PayloadTarget FrameReceiver::on_header(StreamConnection& connection,
-                                                                        const FrameHeader& header) {
+StreamConnection::PayloadTarget FrameReceiver::on_header(StreamConnection& connection, const FrameHeader& header) {
   int peer = connection.peer();
   Channel& channel = peers_[peer];
   Channel::Arrival& arrival = channel.arrival();
@@ -135,7 +132,7 @@ StreamConnection::PayloadTarget FrameReceiver::on_ready_to_send(int peer, const 
   if (groups_.revocations().of_tag(header.tag) != nullptr) [[unlikely]] {
     // Of a revoked group: never cleared; its sender stops waiting.
     engine_.send_frame(peer, make_frame(FrameKind::Refused, header.tag, header.bytes, header.id, kRevokedCapacity),
-                     nullptr, nullptr);
+                       nullptr, nullptr);
     return {};
   }
   if (mismatches_.contradicts_my_call(peer, header.tag, header.extra)) return {};
@@ -148,8 +145,7 @@ StreamConnection::PayloadTarget FrameReceiver::on_ready_to_send(int peer, const 
       clear_to_send(peer, header.id, std::move(*receive));
     }
   } else {
-    matcher_.add_unexpected(
-        {peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra});
+    matcher_.add_unexpected({peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra});
     mismatches_.fail_conflicting(peer, header.tag, header.extra);
   }
   return {};
@@ -161,8 +157,7 @@ void FrameReceiver::on_refused(int peer, const FrameHeader& header) {
     const auto* revoked = groups_.revocations().of_tag(header.tag);
     std::exception_ptr error = revoked != nullptr ? *revoked : nullptr;
     if (!error) {
-      error = peers_.error<RevokedError>(peers_.name(peer) + " refused a message of a group it revoked",
-                                             peer, "send");
+      error = peers_.error<RevokedError>(peers_.name(peer) + " refused a message of a group it revoked", peer, "send");
     }
     channel.fail_send(header.id, error);
     return;
@@ -194,8 +189,7 @@ bool FrameReceiver::on_payload(StreamConnection& connection, const FrameHeader& 
     return false;
   }
   if (arrival.receive) {
-    arrival.receive->completion->complete(header.bytes, connection.peer());
-    completed = arrival.receive->completion.get() == engine_.awaited();
+    completed = complete(*arrival.receive->completion, header.bytes, connection.peer());
   } else if (UnexpectedMessage* message = arrival.unexpected) {
     message->arrived = true;
     if (message->dropped) {
@@ -204,8 +198,7 @@ bool FrameReceiver::on_payload(StreamConnection& connection, const FrameHeader& 
       PostedReceive receive = std::move(*message->claimed_by);
       if (fits(receive, message->source, message->tag, message->bytes, 0)) {
         deliver(receive, message->payload.data(), message->bytes);
-        receive.completion->complete(message->bytes, message->source);
-        completed = receive.completion.get() == engine_.awaited();
+        completed = complete(*receive.completion, message->bytes, message->source);
       }
       matcher_.remove_unexpected(message);
     }
@@ -216,7 +209,7 @@ bool FrameReceiver::on_payload(StreamConnection& connection, const FrameHeader& 
 
 // Out of line: only a message larger than its receive buffer comes here.
 void FrameReceiver::refuse(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes,
-                                          std::uint64_t id) {
+                           std::uint64_t id) {
   receive.completion->fail(peers_.error<InvalidArgumentError>(
       "the message from " + peers_.name(source) + " with tag " + std::to_string(tag) + " has " +
           std::to_string(bytes) + " bytes but the receive buffer holds " + std::to_string(receive.capacity) +

@@ -53,6 +53,10 @@ class FrameReceiver final : public StreamConnection::Sink {
   StreamConnection::PayloadTarget on_ready_to_send(int peer, const FrameHeader& header);
   void on_refused(int peer, const FrameHeader& header);
   static StreamConnection::PayloadTarget target_of(const PostedReceive& receive);
+  // Completes a receive; true when it is what the reading thread waits for (then that waiter
+  // completes its own, Completion::complete_in_waiter). Once completed, another thread's waiter
+  // may return and free its completion: the caller touches it no more.
+  bool complete(detail::Completion& completion, std::size_t bytes, int source);
 
   Peers& peers_;
   Matcher& matcher_;

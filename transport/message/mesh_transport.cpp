@@ -167,7 +167,8 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
     receive.completion->fail(loss_.stopped());
     return;
   }
-  if (groups_.revocations().any() && groups_.revocations().fail_if_revoked(receive.tag, *receive.completion)) [[unlikely]]
+  const Revocations& revocations = groups_.revocations();
+  if (revocations.any() && revocations.fail_if_revoked(receive.tag, *receive.completion)) [[unlikely]]
     return;
   int peer = receive.source;
   std::uint64_t tag = receive.tag, fingerprint = receive.fingerprint;
@@ -177,12 +178,9 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
     return;
   }
   if (message == nullptr) {
-    // A send/recv (fingerprint 0) has no call to disagree with: not even asked.
-    if (receive.fingerprint != 0) {
-      if (auto other = mismatches_.disagreement(receive)) {
-        mismatches_.fail(receive, other->source, other->fingerprint);
-        return;
-      }
+    if (auto other = mismatches_.disagreement(receive)) {
+      mismatches_.fail(receive, other->source, other->fingerprint);
+      return;
     }
     // Messages that arrived before a peer left are still delivered (above); nothing more will.
     if (peer != kAnySource && peer != peers_.rank() && peers_[peer].error()) {

@@ -10,8 +10,7 @@
 
 namespace comm::transport {
 
-std::optional<MismatchWatch::Disagreement> MismatchWatch::disagreement(const PostedReceive& receive) const {
-  if (receive.fingerprint == 0) return std::nullopt;  // a send/recv: no call to disagree with
+std::optional<MismatchWatch::Disagreement> MismatchWatch::find_disagreement(const PostedReceive& receive) const {
   if (const UnexpectedMessage* message = matcher_.find_conflicting(receive)) {
     return Disagreement{message->source, message->fingerprint};
   }

@@ -61,7 +61,11 @@ class MismatchWatch {
     int source;
     std::uint64_t fingerprint;
   };
-  std::optional<Disagreement> disagreement(const PostedReceive& receive) const;
+  // Inline: a send/recv (fingerprint 0) has no call to disagree with, and every receive asks.
+  std::optional<Disagreement> disagreement(const PostedReceive& receive) const {
+    if (receive.fingerprint == 0) return std::nullopt;
+    return find_disagreement(receive);
+  }
   // The MismatchError a receive from `peer` of `tag`'s call with `fingerprint` would fail with
   // now, or null (Transport::conflict).
   std::exception_ptr conflict(int peer, std::uint64_t tag, std::uint64_t fingerprint) const;
@@ -83,6 +87,7 @@ class MismatchWatch {
   std::exception_ptr error(std::uint64_t mine, int source, std::uint64_t theirs) const {
     return mismatch_error(peers_.rank(), mine, source, peers_.name(source), theirs);
   }
+  std::optional<Disagreement> find_disagreement(const PostedReceive& receive) const;
   void compare_new_call(std::uint64_t tag, std::uint64_t fingerprint);
   void stop_over(int peer, std::uint64_t mine, std::uint64_t theirs);
   void stop_over(const std::exception_ptr& mismatch);

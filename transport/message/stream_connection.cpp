@@ -134,10 +134,9 @@ StreamConnection::Lent StreamConnection::take_lent_message(Sink& sink) {
   if (record.size() < sizeof(FrameHeader)) return Lent::Read;
   FrameHeader header;
   std::memcpy(&header, record.data(), sizeof header);
-  if (header.kind != FrameKind::Eager || header.bytes > kWholeMessageBytes ||
-      record.size() != sizeof header + header.bytes) {
-    return Lent::Read;
-  }
+  // One record, one whole frame (a record holding more, or less, is read instead).
+  std::size_t available = record.size() - sizeof header;
+  if (!whole_message(header, available) || available != header.bytes) return Lent::Read;
   Sink::Handled handled = sink.on_message(*this, header, record.data() + sizeof header);
   if (handled == Sink::Handled::NotHere) return Lent::Read;
   stream_->release_record();
@@ -154,8 +153,7 @@ bool StreamConnection::consume(Sink& sink) {
       if (inbox_end_ - inbox_begin_ < sizeof(FrameHeader)) return completed;
       std::memcpy(&current_, inbox_.data() + inbox_begin_, sizeof(FrameHeader));
       inbox_begin_ += sizeof(FrameHeader);
-      if (current_.kind == FrameKind::Eager && current_.bytes <= kWholeMessageBytes &&
-          inbox_end_ - inbox_begin_ >= current_.bytes) {
+      if (whole_message(current_, inbox_end_ - inbox_begin_)) {
         Sink::Handled handled = sink.on_message(*this, current_, inbox_.data() + inbox_begin_);
         if (handled != Sink::Handled::NotHere) {
           inbox_begin_ += current_.bytes;

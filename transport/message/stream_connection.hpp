@@ -92,6 +92,10 @@ class StreamConnection {
     virtual bool on_payload(StreamConnection& connection, const FrameHeader& header) = 0;
   };
   static constexpr std::size_t kWholeMessageBytes = 1024;
+  // Whether a frame goes to Sink::on_message when `available` bytes follow its header.
+  static bool whole_message(const FrameHeader& header, std::size_t available) {
+    return header.kind == FrameKind::Eager && header.bytes <= kWholeMessageBytes && available >= header.bytes;
+  }
 
   StreamConnection(int peer, std::string peer_name, std::unique_ptr<ByteStream> stream);
 

@@ -215,13 +215,17 @@ void ShmStream::clear_ahead() {
   }
 }
 
-// True when the next record has been written; sets up reading it.
+// True when the next record has been written; sets up reading it (its pages mapped in, on the
+// first lap).
 bool ShmStream::next_record_ready() {
   Ring& ring = end_.inbound;
   std::uint64_t word = record_header(ring, read_position_).load(std::memory_order_seq_cst);
   if (static_cast<std::uint32_t>(word >> 32) != read_sequence_) return false;
   record_left_ = static_cast<std::uint32_t>(word);
   record_offset_ = 8;
+  if (read_position_ + record_bytes(record_left_) > inbound_mapped_) [[unlikely]] {
+    map_ahead(ring, inbound_mapped_, read_position_ + record_bytes(record_left_));
+  }
   return true;
 }
 
@@ -253,9 +257,6 @@ std::size_t ShmStream::read_records(std::size_t bytes, Use&& use) {
       }
       in_record_ = true;
       record_length_ = record_left_;
-      if (read_position_ + record_bytes(record_length_) > inbound_mapped_) [[unlikely]] {
-        map_ahead(ring, inbound_mapped_, read_position_ + record_bytes(record_length_));
-      }
     }
     std::size_t take = std::min(bytes - read, record_left_);
     std::size_t offset = static_cast<std::size_t>(read_position_) & (ring.capacity - 1);
@@ -295,9 +296,6 @@ std::optional<std::span<const std::uint8_t>> ShmStream::lend_record() {
     return std::span<const std::uint8_t>{};
   }
   Ring& ring = end_.inbound;
-  if (read_position_ + record_bytes(record_left_) > inbound_mapped_) [[unlikely]] {
-    map_ahead(ring, inbound_mapped_, read_position_ + record_bytes(record_left_));
-  }
   std::size_t offset = static_cast<std::size_t>(read_position_) & (ring.capacity - 1);
   return std::span<const std::uint8_t>{ring.data + offset + 8, record_left_};
 }
