@@ -118,6 +118,9 @@ class ProcessGroup::Impl {
   // no allocation), and returns a recv's source rank (else -1).
   std::shared_ptr<Work> start(const Call& call);
   int run(const Call& call);
+  // The blocking send and recv without a Call (point_to_point.hpp): every small message.
+  void send(const Buffer& buffer, int dst, int tag) { point_to_point_.send(buffer, dst, tag); }
+  int recv(const Buffer& buffer, int src, int tag) { return point_to_point_.recv(buffer, src, tag); }
 
  private:
   // A collective, checked and numbered, with what runs it: a host entry of the algorithm table,

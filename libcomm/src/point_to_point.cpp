@@ -41,15 +41,29 @@ std::shared_ptr<Work> PointToPoint::start(const Call& call) {
   return std::make_shared<detail::CompletionWork>(start_recv(buffer, call.root, call.tag));
 }
 
-// The blocking forms keep their Work on the stack: one allocation fewer per message.
 int PointToPoint::run(const Call& call) {
-  bool sending = call.operation == Operation::Send;
-  const Buffer& buffer = moved(call);
-  if (on_gpu(buffer)) return run_gpu_transfer(call);
-  if (!sending) return wait_recv(buffer, call.root, call.tag);
-  checks_.send(buffer, call.root, call.tag);
-  if (!send_at_once(buffer, call.root, call.tag)) start_send(buffer, call.root, call.tag).wait();
-  return -1;
+  if (call.operation == Operation::Send) {
+    send(call.input, call.root, call.tag);
+    return -1;
+  }
+  return recv(call.output, call.root, call.tag);
+}
+
+// The blocking forms keep their Work on the stack: one allocation fewer per message. A GPU
+// buffer's transfer is described as a Call for its lane.
+void PointToPoint::send(const Buffer& buffer, int dst, int tag) {
+  if (on_gpu(buffer)) [[unlikely]] {
+    run_gpu_transfer(Call{.operation = Operation::Send, .input = buffer, .root = dst, .tag = tag});
+    return;
+  }
+  checks_.send(buffer, dst, tag);
+  if (!send_at_once(buffer, dst, tag)) start_send(buffer, dst, tag).wait();
+}
+
+int PointToPoint::recv(const Buffer& buffer, int src, int tag) {
+  if (on_gpu(buffer)) [[unlikely]]
+    return run_gpu_transfer(Call{.operation = Operation::Recv, .output = buffer, .root = src, .tag = tag});
+  return wait_recv(buffer, src, tag);
 }
 
 // The blocking receive waits on a Completion on its own stack: no allocation, no reference

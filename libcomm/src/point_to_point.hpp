@@ -28,6 +28,10 @@ class PointToPoint {
   std::shared_ptr<Work> start(const Call& call);
   // Returns the source rank of a recv (the peer named, or the sender for kAnySource); else -1.
   int run(const Call& call);
+  // The blocking forms, also without a Call: ProcessGroup::send and recv, the path of every
+  // small message (docs/design/latency.md). recv returns the source rank.
+  void send(const Buffer& buffer, int dst, int tag);
+  int recv(const Buffer& buffer, int src, int tag);
 
  private:
   detail::CompletionWork start_send(Buffer buffer, int dst, int tag);
