@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "libcomm/base/completion.hpp"
+#include "libcomm/base/short_copy.hpp"
 #include "transport/combiner.hpp"
 
 namespace comm::transport {
@@ -33,8 +34,8 @@ inline void deliver(const PostedReceive& receive, const void* payload, std::size
   if (receive.reduction) {
     combine_run(receive.reduction, static_cast<std::uint8_t*>(receive.data), static_cast<const std::uint8_t*>(payload),
                 bytes / receive.reduction.element);
-  } else if (bytes > 0) {
-    std::memcpy(receive.data, payload, bytes);
+  } else {
+    detail::copy_short(receive.data, payload, bytes);
   }
 }
 

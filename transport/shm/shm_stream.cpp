@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "comm/error.hpp"
+#include "libcomm/base/short_copy.hpp"
 #include "transport/medium.hpp"
 
 namespace comm::transport {
@@ -89,27 +90,6 @@ std::uint64_t header_word(std::uint32_t sequence, std::uint32_t length) {
   return (std::uint64_t{sequence} << 32) | length;
 }
 
-// Copies `bytes` with inline moves up to 64 (a frame's 40-byte header, a payload of a few
-// words): two calls to the library's memcpy cost a small message more than its copies did.
-inline void copy_short(std::uint8_t* to, const std::uint8_t* from, std::size_t bytes) {
-  if (bytes > 64) {
-    std::memcpy(to, from, bytes);
-  } else if (bytes >= 16) {  // 16-byte pieces, the last one overlapping the one before
-    for (std::size_t i = 0; i + 16 < bytes; i += 16) std::memcpy(to + i, from + i, 16);
-    std::memcpy(to + bytes - 16, from + bytes - 16, 16);
-  } else if (bytes >= 8) {
-    std::memcpy(to, from, 8);
-    std::memcpy(to + bytes - 8, from + bytes - 8, 8);
-  } else if (bytes >= 4) {
-    std::memcpy(to, from, 4);
-    std::memcpy(to + bytes - 4, from + bytes - 4, 4);
-  } else if (bytes > 0) {
-    to[0] = from[0];
-    to[bytes / 2] = from[bytes / 2];
-    to[bytes - 1] = from[bytes - 1];
-  }
-}
-
 }  // namespace
 
 // The ring holds records: [u64 {sequence, length}][payload], each starting on a cache line. The
@@ -132,11 +112,12 @@ std::size_t ShmStream::write_some(const iovec* vectors, int count) {
     if (length <= kSmallRecordBytes && free >= record_bytes(length) + kRecordAlign &&
         offset + 8 + length <= ring.capacity) {
       std::uint8_t* target = ring.data + offset + 8;
-      copy_short(target, static_cast<const std::uint8_t*>(vectors[0].iov_base), first);
-      if (second > 0) copy_short(target + first, static_cast<const std::uint8_t*>(vectors[1].iov_base), second);
+      detail::copy_short(target, vectors[0].iov_base, first);
+      if (second > 0) detail::copy_short(target + first, vectors[1].iov_base, second);
       publish_record(length);
       wake_if_sleeping(ring.header->reader_sleeping);
-      clear_ahead();
+      // Half the distance left: a batch of lines cleared every few messages, not one per call.
+      if (cleared_until_ < write_position_ + kClearAheadBytes / 2) clear_ahead();
       return length;
     }
   }
