@@ -65,7 +65,7 @@ void CallChecks::check_tag(int tag, const char* op) const {
              "tag " + std::to_string(tag) + " is negative; tags are >= 0");
 }
 
-bool CallChecks::gpus_present() { return cuda::devices_present(); }
+bool CallChecks::ask_gpus_present() { return cuda::devices_present(); }
 
 void CallChecks::check_send(const Buffer& buffer, int dst, int tag) const {
   check_buffer(buffer, "send");

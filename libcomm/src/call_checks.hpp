@@ -57,7 +57,12 @@ class CallChecks {
                  (buffer.count <= room) & (buffer.device.kind == Device::Kind::Cpu);
     return plain && (buffer.count == 0 || (buffer.data != nullptr && !gpus_present()));
   }
-  static bool gpus_present();
+  // Asked of CUDA once (a call into the CUDA library per message cost as much as the check).
+  static bool gpus_present() {
+    static const bool present = ask_gpus_present();
+    return present;
+  }
+  static bool ask_gpus_present();
   void check_send(const Buffer& buffer, int dst, int tag) const;
   void check_recv(const Buffer& buffer, int src, int tag) const;
   void check_peer(int peer, const char* op, bool any_source_allowed) const;
