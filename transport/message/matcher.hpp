@@ -14,7 +14,7 @@
 
 #include "libcomm/base/completion.hpp"
 #include "libcomm/base/short_copy.hpp"
-#include "transport/combiner.hpp"
+#include "transport/transport.hpp"
 
 namespace comm::transport {
 

@@ -18,7 +18,7 @@
 #include <sys/uio.h>
 
 #include "libcomm/base/completion.hpp"
-#include "transport/combiner.hpp"
+#include "transport/transport.hpp"
 #include "transport/medium.hpp"
 
 namespace comm::transport {
