@@ -86,4 +86,12 @@ PYBIND11_MODULE(_C, module) {
         return c10::intrusive_ptr<c10d::Backend>(libcomm.grow(count));
       },
       py::arg("backend"), py::arg("count"));
+  // torch_libcomm.dump_trace: this process's flight recorder as comm_trace_rank<R>.json.
+  module.def(
+      "_dump_trace",
+      [](const std::string& dir) {
+        py::gil_scoped_release no_gil;
+        return comm::dump_trace(dir);
+      },
+      py::arg("dir") = "");
 }

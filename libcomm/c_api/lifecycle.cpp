@@ -129,6 +129,13 @@ comm_result_t comm_get_version(int* version) {
   });
 }
 
+comm_result_t comm_dump_trace(const char* dir) {
+  return guarded(nullptr, "comm_dump_trace", [&] {
+    comm::dump_trace(dir != nullptr ? dir : "");
+    return COMM_SUCCESS;
+  });
+}
+
 comm_result_t comm_get_unique_id(comm_unique_id* id) {
   return guarded(nullptr, "comm_get_unique_id", [&] {
     require(id != nullptr, COMM_INVALID_ARGUMENT, "id is NULL");

@@ -15,6 +15,7 @@
 #include "cuda/memory.hpp"
 #include "libcomm/base/fingerprint.hpp"
 #include "libcomm/src/group.hpp"
+#include "libcomm/src/trace_dump.hpp"
 
 namespace comm {
 
@@ -36,12 +37,25 @@ bool is_transfer(const Call& call) { return call.operation == Operation::Send ||
 static_assert(static_cast<int>(Operation::Barrier) == static_cast<int>(Collective::Barrier));
 static_assert(static_cast<int>(Operation::AllToAll) == static_cast<int>(Collective::AllToAll));
 
+// Inline: every collective passes here when tracing is on.
+inline trace::Handle ProcessGroup::Impl::begin_trace(const PreparedCall& prepared, std::uint8_t flags) const {
+  const algorithms::HostCall& call = prepared.call;
+  Collective collective = call.collective;
+  bool rooted = collective == Collective::Broadcast || collective == Collective::Reduce ||
+                collective == Collective::Gather || collective == Collective::Scatter;
+  return trace::begin(trace_group_, static_cast<std::uint8_t>(collective), prepared.sequence, call.count,
+                      collective == Collective::Barrier ? std::int8_t{-1} : static_cast<std::int8_t>(call.dtype),
+                      static_cast<std::uint8_t>(prepared.algorithm), rooted ? call.root : -1, flags);
+}
+
 std::shared_ptr<Work> ProcessGroup::Impl::start(const Call& call) {
   if (is_transfer(call)) return point_to_point_.start(call);
   PreparedCall prepared = prepare(call);
   std::size_t bytes = prepared.call.bytes();
   const char* op = to_string(prepared.call.collective);
   std::uint64_t sequence = prepared.sequence;
+  // Queued now: its entry shows it waiting behind the calls before it until it starts.
+  prepared.trace = begin_trace(prepared, 0);
   auto completion = queue_->submit([this, prepared = std::move(prepared)] { execute(prepared); }, bytes);
   return std::make_shared<detail::CompletionWork>(
       std::move(completion), timeout_, detail::WorkLabel{op, rank(), -1, static_cast<std::int64_t>(sequence), bytes});
@@ -97,6 +111,7 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
                                               .gpu = device.kind == Device::Kind::Cuda});
   check_not_revoked(collective);
   prepared.sequence = collective_sequence_++;
+  prepared.algorithm = algorithm;
   return prepared;
 }
 
@@ -126,6 +141,13 @@ void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
     }
   } in_call{record};
   if (record) record->begin(shape, prepared.sequence);
+  // A queued call's entry was made when it was queued; a blocking one's is made here.
+  trace::Handle entry = prepared.trace;
+  if (entry) {
+    entry.start();
+  } else if (trace::FlightRecorder::active() != nullptr) {
+    entry = begin_trace(prepared, trace::kStartedQueued);
+  }
   try {
     if (prepared.host != nullptr) {
       prepared.host(context, call, prepared.resources);
@@ -142,8 +164,10 @@ void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
       std::string verdict = hang_watch_->verdict_now(timeout_) + " (" + error.message() + ")";
       TimeoutError timeout(verdict, error.context());
       transport_->groups().revoke(layout_.id, timeout);
+      trace::end_with_error(entry, timeout);
       throw timeout;
     }
+    trace::end_with_error(entry, error);
     // Transfers of the failed call may still be posted into its buffers, and peers may be
     // waiting for data this rank will not send: revoke the group, which lets go of its buffers
     // and tells the members, so nothing lands here later and nobody waits out a timeout (as
@@ -157,7 +181,11 @@ void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
       transport_->groups().revoke(layout_.id, error);
     }
     throw;
+  } catch (const std::exception& error) {
+    trace::end_with_error(entry, error);
+    throw;
   }
+  entry.finish(trace::State::Completed);
 }
 
 }  // namespace comm

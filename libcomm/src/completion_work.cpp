@@ -3,16 +3,40 @@
 #include "comm/error.hpp"
 #include "libcomm/base/completion.hpp"
 #include "libcomm/base/duration_text.hpp"
+#include "libcomm/src/trace_dump.hpp"
 
 namespace comm::detail {
+
+CompletionWork::~CompletionWork() {
+  if (entry_ && completion_ && completion_->done()) record_end();
+}
+
+void CompletionWork::record_end() {
+  if (!entry_) return;
+  trace::Handle entry = entry_;
+  entry_ = {};
+  if (!completion_->failed()) return entry.finish(trace::State::Completed);
+  try {
+    completion_->rethrow_if_failed();
+  } catch (const std::exception& error) {
+    trace::end_with_error(entry, error);
+  }
+}
 
 bool CompletionWork::is_completed() {
   if (!completion_) return true;
   if (!completion_->done()) {
     // Nobody may be driving progress for this process right now: give it a nudge.
-    completion_->wait_for(std::chrono::nanoseconds(0));
+    try {
+      completion_->wait_for(std::chrono::nanoseconds(0));
+    } catch (const std::exception&) {
+      record_end();
+      throw;
+    }
   }
-  return completion_->done();
+  bool done = completion_->done();
+  if (done && entry_) record_end();
+  return done;
 }
 
 void throw_timeout(const WorkLabel& label, std::chrono::milliseconds timeout) {
@@ -40,7 +64,15 @@ void CompletionWork::wait() {
 }
 
 bool CompletionWork::wait_for(std::chrono::milliseconds timeout) {
-  return !completion_ || wait_labelled(*completion_, timeout, label_);
+  if (!completion_) return true;
+  try {
+    bool done = wait_labelled(*completion_, timeout, label_);
+    if (done && entry_) record_end();
+    return done;
+  } catch (const std::exception&) {
+    record_end();
+    throw;
+  }
 }
 
 // A named source is known without asking the transport, whose numbering a subgroup does not share.
@@ -50,6 +82,14 @@ int CompletionWork::source_rank() const {
 
 void CompletionWork::on_completion(std::function<void()> callback) {
   if (!completion_) return callback();
+  if (entry_) {
+    // The callback runs on the completing thread, while the completion lives.
+    callback = [entry = entry_, completion = completion_.get(), callback = std::move(callback)] {
+      entry.finish(completion->failed() ? trace::State::Failed : trace::State::Completed);
+      callback();
+    };
+    entry_ = {};
+  }
   completion_->when_done(std::move(callback));
 }
 

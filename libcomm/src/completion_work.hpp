@@ -10,6 +10,7 @@
 
 #include "comm/work.hpp"
 #include "libcomm/base/completion.hpp"
+#include "libcomm/base/flight_recorder.hpp"
 
 namespace comm::detail {
 
@@ -31,8 +32,18 @@ bool wait_labelled(Completion& completion, std::chrono::milliseconds timeout, co
 class CompletionWork final : public Work {
  public:
   // A null completion: the operation completed when it was started (label.bytes moved).
-  CompletionWork(std::shared_ptr<Completion> completion, std::chrono::milliseconds timeout, WorkLabel label)
-      : completion_(std::move(completion)), timeout_(timeout), label_(label) {}
+  // `entry`: the operation's flight recorder entry, finished when its end is seen here.
+  CompletionWork(std::shared_ptr<Completion> completion, std::chrono::milliseconds timeout, WorkLabel label,
+                 trace::Handle entry = {})
+      : completion_(std::move(completion)), timeout_(timeout), label_(label), entry_(entry) {}
+  ~CompletionWork() override;
+  CompletionWork(CompletionWork&& other) noexcept
+      : completion_(std::move(other.completion_)), timeout_(other.timeout_), label_(other.label_), entry_(other.entry_) {
+    other.entry_ = {};
+  }
+  CompletionWork(const CompletionWork&) = delete;
+  CompletionWork& operator=(const CompletionWork&) = delete;
+  CompletionWork& operator=(CompletionWork&&) = delete;
 
   bool is_completed() override;
   void wait() override;
@@ -45,6 +56,10 @@ class CompletionWork final : public Work {
   std::shared_ptr<Completion> completion_;
   std::chrono::milliseconds timeout_;
   WorkLabel label_;
+  // Finished (then cleared) once the completion's end is seen: a wait, a test, a callback, or
+  // this Work going away.
+  trace::Handle entry_;
+  void record_end();
 };
 
 }  // namespace comm::detail

@@ -61,10 +61,10 @@ std::pair<std::size_t, int> PointToPoint::staged_transfer(detail::GpuLane& lane,
   void* stream = devices_.stream();
   if (!receiving) {
     cuda::copy(staged.data, buffer.data, buffer.bytes(), lane.device, stream);  // after the stream's work
-    if (!send_at_once(staged, peer, tag)) start_send(staged, peer, tag).wait();
+    if (!send_at_once(staged, peer, tag)) start_send(staged, peer, tag, {}).wait();
     return {buffer.bytes(), rank_};
   }
-  detail::CompletionWork work = start_recv(staged, peer, tag);
+  detail::CompletionWork work = start_recv(staged, peer, tag, {});
   work.wait();
   cuda::copy(buffer.data, staged.data, work.bytes(), lane.device, stream);
   return {work.bytes(), work.source_rank()};

@@ -11,6 +11,7 @@
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/fingerprint.hpp"
 #include "libcomm/base/log.hpp"
+#include "libcomm/src/trace_dump.hpp"
 #include "rendezvous/join.hpp"
 #include "transport/shared_arena.hpp"
 #include "transport/watched_store.hpp"
@@ -30,6 +31,7 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
       devices_(rank(), size(), layout_.id, *transport_),
       point_to_point_(rank(), timeout_, layout_, *transport_, checks_, devices_),
       queue_(std::make_unique<detail::CollectiveQueue>()) {
+  trace::FlightRecorder& recorder = trace::start();
   // A member lost revokes the group (its calls fail on every member, which may then shrink it).
   if (rank() >= 0 && size() > 1) {
     std::vector<int> members(static_cast<std::size_t>(size()));
@@ -45,6 +47,21 @@ ProcessGroup::Impl::Impl(Identity identity, std::shared_ptr<Store> store,
     hang_watch_ = std::make_unique<HangWatch>(HangWatch::Placement{store_, "hang/" + std::to_string(layout_.id) + "/",
                                                                    name(), rank(), size(), layout_.members},
                                               HangWatch::threshold_from_environment());
+  }
+  if (trace::FlightRecorder::active() != nullptr) {
+    trace_group_ = recorder.add_group({.id = layout_.id,
+                                       .name = name(),
+                                       .job = job_name(),
+                                       .rank = rank(),
+                                       .size = size(),
+                                       .world_ranks = layout_.members,
+                                       .medium = transport_->medium(),
+                                       .now = hang_watch_ ? std::function<trace::GroupInfo::Now()>([watch = hang_watch_.get()] {
+                                         auto now = watch->record().read();
+                                         return trace::GroupInfo::Now{now.in_call, now.sequence, now.waiting_peer};
+                                       })
+                                                          : nullptr});
+    point_to_point_.trace_as(trace_group_);
   }
 }
 
@@ -85,6 +102,7 @@ void ProcessGroup::Impl::map_arena() {
 }
 
 ProcessGroup::Impl::~Impl() {
+  if (trace::FlightRecorder* recorder = trace::FlightRecorder::active()) recorder->group_gone(trace_group_);
   if (rank() >= 0 && size() > 1) transport_->groups().remove_group(layout_.id);
 }
 
@@ -109,6 +127,10 @@ void check_members_alive(transport::Transport& transport, const std::vector<int>
                               "); the other ranks stop here instead of waiting out the timeout",
                           ErrorContext{.rank = rank, .peer = named, .op = "init_process_group"});
   }
+}
+
+void ProcessGroup::Impl::end_traced_with_error(const trace::Handle& entry, const std::exception& error) {
+  trace::end_with_error(entry, error);
 }
 
 void ProcessGroup::Impl::abort() {

@@ -37,6 +37,7 @@
 #include "libcomm/src/call_checks.hpp"
 #include "libcomm/src/collective_queue.hpp"
 #include "libcomm/src/completion_work.hpp"
+#include "libcomm/base/flight_recorder.hpp"
 #include "libcomm/src/group_devices.hpp"
 #include "libcomm/src/group_layout.hpp"
 #include "libcomm/src/hang_watch.hpp"
@@ -121,6 +122,21 @@ class ProcessGroup::Impl {
   // The blocking send and recv without a Call (point_to_point.hpp): every small message.
   void send(const Buffer& buffer, int dst, int tag) { point_to_point_.send(buffer, dst, tag); }
   int recv(const Buffer& buffer, int src, int tag) { return point_to_point_.recv(buffer, src, tag); }
+  // new_group, shrink and grow as the flight recorder's entries of this group: `body` run, its
+  // entry finished as it ends.
+  template <class Body>
+  auto traced(trace::Event event, std::size_t count, Body&& body) {
+    trace::Handle entry =
+        trace::begin(trace_group_, static_cast<std::uint8_t>(event), 0, count, -1, 0, -1, trace::kStartedQueued);
+    try {
+      auto made = body();
+      entry.finish(trace::State::Completed);
+      return made;
+    } catch (const std::exception& error) {
+      end_traced_with_error(entry, error);
+      throw;
+    }
+  }
 
  private:
   // A collective, checked and numbered, with what runs it: a host entry of the algorithm table,
@@ -135,6 +151,8 @@ class ProcessGroup::Impl {
     std::uint64_t sequence = 0;
     std::uint64_t fingerprint = 0;
     bool confirm = false;  // the algorithm's Hearing is Partial: confirm_call after it
+    Algorithm algorithm = Algorithm::Auto;  // the one chosen
+    trace::Handle trace{};                   // its flight recorder entry, made when it is queued
   };
   PreparedCall prepare(const Call& call);
   // Collective over the members: the shared-memory collectives' segment, through the store.
@@ -150,6 +168,8 @@ class ProcessGroup::Impl {
                               int grown_size);
   // Runs the call's algorithm; a failure aborts the group, so peers stop waiting.
   void execute(const PreparedCall& prepared);
+  static void end_traced_with_error(const trace::Handle& entry, const std::exception& error);
+  trace::Handle begin_trace(const PreparedCall& prepared, std::uint8_t flags) const;
 
   Identity identity_;
   std::shared_ptr<Store> store_;
@@ -174,6 +194,7 @@ class ProcessGroup::Impl {
   // The group's ranks by host (for the hierarchical algorithms); usable() only across hosts.
   algorithms::HostLayout host_layout_;
   algorithms::LinkModel link_;  // unknown on one host
+  std::uint16_t trace_group_ = 0;  // this group's index in the flight recorder
   CallChecks checks_;
   GroupDevices devices_;
   PointToPoint point_to_point_;

@@ -8,6 +8,7 @@
 #include "comm/types.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
+#include "libcomm/src/trace_dump.hpp"
 
 namespace comm {
 namespace {
@@ -191,6 +192,7 @@ void HangWatch::run() {
     if (reported_ == mine.sequence) continue;
     reported_ = mine.sequence;
     log::get(log::Subsystem::Group).warn("{}", gather_verdict(mine, 0));
+    trace::dump_after("hang");
   }
 }
 
@@ -231,6 +233,8 @@ void HangWatch::answer_up_to(std::int64_t latest) {
   for (auto request = from + 1; request <= latest; ++request) {
     where_.store->set(where_.key_prefix + std::to_string(request) + "/" + std::to_string(where_.rank), record);
   }
+  // Another rank gathers a verdict: this rank's calls belong in the picture of the hang too.
+  trace::dump_after("hang");
 }
 
 void HangWatch::answer_requests() {

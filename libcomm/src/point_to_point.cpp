@@ -3,6 +3,7 @@
 #include "algorithms/collective_context.hpp"
 #include "comm/error.hpp"
 #include "libcomm/base/completion.hpp"
+#include "libcomm/src/trace_dump.hpp"
 
 namespace comm {
 namespace {
@@ -12,14 +13,14 @@ bool on_gpu(const Buffer& buffer) { return buffer.device.kind == Device::Kind::C
 }  // namespace
 
 // The callers check the arguments first.
-detail::CompletionWork PointToPoint::start_send(Buffer buffer, int dst, int tag) {
+detail::CompletionWork PointToPoint::start_send(Buffer buffer, int dst, int tag, trace::Handle entry) {
   return detail::CompletionWork(transport_.isend(layout_.transport_rank(dst), buffer.data, buffer.bytes(), tag_of(tag)),
-                                timeout_, detail::WorkLabel{"send", rank_, dst, tag, buffer.bytes()});
+                                timeout_, detail::WorkLabel{"send", rank_, dst, tag, buffer.bytes()}, entry);
 }
 
-detail::CompletionWork PointToPoint::start_recv(Buffer buffer, int src, int tag) {
+detail::CompletionWork PointToPoint::start_recv(Buffer buffer, int src, int tag, trace::Handle entry) {
   return detail::CompletionWork(transport_.irecv(source_rank_of(src), buffer.data, buffer.bytes(), tag_of(tag)),
-                                timeout_, detail::WorkLabel{"recv", rank_, src, tag, buffer.bytes()});
+                                timeout_, detail::WorkLabel{"recv", rank_, src, tag, buffer.bytes()}, entry);
 }
 
 bool PointToPoint::send_at_once(const Buffer& buffer, int dst, int tag) {
@@ -29,16 +30,25 @@ bool PointToPoint::send_at_once(const Buffer& buffer, int dst, int tag) {
 std::shared_ptr<Work> PointToPoint::start(const Call& call) {
   bool sending = call.operation == Operation::Send;
   const Buffer& buffer = moved(call);
-  if (on_gpu(buffer)) return start_gpu_transfer(call);
-  if (sending) {
-    checks_.send(buffer, call.root, call.tag);
-    detail::WorkLabel label{"send", rank_, call.root, call.tag, buffer.bytes()};
-    if (send_at_once(buffer, call.root, call.tag))
-      return std::make_shared<detail::CompletionWork>(nullptr, timeout_, label);
-    return std::make_shared<detail::CompletionWork>(start_send(buffer, call.root, call.tag));
+  trace::Handle entry = trace_begin(call.operation, buffer, call.root, call.tag, trace::kStartedQueued);
+  try {
+    // A GPU transfer's Work is its lane's: the entry records its start (not its end).
+    if (on_gpu(buffer)) return start_gpu_transfer(call);
+    if (sending) {
+      checks_.send(buffer, call.root, call.tag);
+      if (send_at_once(buffer, call.root, call.tag)) {
+        entry.finish(trace::State::Completed);
+        return std::make_shared<detail::CompletionWork>(
+            nullptr, timeout_, detail::WorkLabel{"send", rank_, call.root, call.tag, buffer.bytes()});
+      }
+      return std::make_shared<detail::CompletionWork>(start_send(buffer, call.root, call.tag, entry));
+    }
+    checks_.recv(buffer, call.root, call.tag);
+    return std::make_shared<detail::CompletionWork>(start_recv(buffer, call.root, call.tag, entry));
+  } catch (const std::exception& error) {
+    trace::end_with_error(entry, error);
+    throw;
   }
-  checks_.recv(buffer, call.root, call.tag);
-  return std::make_shared<detail::CompletionWork>(start_recv(buffer, call.root, call.tag));
 }
 
 int PointToPoint::run(const Call& call) {
@@ -50,20 +60,51 @@ int PointToPoint::run(const Call& call) {
 }
 
 // The blocking forms keep their Work on the stack: one allocation fewer per message. A GPU
-// buffer's transfer is described as a Call for its lane.
+// buffer's transfer is described as a Call for its lane. A small send the transport takes at
+// once is over when it returns: its flight recorder entry is written then, whole.
 void PointToPoint::send(const Buffer& buffer, int dst, int tag) {
-  if (on_gpu(buffer)) [[unlikely]] {
-    run_gpu_transfer(Call{.operation = Operation::Send, .input = buffer, .root = dst, .tag = tag});
-    return;
+  if (!on_gpu(buffer)) [[likely]] {
+    checks_.send(buffer, dst, tag);
+    if (send_at_once(buffer, dst, tag)) [[likely]] {
+      trace::record_done(trace_group_, static_cast<std::uint8_t>(Operation::Send), static_cast<std::uint64_t>(tag),
+                         buffer.count, static_cast<std::int8_t>(buffer.dtype), dst);
+      return;
+    }
   }
-  checks_.send(buffer, dst, tag);
-  if (!send_at_once(buffer, dst, tag)) start_send(buffer, dst, tag).wait();
+  send_and_wait(buffer, dst, tag);
+}
+
+void PointToPoint::send_and_wait(const Buffer& buffer, int dst, int tag) {
+  trace::Handle entry = trace_begin(Operation::Send, buffer, dst, tag, trace::kStartedQueued);
+  try {
+    if (on_gpu(buffer)) {
+      run_gpu_transfer(Call{.operation = Operation::Send, .input = buffer, .root = dst, .tag = tag});
+    } else {
+      start_send(buffer, dst, tag, {}).wait();
+    }
+  } catch (const std::exception& error) {
+    trace::end_with_error(entry, error);
+    throw;
+  }
+  entry.finish(trace::State::Completed);
 }
 
 int PointToPoint::recv(const Buffer& buffer, int src, int tag) {
   if (on_gpu(buffer)) [[unlikely]]
-    return run_gpu_transfer(Call{.operation = Operation::Recv, .output = buffer, .root = src, .tag = tag});
+    return recv_on_gpu(buffer, src, tag);
   return wait_recv(buffer, src, tag);
+}
+
+int PointToPoint::recv_on_gpu(const Buffer& buffer, int src, int tag) {
+  trace::Handle entry = trace_begin(Operation::Recv, buffer, src, tag, trace::kStartedQueued);
+  try {
+    int source = run_gpu_transfer(Call{.operation = Operation::Recv, .output = buffer, .root = src, .tag = tag});
+    entry.finish(trace::State::Completed);
+    return source;
+  } catch (const std::exception& error) {
+    trace::end_with_error(entry, error);
+    throw;
+  }
 }
 
 // The blocking receive waits on a Completion on its own stack: no allocation, no reference
@@ -74,13 +115,20 @@ int PointToPoint::wait_recv(Buffer buffer, int src, int tag) {
   checks_.recv(buffer, src, tag);
   int source = source_rank_of(src);
   detail::Completion completion(&transport_, source);
-  transport_.irecv_into(std::shared_ptr<detail::Completion>(std::shared_ptr<void>(), &completion),  // not owned
-                        source, buffer.data, buffer.bytes(), tag_of(tag));
-  detail::WorkLabel label{"recv", rank_, src, tag, buffer.bytes()};
-  if (!detail::wait_labelled(completion, timeout_, label)) {
-    if (!transport_.cancel(&completion)) completion.wait();  // its message is on its way in
-    detail::throw_timeout(label, timeout_);
+  trace::Handle entry = trace_begin(Operation::Recv, buffer, src, tag, trace::kStartedQueued);
+  try {
+    transport_.irecv_into(std::shared_ptr<detail::Completion>(std::shared_ptr<void>(), &completion),  // not owned
+                          source, buffer.data, buffer.bytes(), tag_of(tag));
+    detail::WorkLabel label{"recv", rank_, src, tag, buffer.bytes()};
+    if (!detail::wait_labelled(completion, timeout_, label)) {
+      if (!transport_.cancel(&completion)) completion.wait();  // its message is on its way in
+      detail::throw_timeout(label, timeout_);
+    }
+  } catch (const std::exception& error) {
+    trace::end_with_error(entry, error);
+    throw;
   }
+  entry.finish(trace::State::Completed);
   // A named source is known without asking the transport, whose numbering a subgroup does not share.
   return src >= 0 ? src : completion.source();
 }

@@ -13,6 +13,7 @@
 #include "comm/work.hpp"
 #include "libcomm/src/call_checks.hpp"
 #include "libcomm/src/completion_work.hpp"
+#include "libcomm/base/flight_recorder.hpp"
 #include "libcomm/src/group_devices.hpp"
 #include "libcomm/src/group_layout.hpp"
 #include "transport/transport.hpp"
@@ -32,13 +33,23 @@ class PointToPoint {
   // small message (docs/design/latency.md). recv returns the source rank.
   void send(const Buffer& buffer, int dst, int tag);
   int recv(const Buffer& buffer, int src, int tag);
+  // The group's index in the flight recorder, which its transfers' entries carry.
+  void trace_as(std::uint16_t group) { trace_group_ = group; }
 
  private:
-  detail::CompletionWork start_send(Buffer buffer, int dst, int tag);
-  detail::CompletionWork start_recv(Buffer buffer, int src, int tag);
+  trace::Handle trace_begin(Operation operation, const Buffer& buffer, int peer, int tag, std::uint8_t flags) const {
+    return trace::begin(trace_group_, static_cast<std::uint8_t>(operation), static_cast<std::uint64_t>(tag),
+                        buffer.count, static_cast<std::int8_t>(buffer.dtype), 0, peer, flags);
+  }
+  // `entry`: the i-form's flight recorder entry, finished by its Work (none for a blocking call).
+  detail::CompletionWork start_send(Buffer buffer, int dst, int tag, trace::Handle entry);
+  detail::CompletionWork start_recv(Buffer buffer, int src, int tag, trace::Handle entry);
   // A small message the transport takes at once needs no Completion: the Work is done already.
   bool send_at_once(const Buffer& buffer, int dst, int tag);
   int wait_recv(Buffer buffer, int src, int tag);
+  // A send the transport did not take at once (or a GPU one), waited for.
+  void send_and_wait(const Buffer& buffer, int dst, int tag);
+  int recv_on_gpu(const Buffer& buffer, int src, int tag);
 
   // A GPU send/recv, checked, on its lane (device_point_to_point.cpp).
   struct GpuTransfer;
@@ -67,6 +78,7 @@ class PointToPoint {
   transport::Transport& transport_;
   const CallChecks& checks_;
   GroupDevices& devices_;
+  std::uint16_t trace_group_ = 0;
 };
 
 }  // namespace comm

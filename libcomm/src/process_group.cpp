@@ -2,6 +2,9 @@
 // the implementation (group.hpp). Nothing else happens here, so users never see the library's
 // internals.
 #include "comm/process_group.hpp"
+
+#include <algorithm>
+
 #include "libcomm/base/algorithm.hpp"
 
 #include "libcomm/src/group.hpp"
@@ -27,18 +30,25 @@ void ProcessGroup::set_cuda_stream(void* stream) { impl_->set_cuda_stream(stream
 void* ProcessGroup::cuda_stream() const { return impl_->cuda_stream(); }
 void ProcessGroup::abort() { impl_->abort(); }
 void ProcessGroup::revoke(std::string reason) { impl_->revoke(reason); }
-std::shared_ptr<ProcessGroup> ProcessGroup::grow(int count) { return impl_->grow(count); }
+std::shared_ptr<ProcessGroup> ProcessGroup::grow(int count) {
+  return impl_->traced(trace::Event::Grow, static_cast<std::size_t>(std::max(count, 0)), [&] { return impl_->grow(count); });
+}
 std::shared_ptr<ProcessGroup> ProcessGroup::shrink(std::vector<int> exclude) {
-  return std::make_shared<ProcessGroup>(impl_->shrink(exclude));
+  return std::make_shared<ProcessGroup>(
+      impl_->traced(trace::Event::Shrink, exclude.size(), [&] { return impl_->shrink(exclude); }));
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,
                                                       std::optional<std::chrono::milliseconds> timeout) {
-  return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks), std::nullopt, timeout));
+  std::size_t count = ranks.size();
+  return std::make_shared<ProcessGroup>(impl_->traced(
+      trace::Event::NewGroup, count, [&] { return impl_->new_group(std::move(ranks), std::nullopt, timeout); }));
 }
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, std::string_view key,
                                                       std::optional<std::chrono::milliseconds> timeout) {
-  return std::make_shared<ProcessGroup>(impl_->new_group(std::move(ranks), std::string(key), timeout));
+  std::size_t count = ranks.size();
+  return std::make_shared<ProcessGroup>(impl_->traced(
+      trace::Event::NewGroup, count, [&] { return impl_->new_group(std::move(ranks), std::string(key), timeout); }));
 }
 
 std::shared_ptr<Work> ProcessGroup::start(const Call& call) { return impl_->start(call); }

@@ -62,6 +62,29 @@ def ranked_lines(stdout):
     return [(rank, line) for rank in sorted(texts) for line in texts[rank].splitlines()]
 
 
+def run_env_ranks(script, size, arguments=(), timeout=120, **extra):
+    """Runs `script worker ARGUMENTS` as `size` processes joined through env:// (rank 0 hosts
+    torch's TCPStore on a free port), with `extra` in their environment; returns [(output, exit
+    code or None when it hung and was killed)] in rank order."""
+    port = free_port()
+    ranks = []
+    for rank in range(size):
+        env = quiet_environment(RANK=str(rank), WORLD_SIZE=str(size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                                **extra)
+        ranks.append(subprocess.Popen([sys.executable, script, "worker", *arguments], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    results = []
+    for process in ranks:
+        try:
+            out, _ = process.communicate(timeout=timeout)
+            results.append((out, process.returncode))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+            results.append((out, None))
+    return results
+
+
 def run_spawning(script, arguments=(), timeout=240):
     """Runs a script that starts its own ranks (mp.spawn) with env:// on a free port; returns
     (exit code, [line], stdout, stderr)."""

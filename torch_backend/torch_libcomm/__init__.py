@@ -18,7 +18,7 @@ import torch.distributed as _distributed
 
 from torch_libcomm import _C
 
-__all__ = ["register", "shrink", "grow"]
+__all__ = ["register", "shrink", "grow", "dump_trace"]
 
 
 def register() -> None:
@@ -29,6 +29,14 @@ def register() -> None:
         _distributed.Backend.register_backend(
             "libcomm", _C._create, extended_api=True, devices=["cpu", "cuda"]
         )
+
+
+def dump_trace(dir=None) -> str:
+    """Writes this process's flight recorder (its recent libcomm calls; COMM_TRACE entries) into
+    `dir` (None: COMM_TRACE_DIR, else $TMPDIR or /tmp) as comm_trace_rank<R>.json and returns
+    the file's path. `python -m torch_libcomm.fr_convert` turns a folder of them into the files
+    torch's own analyzer reads (docs/debugging.md)."""
+    return _C._dump_trace(dir or "")
 
 
 def shrink(ranks_to_exclude=None, group=None):

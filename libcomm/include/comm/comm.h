@@ -171,6 +171,12 @@ comm_result_t comm_cu_device(comm_t comm, int* device);
 comm_result_t comm_mem_alloc(void** ptr, size_t size);
 comm_result_t comm_mem_free(void* ptr);
 
+/* Writes this process's flight recorder (its recent calls, COMM_TRACE entries) into `dir` as
+ * comm_trace_rank<R>.json; dir NULL or "": COMM_TRACE_DIR, else $TMPDIR or /tmp. See
+ * docs/debugging.md. COMM_INVALID_ARGUMENT when the recorder is off (COMM_TRACE=0) or no
+ * communicator was made yet. */
+comm_result_t comm_dump_trace(const char* dir);
+
 /* A short name of the code ("invalid argument"). */
 const char* comm_get_error_string(comm_result_t result);
 /* The last failure on `comm`, or with comm NULL the last on this thread, in one line: "" when

@@ -5,3 +5,4 @@
 #include "comm/error.hpp"          // IWYU pragma: export
 #include "comm/process_group.hpp"  // IWYU pragma: export
 #include "comm/store.hpp"          // IWYU pragma: export
+#include "comm/trace.hpp"          // IWYU pragma: export

@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""The flight recorder's dumps against the calls the program made (issue 46).
+
+    check_trace.py COMMRUN WORKER
+
+For shm and tcp, 4 ranks of comm-trace-worker (tests/trace_worker.cpp):
+  calls: every rank's dump (comm::dump_trace) holds exactly the calls that rank says it made, in
+         order, with their group, shape and peer; each completed, its times in order, the
+         collectives numbered 0, 1, 2, ... in each group; the groups named with their ranks.
+  skip:  the last rank never calls the final all_reduce. Every rank dumps on the hang verdict
+         (COMM_TRACE_DIR); the waiting ranks' final dumps hold that all_reduce as failed with the
+         verdict's text and the peer it waited on, and the skipping rank's holds no such call.
+Exits non-zero, saying what differs, on any mismatch.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+RANKS = 4
+FAILURES = []
+
+
+def fail(what):
+    FAILURES.append(what)
+    print("FAIL: " + what)
+
+
+def run(commrun, worker, mode, directory, transport, extra_env=None, timeout=90):
+    env = dict(os.environ, COMM_TRANSPORT=transport)
+    env.update(extra_env or {})
+    command = [commrun, "-n", str(RANKS), worker, mode, directory]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    return result.returncode, result.stdout + result.stderr
+
+
+def load(directory, rank):
+    with open(os.path.join(directory, f"comm_trace_rank{rank}.json")) as file:
+        dump = json.load(file)
+    with open(os.path.join(directory, f"calls_rank{rank}.json")) as file:
+        calls = json.load(file)
+    return dump, calls
+
+
+def described(dump, entry):
+    """An entry as the worker lists its calls."""
+    group = dump["groups"][entry["group"]]["name"]
+    peer = entry.get("peer", entry.get("root", -1))
+    return {"op": entry["op"], "group": group, "count": entry.get("count", -1), "dtype": entry.get("dtype", ""),
+            "peer": peer}
+
+
+def check_dump_header(dump, rank, label):
+    for key in ("job", "host", "pid", "groups", "entries", "clock", "capacity"):
+        if key not in dump:
+            fail(f"{label}: rank {rank}'s dump has no '{key}'")
+    if dump.get("format") != "libcomm-trace" or dump.get("rank") != rank or dump.get("world_size") != RANKS:
+        fail(f"{label}: rank {rank}'s dump names format {dump.get('format')}, rank {dump.get('rank')}, "
+             f"world size {dump.get('world_size')}")
+    world = dump["groups"][0]
+    if world["ranks"] != list(range(RANKS)) or world["rank"] != rank:
+        fail(f"{label}: rank {rank}'s world group reads {world}")
+
+
+def check_calls(commrun, worker, transport):
+    label = f"calls/{transport}"
+    with tempfile.TemporaryDirectory(prefix="comm-trace-") as directory:
+        code, output = run(commrun, worker, "calls", directory, transport)
+        if code != 0:
+            fail(f"{label}: the job exited {code}:\n{output}")
+            return
+        for rank in range(RANKS):
+            dump, calls = load(directory, rank)
+            check_dump_header(dump, rank, label)
+            entries = dump["entries"]
+            got = [described(dump, entry) for entry in entries]
+            if got != calls:
+                fail(f"{label}: rank {rank} recorded\n  {got}\nbut called\n  {calls}")
+            sequences = {}
+            for entry in entries:
+                name = f"{label}: rank {rank} entry {entry['id']} ({entry['op']})"
+                if entry["state"] != "completed":
+                    fail(f"{name} is {entry['state']}")
+                if not entry["queued_ns"] <= entry["started_ns"] <= entry["completed_ns"]:
+                    fail(f"{name}: times out of order {entry['queued_ns']} {entry['started_ns']} "
+                         f"{entry['completed_ns']}")
+                if "dtype" in entry and entry["bytes"] != entry["count"] * {"float32": 4, "float64": 8, "int32": 4,
+                                                                              "int64": 8}[entry["dtype"]]:
+                    fail(f"{name}: {entry['bytes']} bytes for {entry['count']} {entry['dtype']}")
+                if entry["op"] in ("all_reduce", "broadcast", "barrier"):
+                    if not entry.get("algorithm"):
+                        fail(f"{name} names no algorithm")
+                    expected = sequences.get(entry["group"], 0)
+                    if entry["sequence"] != expected:
+                        fail(f"{name}: sequence {entry['sequence']}, expected {expected}")
+                    sequences[entry["group"]] = expected + 1
+            ids = [entry["id"] for entry in entries]
+            if ids != sorted(ids) or len(set(ids)) != len(ids):
+                fail(f"{label}: rank {rank}'s entries are not in call order: {ids}")
+
+
+def check_skip(commrun, worker, transport):
+    label = f"skip/{transport}"
+    with tempfile.TemporaryDirectory(prefix="comm-trace-") as directory:
+        code, output = run(commrun, worker, "skip", directory, transport,
+                           {"COMM_TRACE_DIR": directory, "COMM_HANG_REPORT": "2", "COMM_TIMEOUT": "5"})
+        if code == 0:
+            fail(f"{label}: the job exited 0 though three ranks timed out:\n{output}")
+        for rank in range(RANKS):
+            if f"flight recorder written to {directory}/comm_trace_rank{rank}.json (hang)" not in output:
+                fail(f"{label}: rank {rank} did not dump on the hang verdict:\n{output}")
+        skipper = RANKS - 1
+        verdicts = 0
+        for rank in range(RANKS):
+            dump, calls = load(directory, rank)
+            check_dump_header(dump, rank, label)
+            world_all_reduces = [entry for entry in dump["entries"]
+                                 if entry["op"] == "all_reduce" and entry["group"] == 0]
+            last = world_all_reduces[-1]
+            if rank == skipper:
+                if len(world_all_reduces) != 3 or any(entry["state"] != "completed" for entry in world_all_reduces):
+                    fail(f"{label}: the skipping rank recorded {world_all_reduces}")
+                continue
+            if len(world_all_reduces) != 4 or last["sequence"] != 5:
+                fail(f"{label}: rank {rank}'s world all_reduces: {world_all_reduces}")
+                continue
+            # Failed by its timeout (whose text is the verdict), or still waiting on a peer when
+            # commrun ended the job after the first rank's timeout.
+            if last["state"] == "failed" and "has waited" in last.get("error", ""):
+                verdicts += 1
+            elif last["state"] != "running" or last.get("waiting_on", -1) < 0:
+                fail(f"{label}: rank {rank}'s unfinished all_reduce reads {last}")
+        if verdicts == 0:
+            fail(f"{label}: no rank's dump holds the all_reduce failed with the verdict")
+
+
+def main():
+    commrun, worker = sys.argv[1], sys.argv[2]
+    for transport in ("shm", "tcp"):
+        check_calls(commrun, worker, transport)
+        check_skip(commrun, worker, transport)
+    print(f"{len(FAILURES)} failures")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
