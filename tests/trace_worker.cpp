@@ -1,13 +1,17 @@
 // comm-trace-worker: the rank program of the flight recorder's tests (tests/trace/check_trace.py).
 // Each rank makes a known series of calls and writes its own list of them to
 // DIR/calls_rank<R>.json (what it called, in order: the checker compares the dumps with it).
-//   calls DIR   every call completes; then comm::dump_trace(DIR) (the dump the checker reads)
+//   calls DIR   every call completes; then comm::dump_trace(DIR) (the dump the checker reads),
+//               and SIGUSR2 to itself: the recorder's own thread dumps into $TMPDIR
 //   skip DIR    the last rank never calls the final all_reduce (it sleeps 8 s in user code and
 //               returns): the others wait in it until COMM_TIMEOUT; with COMM_TRACE_DIR=DIR the
 //               ranks dump on the hang verdict, on the timeout's error and at exit
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -100,6 +104,15 @@ int run(const std::string& mode, const std::string& dir) {
     calls.write(list);
     std::string path = comm::dump_trace(dir);
     std::cout << "rank " << rank << ": dumped " << path << std::endl;
+    const char* temporary = std::getenv("TMPDIR");
+    if (temporary == nullptr) return 0;
+    std::string signalled = std::string(temporary) + "/comm_trace_rank" + std::to_string(rank) + ".json";
+    ::kill(::getpid(), SIGUSR2);
+    for (int wait = 0; wait < 500 && !std::filesystem::exists(signalled); ++wait) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::cout << "rank " << rank << ": " << (std::filesystem::exists(signalled) ? "signal dump " : "no signal dump ")
+              << signalled << std::endl;
     return 0;
   }
   // skip: the last rank never calls the final all_reduce.

@@ -7,7 +7,10 @@
  *
  *   build/tests/c/test_c_init
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "comm/comm.h" /* first: c_check.h then defines CHECK_OK */
@@ -191,6 +194,40 @@ static void check_invalid_arguments(void) {
   CHECK(strlen(comm_get_error_string((comm_result_t)99)) > 0, "error string of an unknown code");
 }
 
+/* comm_dump_trace: the flight recorder's file holds this process's calls; a folder that cannot
+ * be written is an error that names the file. */
+static void check_dump_trace(void) {
+  comm_unique_id id;
+  comm_t comm = NULL;
+  float data[4] = {1, 2, 3, 4};
+  char dir[] = "/tmp/comm-c-trace-XXXXXX", path[128], text[1 << 16];
+  FILE* file;
+  size_t length;
+  int all_reduces = 0;
+  const char* at;
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  CHECK_OK(comm_get_unique_id(&id));
+  CHECK_OK(comm_init_rank(&comm, 1, id, 0));
+  CHECK_OK(comm_all_reduce(data, data, 4, COMM_FLOAT32, COMM_SUM, comm, NULL));
+  CHECK_OK(comm_all_reduce(data, data, 4, COMM_FLOAT32, COMM_MAX, comm, NULL));
+  CHECK_OK(comm_dump_trace(dir));
+  snprintf(path, sizeof path, "%s/comm_trace_rank0.json", dir);
+  file = fopen(path, "r");
+  CHECK(file != NULL, "no dump at %s", path);
+  if (file) {
+    length = fread(text, 1, sizeof text - 1, file);
+    text[length] = 0;
+    fclose(file);
+    for (at = strstr(text, "\"op\": \"all_reduce\""); at; at = strstr(at + 1, "\"op\": \"all_reduce\"")) ++all_reduces;
+    CHECK(all_reduces >= 2 && strstr(text, "\"format\": \"libcomm-trace\"") != NULL, "the dump holds %d all_reduces",
+          all_reduces);
+    remove(path);
+  }
+  rmdir(dir);
+  CHECK_REFUSED(comm_dump_trace("/nonexistent/comm-trace"), COMM_SYSTEM_ERROR, "/nonexistent/comm-trace");
+  CHECK_OK(comm_destroy(comm));
+}
+
 int main(void) {
   check_rank = 0;
   check_invalid_arguments();
@@ -198,5 +235,6 @@ int main(void) {
   check_non_blocking_init();
   check_missing_peer_times_out();
   check_unreachable_store();
+  check_dump_trace();
   return check_summary("C API init and invalid arguments");
 }

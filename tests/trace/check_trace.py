@@ -6,7 +6,8 @@
 For shm and tcp, 4 ranks of comm-trace-worker (tests/trace_worker.cpp):
   calls: every rank's dump (comm::dump_trace) holds exactly the calls that rank says it made, in
          order, with their group, shape and peer; each completed, its times in order, the
-         collectives numbered 0, 1, 2, ... in each group; the groups named with their ranks.
+         collectives numbered 0, 1, 2, ... in each group; the groups named with their ranks. The
+         dump each rank writes on SIGUSR2 (into $TMPDIR) holds the same calls.
   skip:  the last rank never calls the final all_reduce. Every rank dumps on the hang verdict
          (COMM_TRACE_DIR); the waiting ranks' final dumps hold that all_reduce as failed with the
          verdict's text and the peer it waited on, and the skipping rank's holds no such call.
@@ -66,12 +67,21 @@ def check_dump_header(dump, rank, label):
 def check_calls(commrun, worker, transport):
     label = f"calls/{transport}"
     with tempfile.TemporaryDirectory(prefix="comm-trace-") as directory:
-        code, output = run(commrun, worker, "calls", directory, transport)
+        signalled = os.path.join(directory, "signal")
+        os.makedirs(signalled)
+        code, output = run(commrun, worker, "calls", directory, transport, {"TMPDIR": signalled})
         if code != 0:
             fail(f"{label}: the job exited {code}:\n{output}")
             return
         for rank in range(RANKS):
             dump, calls = load(directory, rank)
+            try:
+                with open(os.path.join(signalled, f"comm_trace_rank{rank}.json")) as file:
+                    on_signal = json.load(file)
+                if on_signal["reason"] != "signal" or [described(on_signal, e) for e in on_signal["entries"]] != calls:
+                    fail(f"{label}: rank {rank}'s dump on SIGUSR2 reads {on_signal}")
+            except (OSError, ValueError) as error:
+                fail(f"{label}: rank {rank} wrote no dump on SIGUSR2 ({error}):\n{output}")
             check_dump_header(dump, rank, label)
             entries = dump["entries"]
             got = [described(dump, entry) for entry in entries]
