@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The flight recorder's dumps against the calls the program made (issue 46).
 
-    check_trace.py COMMRUN WORKER
+    check_trace.py COMMRUN WORKER COMM_TRACE [PYTHON]
 
 For shm and tcp, 4 ranks of comm-trace-worker (tests/trace_worker.cpp):
   calls: every rank's dump (comm::dump_trace) holds exactly the calls that rank says it made, in
@@ -11,6 +11,10 @@ For shm and tcp, 4 ranks of comm-trace-worker (tests/trace_worker.cpp):
   skip:  the last rank never calls the final all_reduce. Every rank dumps on the hang verdict
          (COMM_TRACE_DIR); the waiting ranks' final dumps hold that all_reduce as failed with the
          verdict's text and the peer it waited on, and the skipping rank's holds no such call.
+         comm-trace merges that job's dumps: the trace-event JSON parses, every event carries name,
+         ph, ts, pid and tid, every flow starts once and ends once, each rank's slices are the
+         calls it made; the summary names rank 3 as behind in the world's all_reduce #5; with
+         PYTHON (one with matplotlib) the picture is written.
 Exits non-zero, saying what differs, on any mismatch.
 """
 import json
@@ -143,10 +147,57 @@ def check_skip(commrun, worker, transport):
                 fail(f"{label}: rank {rank}'s unfinished all_reduce reads {last}")
         if verdicts == 0:
             fail(f"{label}: no rank's dump holds the all_reduce failed with the verdict")
+        check_merge(directory, label)
+
+
+def check_merge(directory, label):
+    command = [PYTHON, COMM_TRACE, directory]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        fail(f"{label}: comm-trace exited {result.returncode}: {result.stdout}{result.stderr}")
+        return
+    with open(os.path.join(directory, "trace.json")) as file:
+        events = json.load(file)["traceEvents"]
+    flows = {}
+    slices = {}
+    for event in events:
+        missing = [key for key in ("name", "ph", "ts", "pid", "tid") if key not in event and event.get("ph") != "M"]
+        if missing or ("pid" not in event or "tid" not in event):
+            fail(f"{label}: a trace event lacks {missing}: {event}")
+        if event["ph"] in ("s", "f"):
+            flows.setdefault(event["id"], []).append(event["ph"])
+        if event["ph"] == "X":
+            slices.setdefault(event["tid"], []).append(event)
+    for flow, phases in flows.items():
+        if sorted(phases) != ["f", "s"]:
+            fail(f"{label}: flow {flow} has phases {phases}")
+    if not flows:
+        fail(f"{label}: the merged trace links nothing")
+    for rank in range(RANKS):
+        with open(os.path.join(directory, f"calls_rank{rank}.json")) as file:
+            calls = json.load(file)
+        made = sorted(call["op"] for call in calls)
+        shown = sorted(event["name"].split(" ")[0] for event in slices.get(rank, []))
+        if made != shown:
+            fail(f"{label}: rank {rank}'s slices {shown} are not its calls {made}")
+    with open(os.path.join(directory, "summary.txt")) as file:
+        summary = file.read()
+    if "rank 3 is behind: its last call there is barrier #4" not in summary or "in all_reduce #5" not in summary:
+        fail(f"{label}: the summary does not name rank 3 behind the all_reduce:\n{summary}")
+    if PYTHON_HAS_PLOTS and not os.path.getsize(os.path.join(directory, "timeline.png")):
+        fail(f"{label}: no picture")
+
+
+COMM_TRACE = None
+PYTHON = sys.executable
+PYTHON_HAS_PLOTS = False
 
 
 def main():
-    commrun, worker = sys.argv[1], sys.argv[2]
+    global COMM_TRACE, PYTHON, PYTHON_HAS_PLOTS
+    commrun, worker, COMM_TRACE = sys.argv[1], sys.argv[2], sys.argv[3]
+    if len(sys.argv) > 4 and subprocess.run([sys.argv[4], "-c", "import matplotlib"], capture_output=True).returncode == 0:
+        PYTHON, PYTHON_HAS_PLOTS = sys.argv[4], True
     for transport in ("shm", "tcp"):
         check_calls(commrun, worker, transport)
         check_skip(commrun, worker, transport)
