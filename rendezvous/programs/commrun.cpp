@@ -5,9 +5,18 @@
 //
 // Node 0's commrun hosts the job's store (on a free port unless one is given) for as long
 // as the job runs; every rank learns where from MASTER_ADDR/MASTER_PORT and connects to it.
+#include <getopt.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <stdexcept>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +68,11 @@ options:
                            COMM_RESTARTS=N; a replacement also COMM_JOIN=default_pg (its
                            init_process_group joins the running job, when the survivors
                            call grow(); docs/recovery.md) and COMM_REPLACEMENT=1, 2, ...
+  --trace DIR              every rank writes its flight recorder into DIR (COMM_TRACE_DIR:
+                           on a hang verdict, an error, and at exit; before commrun stops
+                           the ranks, it asks each for one with SIGUSR2); at the end commrun
+                           runs comm-trace on DIR: one merged timeline (trace.json, for
+                           ui.perfetto.dev), summary.txt and timeline.png (docs/debugging.md)
   --no-prefix              do not prefix output lines with the rank
   -h, --help               this text
 )";
@@ -96,67 +110,104 @@ struct Options {
   double exit_wait_seconds = 300.0;
   bool prefix = true;
   std::string bind = "auto";
+  std::string trace;  // --trace DIR: the ranks' flight recorder dumps, merged there at the end
   std::vector<std::string> command;
+};
+
+// The long options, with torch's spellings too (--nproc_per_node, ...); getopt_long takes
+// --name=value and --name value, and stops at the program ("+": its own flags are its own).
+enum OptionKey : int {
+  kNnodes = 256,
+  kNodeRank,
+  kMasterAddr,
+  kMasterPort,
+  kGracePeriod,
+  kExitWait,
+  kBind,
+  kOnFailure,
+  kRestart,
+  kNoPrefix,
+  kTrace,
+};
+constexpr option kLongOptions[] = {
+    {"help", no_argument, nullptr, 'h'},
+    {"nproc-per-node", required_argument, nullptr, 'n'},
+    {"nproc_per_node", required_argument, nullptr, 'n'},
+    {"nnodes", required_argument, nullptr, kNnodes},
+    {"node-rank", required_argument, nullptr, kNodeRank},
+    {"node_rank", required_argument, nullptr, kNodeRank},
+    {"master-addr", required_argument, nullptr, kMasterAddr},
+    {"master_addr", required_argument, nullptr, kMasterAddr},
+    {"master-port", required_argument, nullptr, kMasterPort},
+    {"master_port", required_argument, nullptr, kMasterPort},
+    {"grace-period", required_argument, nullptr, kGracePeriod},
+    {"grace_period", required_argument, nullptr, kGracePeriod},
+    {"exit-wait", required_argument, nullptr, kExitWait},
+    {"exit_wait", required_argument, nullptr, kExitWait},
+    {"bind", required_argument, nullptr, kBind},
+    {"on-failure", required_argument, nullptr, kOnFailure},
+    {"on_failure", required_argument, nullptr, kOnFailure},
+    {"restart", required_argument, nullptr, kRestart},
+    {"no-prefix", no_argument, nullptr, kNoPrefix},
+    {"no_prefix", no_argument, nullptr, kNoPrefix},
+    {"trace", required_argument, nullptr, kTrace},
+    {nullptr, 0, nullptr, 0},
 };
 
 Options parse(int argc, char** argv) {
   Options options;
-  int i = 1;
-  auto value_of = [&](const char* option) -> const char* {
-    if (i + 1 >= argc) usage_error(std::string(option) + " needs a value");
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    std::string arg = argv[i];
-    // --name=value is accepted as well as --name value.
-    std::string name = arg, inline_value;
-    bool has_inline = false;
-    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
-      name = arg.substr(0, arg.find('='));
-      inline_value = arg.substr(arg.find('=') + 1);
-      has_inline = true;
+  opterr = 0;  // the messages are commrun's own
+  int i = argc;
+  for (;;) {
+    int previous = optind;
+    int key = ::getopt_long(argc, argv, "+:hn:", kLongOptions, nullptr);
+    if (key == -1) {
+      i = optind;
+      break;
     }
-    std::replace(name.begin(), name.end(), '_', '-');
-    auto value = [&](const char* option) { return has_inline ? inline_value.c_str() : value_of(option); };
-    if (name == "-h" || name == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (name == "-n" || name == "--nproc-per-node" || name == "-np") {
-      options.nproc_per_node = parse_count(value("-n"), "-n", 1);
-    } else if (name == "--nnodes") {
-      options.nnodes = parse_count(value("--nnodes"), "--nnodes", 1);
-    } else if (name == "--node-rank") {
-      options.node_rank = parse_count(value("--node-rank"), "--node-rank", 0);
-    } else if (name == "--master-addr") {
-      options.master_addr = value("--master-addr");
-    } else if (name == "--master-port") {
-      try {
-        options.master_port = comm::parse_port(value("--master-port"), "--master-port");
-      } catch (const comm::Error& error) {
-        usage_error(error.message());
+    // The option as the user wrote it, for messages ("--master-port", not the table's name).
+    std::string written = argv[previous];
+    written = written.substr(0, written.find('='));
+    switch (key) {
+      case 'h': std::fputs(kUsage, stdout); std::exit(0);
+      case 'n':
+        // mpirun's -np: getopt reads it as -n with the value "p"; the count follows.
+        if (std::strcmp(argv[previous], "-np") == 0) {
+          if (optind >= argc) usage_error("-np needs a value");
+          optarg = argv[optind++];
+        }
+        options.nproc_per_node = parse_count(optarg, "-n", 1);
+        break;
+      case kNnodes: options.nnodes = parse_count(optarg, "--nnodes", 1); break;
+      case kNodeRank: options.node_rank = parse_count(optarg, "--node-rank", 0); break;
+      case kMasterAddr: options.master_addr = optarg; break;
+      case kMasterPort:
+        try {
+          options.master_port = comm::parse_port(optarg, "--master-port");
+        } catch (const comm::Error& error) {
+          usage_error(error.message());
+        }
+        break;
+      case kGracePeriod: options.grace_seconds = parse_seconds(optarg, "--grace-period"); break;
+      case kExitWait: options.exit_wait_seconds = parse_seconds(optarg, "--exit-wait"); break;
+      case kBind:
+        options.bind = optarg;
+        if (options.bind != "core" && options.bind != "none") usage_error("--bind takes core or none");
+        break;
+      case kOnFailure: {
+        std::string policy = optarg;
+        if (policy != "teardown" && policy != "continue") usage_error("--on-failure takes teardown or continue");
+        options.continue_on_failure = policy == "continue";
+        break;
       }
-    } else if (name == "--grace-period") {
-      options.grace_seconds = parse_seconds(value("--grace-period"), "--grace-period");
-    } else if (name == "--exit-wait") {
-      options.exit_wait_seconds = parse_seconds(value("--exit-wait"), "--exit-wait");
-    } else if (name == "--bind") {
-      options.bind = value("--bind");
-      if (options.bind != "core" && options.bind != "none") usage_error("--bind takes core or none");
-    } else if (name == "--on-failure") {
-      std::string policy = value("--on-failure");
-      if (policy != "teardown" && policy != "continue") usage_error("--on-failure takes teardown or continue");
-      options.continue_on_failure = policy == "continue";
-    } else if (name == "--restart") {
-      options.restarts = parse_count(value("--restart"), "--restart", 0);
-    } else if (name == "--no-prefix") {
-      options.prefix = false;
-    } else if (arg == "--") {
-      ++i;
-      break;
-    } else if (!arg.empty() && arg[0] == '-') {
-      usage_error("unknown option '" + arg + "'");
-    } else {
-      break;
+      case kRestart: options.restarts = parse_count(optarg, "--restart", 0); break;
+      case kNoPrefix: options.prefix = false; break;
+      case kTrace:
+        options.trace = optarg;
+        if (options.trace.empty()) usage_error("--trace needs a folder");
+        break;
+      case ':': usage_error(written + " needs a value");
+      default: usage_error("unknown option '" + std::string(argv[previous]) + "'");
     }
   }
   for (; i < argc; ++i) options.command.emplace_back(argv[i]);
@@ -188,10 +239,62 @@ void leave_job(const Options& options, const std::string& master_addr, std::uint
   }
 }
 
+// How long ranks get to write their flight recorder (SIGUSR2) before commrun stops them.
+constexpr auto kDumpWait = std::chrono::milliseconds(2000);
+
+// --trace's folder, made if missing, as an absolute path (the ranks may change directory).
+std::string trace_folder(const std::string& given) {
+  std::filesystem::path folder = std::filesystem::absolute(given);
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error || !std::filesystem::is_directory(folder)) {
+    throw std::runtime_error("--trace " + given + ": cannot make the folder (" +
+                             (error ? error.message() : std::string("not a folder")) + ")");
+  }
+  return folder.string();
+}
+
+// comm-trace beside this commrun (the build tree, an install's bin), else on PATH; run by the
+// Python of an active virtual environment (where matplotlib draws the picture), else python3.
+void merge_trace(const std::string& folder) {
+  std::error_code error;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  std::string script = "comm-trace";
+  if (!error && std::filesystem::exists(self.parent_path() / "comm-trace")) script = (self.parent_path() / "comm-trace").string();
+  std::string python = "python3";
+  if (const char* venv = std::getenv("VIRTUAL_ENV"); venv != nullptr && std::filesystem::exists(std::string(venv) + "/bin/python"))
+    python = std::string(venv) + "/bin/python";
+  if (script == "comm-trace") {  // on PATH: its own interpreter line
+    std::fprintf(stderr, "commrun: merging the flight recorder dumps in %s\n", folder.c_str());
+  }
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (script == "comm-trace") {
+      ::execlp("comm-trace", "comm-trace", folder.c_str(), static_cast<char*>(nullptr));
+    } else {
+      ::execlp(python.c_str(), python.c_str(), script.c_str(), folder.c_str(), static_cast<char*>(nullptr));
+    }
+    std::fprintf(stderr, "commrun: cannot run comm-trace (%s): %s\n", script.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "commrun: comm-trace did not merge %s; run it by hand: comm-trace %s\n", folder.c_str(),
+                 folder.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options = parse(argc, argv);
+  if (!options.trace.empty()) {
+    try {
+      options.trace = trace_folder(options.trace);
+    } catch (const std::exception& error) {
+      usage_error(error.what());
+    }
+  }
   // Before any thread exists (the store server starts one), so that all inherit the mask.
   comm::launcher::block_forwarded_signals();
 
@@ -280,6 +383,10 @@ int main(int argc, char** argv) {
   if (options.restarts > 0) {  // the ranks know replacements will come (and grow to let them in)
     for (auto& rank : plan.ranks) rank.environment["COMM_RESTARTS"] = std::to_string(options.restarts);
   }
+  if (!options.trace.empty()) {
+    for (auto& rank : plan.ranks) rank.environment["COMM_TRACE_DIR"] = options.trace;
+    plan.dump_before_stop = kDumpWait;
+  }
   int status = 1;
   try {
     status = comm::launcher::run(plan);
@@ -287,5 +394,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "commrun: %s\n", error.what());
   }
   if (options.nnodes > 1) leave_job(options, master_addr, master_port, secret_text, status == 0);
+  if (!options.trace.empty()) merge_trace(options.trace);
   return status;
 }

@@ -212,7 +212,18 @@ int run(const LaunchPlan& plan) {
   bool continuing = plan.continue_on_failure || plan.restarts > 0;
   std::optional<int> first_failure;
   std::optional<Clock::time_point> kill_at;  // set once the job is being stopped
+  // With dump_before_stop, a stop is SIGUSR2 first and the signal after that wait.
+  std::optional<Clock::time_point> stop_at;
+  int stop_signal = SIGTERM;
   auto stop_job = [&](int signal_number) {
+    if (plan.dump_before_stop.count() > 0 && !kill_at) {
+      if (!stop_at) {
+        signal_all(ranks, SIGUSR2);
+        stop_at = Clock::now() + plan.dump_before_stop;
+        stop_signal = signal_number;
+      }
+      return;
+    }
     signal_all(ranks, signal_number);
     if (!kill_at) kill_at = Clock::now() + plan.grace_period;
   };
@@ -271,10 +282,13 @@ int run(const LaunchPlan& plan) {
       while (::read(signals.get(), &info, sizeof info) == sizeof info) {
         int number = static_cast<int>(info.ssi_signo);
         if (number == SIGCHLD) continue;  // reaped below
-        signal_all(ranks, number);
-        if (number == SIGINT || number == SIGTERM || number == SIGHUP || number == SIGQUIT) {
-          if (!kill_at) kill_at = Clock::now() + plan.grace_period;
+        bool stopping = number == SIGINT || number == SIGTERM || number == SIGHUP || number == SIGQUIT;
+        if (stopping && plan.dump_before_stop.count() > 0) {
+          stop_job(number);
+          continue;
         }
+        signal_all(ranks, number);
+        if (stopping && !kill_at) kill_at = Clock::now() + plan.grace_period;
       }
     }
     // Reap every rank that exited. Several failures close together are usually one death and the
@@ -290,7 +304,7 @@ int run(const LaunchPlan& plan) {
       if (::waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
       rank.exit_status = decode(status);
       if (*rank.exit_status == 0) continue;
-      if (continuing && restarts_used < plan.restarts && !kill_at) {
+      if (continuing && restarts_used < plan.restarts && !kill_at && !stop_at) {
         ++restarts_used;
         to_replace.push_back(index);
         std::fprintf(stderr, "commrun: rank %d %s %d; starting replacement %d of %d (--restart)\n", rank.rank,
@@ -344,6 +358,11 @@ int run(const LaunchPlan& plan) {
       }
       culprit = nullptr;
       stop_job(SIGTERM);
+    }
+    if (stop_at && Clock::now() >= *stop_at) {
+      stop_at.reset();
+      signal_all(ranks, stop_signal);
+      if (!kill_at) kill_at = Clock::now() + plan.grace_period;
     }
     if (kill_at && Clock::now() >= *kill_at && running()) signal_all(ranks, SIGKILL);
   }

@@ -32,6 +32,9 @@ struct LaunchPlan {
   // and COMM_REPLACEMENT (1 for the first replacement, 2 for the second, ...).
   int restarts = 0;
   std::string restart_group = "default_pg";
+  // commrun --trace: before the ranks are stopped (a failure, a forwarded SIGINT or SIGTERM),
+  // each is sent SIGUSR2 (libcomm writes its flight recorder) and given this long first.
+  std::chrono::milliseconds dump_before_stop{0};
 };
 
 // Runs every rank to completion. Returns 0 when all exited 0, else the exit status of the

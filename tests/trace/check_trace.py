@@ -8,13 +8,15 @@ For shm and tcp, 4 ranks of comm-trace-worker (tests/trace_worker.cpp):
          order, with their group, shape and peer; each completed, its times in order, the
          collectives numbered 0, 1, 2, ... in each group; the groups named with their ranks. The
          dump each rank writes on SIGUSR2 (into $TMPDIR) holds the same calls.
-  skip:  the last rank never calls the final all_reduce. Every rank dumps on the hang verdict
-         (COMM_TRACE_DIR); the waiting ranks' final dumps hold that all_reduce as failed with the
-         verdict's text and the peer it waited on, and the skipping rank's holds no such call.
-         comm-trace merges that job's dumps: the trace-event JSON parses, every event carries name,
-         ph, ts, pid and tid, every flow starts once and ends once, each rank's slices are the
-         calls it made; the summary names rank 3 as behind in the world's all_reduce #5; with
-         PYTHON (one with matplotlib) the picture is written.
+  skip:  under commrun --trace DIR, the last rank never calls the final all_reduce. Every rank
+         dumps on the hang verdict; the waiting ranks' final dumps hold that all_reduce as failed
+         with the verdict's text (or running, waiting on a peer, when commrun stopped them
+         first), and the skipping rank's holds no such call. commrun merged the dumps with
+         comm-trace: the trace-event JSON parses, every event carries name, ph, ts, pid and tid,
+         every flow starts once and ends once, each rank's slices are the calls it made; the
+         summary names rank 3 as behind in the world's all_reduce #5; with PYTHON (one with
+         matplotlib, as commrun finds it through VIRTUAL_ENV) the picture is there too.
+  The calls job's dumps merged by comm-trace run by hand pass the same checks of the trace.
 Exits non-zero, saying what differs, on any mismatch.
 """
 import json
@@ -32,10 +34,10 @@ def fail(what):
     print("FAIL: " + what)
 
 
-def run(commrun, worker, mode, directory, transport, extra_env=None, timeout=90):
+def run(commrun, worker, mode, directory, transport, extra_env=None, timeout=90, launcher_flags=()):
     env = dict(os.environ, COMM_TRANSPORT=transport)
     env.update(extra_env or {})
-    command = [commrun, "-n", str(RANKS), worker, mode, directory]
+    command = [commrun, *launcher_flags, "-n", str(RANKS), worker, mode, directory]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     return result.returncode, result.stdout + result.stderr
 
@@ -112,13 +114,21 @@ def check_calls(commrun, worker, transport):
             ids = [entry["id"] for entry in entries]
             if ids != sorted(ids) or len(set(ids)) != len(ids):
                 fail(f"{label}: rank {rank}'s entries are not in call order: {ids}")
+        merged = subprocess.run([PYTHON, COMM_TRACE, directory, "--no-png"], capture_output=True, text=True, timeout=120)
+        if merged.returncode != 0:
+            fail(f"{label}: comm-trace exited {merged.returncode}: {merged.stdout}{merged.stderr}")
+        else:
+            check_merge(directory, label, behind=False)
 
 
 def check_skip(commrun, worker, transport):
     label = f"skip/{transport}"
     with tempfile.TemporaryDirectory(prefix="comm-trace-") as directory:
-        code, output = run(commrun, worker, "skip", directory, transport,
-                           {"COMM_TRACE_DIR": directory, "COMM_HANG_REPORT": "2", "COMM_TIMEOUT": "5"})
+        environment = {"COMM_HANG_REPORT": "2", "COMM_TIMEOUT": "5"}
+        if PYTHON_HAS_PLOTS:
+            environment["VIRTUAL_ENV"] = os.path.dirname(os.path.dirname(PYTHON))
+        code, output = run(commrun, worker, "skip", directory, transport, environment,
+                           launcher_flags=["--trace", directory])
         if code == 0:
             fail(f"{label}: the job exited 0 though three ranks timed out:\n{output}")
         for rank in range(RANKS):
@@ -147,15 +157,14 @@ def check_skip(commrun, worker, transport):
                 fail(f"{label}: rank {rank}'s unfinished all_reduce reads {last}")
         if verdicts == 0:
             fail(f"{label}: no rank's dump holds the all_reduce failed with the verdict")
-        check_merge(directory, label)
+        if not os.path.exists(os.path.join(directory, "trace.json")):
+            fail(f"{label}: commrun --trace merged nothing:\n{output}")
+            return
+        check_merge(directory, label, behind=True)
 
 
-def check_merge(directory, label):
-    command = [PYTHON, COMM_TRACE, directory]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    if result.returncode != 0:
-        fail(f"{label}: comm-trace exited {result.returncode}: {result.stdout}{result.stderr}")
-        return
+def check_merge(directory, label, behind):
+    """The merged trace (and with `behind`, the summary and picture of the skip job)."""
     with open(os.path.join(directory, "trace.json")) as file:
         events = json.load(file)["traceEvents"]
     flows = {}
@@ -180,6 +189,8 @@ def check_merge(directory, label):
         shown = sorted(event["name"].split(" ")[0] for event in slices.get(rank, []))
         if made != shown:
             fail(f"{label}: rank {rank}'s slices {shown} are not its calls {made}")
+    if not behind:
+        return
     with open(os.path.join(directory, "summary.txt")) as file:
         summary = file.read()
     if "rank 3 is behind: its last call there is barrier #4" not in summary or "in all_reduce #5" not in summary:
