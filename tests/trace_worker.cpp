@@ -6,6 +6,11 @@
 //   skip DIR    the last rank never calls the final all_reduce (it sleeps 8 s in user code and
 //               returns): the others wait in it until COMM_TIMEOUT; with COMM_TRACE_DIR=DIR the
 //               ranks dump on the hang verdict, on the timeout's error and at exit
+//   straggler DIR  40 steps of "compute" (a 2 ms sleep; rank 2 sleeps 10 times as long) and an
+//               all_reduce of 64 KiB, then a barrier
+//   kill DIR    20 such steps (no straggler); rank 2 SIGKILLs itself before step 10; the others'
+//               all_reduce fails, they shrink the world without it and finish on the new group
+//               (run under commrun --on-failure continue)
 #include <signal.h>
 #include <unistd.h>
 
@@ -48,7 +53,34 @@ class CallList {
   std::vector<Called> calls_;
 };
 
+// The straggler and kill jobs: steps of computing (sleeping) and an all_reduce.
+int run_steps(const std::string& mode) {
+  auto group = comm::init_process_group();
+  int rank = group->rank();
+  bool straggler = mode == "straggler";
+  int steps = straggler ? 40 : 20;
+  std::vector<float> gradient(16384, 1.0f);
+  for (int step = 0; step < steps; ++step) {
+    auto compute = std::chrono::milliseconds(straggler && rank == 2 ? 20 : 2);
+    std::this_thread::sleep_for(compute);
+    if (!straggler && rank == 2 && step == 10) ::kill(::getpid(), SIGKILL);
+    try {
+      group->all_reduce(gradient);
+    } catch (const comm::Error& error) {
+      std::cout << "rank " << rank << ": step " << step << " failed (" << comm::to_string(error.code())
+                << "); shrinking" << std::endl;
+      group = group->shrink({});
+      --step;  // the step again, on the survivors
+      continue;
+    }
+  }
+  group->barrier();
+  std::cout << "rank " << rank << ": " << steps << " steps done on " << group->size() << " ranks" << std::endl;
+  return 0;
+}
+
 int run(const std::string& mode, const std::string& dir) {
+  if (mode == "straggler" || mode == "kill") return run_steps(mode);
   auto world = comm::init_process_group();
   int rank = world->rank(), size = world->size();
   const std::string& name = world->name();
@@ -137,8 +169,8 @@ int run(const std::string& mode, const std::string& dir) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (argc != 3 || (mode != "calls" && mode != "skip")) {
-    std::cerr << "usage: comm-trace-worker calls|skip DIR\n";
+  if (argc != 3 || (mode != "calls" && mode != "skip" && mode != "straggler" && mode != "kill")) {
+    std::cerr << "usage: comm-trace-worker calls|skip|straggler|kill DIR\n";
     return 2;
   }
   try {

@@ -207,7 +207,11 @@ def summarize(dumps, calls):
         elif all(last[rank].state == "completed" for rank in ahead):
             lines.append(f"group {name}: every rank finished {newest + 1} collectives, the last {sorted(heads)[0]}")
         else:
-            lines.append(f"group {name}: every rank is in {' / '.join(sorted(heads))}")
+            lines.append(f"group {name}: {ranks_are(ahead)} in {' / '.join(sorted(heads))}")
+        absent = [rank for rank in members if rank not in ranks_dumped]
+        if absent:
+            lines.append(f"group {name}: {ranks_are(absent)[:-3]} left no dump (killed, or stopped before "
+                         "its first group)")
         # Stragglers: who starts the group's collectives last, and how late.
         by_sequence = defaultdict(list)
         for call in calls:
@@ -226,7 +230,11 @@ def summarize(dumps, calls):
             mean = sum(lateness[straggler]) / len(lateness[straggler]) / 1e6
             others = [sum(values) / len(values) / 1e6 for rank, values in lateness.items() if rank != straggler]
             typical = max(others) if others else 0.0
-            if count >= 0.6 * len(complete) and mean > 2 * typical and mean > 0.05:
+            # Late by a good part of a step, not by the noise of a fast loop.
+            starts = sorted(min(call.start for call in members_calls) for members_calls in complete)
+            gaps = sorted(b - a for a, b in zip(starts, starts[1:]))
+            step = gaps[len(gaps) // 2] / 1e6 if gaps else 0.0
+            if count >= 0.6 * len(complete) and mean > 2 * typical and mean > 0.2 * step:
                 lines.append(f"group {name}: rank {straggler} is the straggler: it starts {count} of {len(complete)} "
                              f"collectives last, {mean:.2f} ms after the first rank on average (others within "
                              f"{typical:.2f} ms)")
@@ -248,7 +256,9 @@ def draw(calls, dumps, path):
         print("comm-trace: matplotlib is not installed: no picture (pip install matplotlib)", file=sys.stderr)
         return False
     origin = min(call.queued for call in calls)
-    ranks = sorted({dump["rank"] for dump in dumps})
+    dumped = {dump["rank"] for dump in dumps}
+    world_size = max(dump.get("world_size", 0) for dump in dumps)
+    ranks = sorted(dumped | set(range(world_size)))
     operations = sorted({call.op for call in calls})
     palette = plt.get_cmap("tab10")
     colours = {op: palette(index % 10) for index, op in enumerate(operations)}
@@ -261,13 +271,13 @@ def draw(calls, dumps, path):
             axes.broken_barh([(start, width)], (row - 0.4, 0.8), facecolors=colours[call.op],
                              edgecolors="red" if unfinished else "none", linewidth=2 if unfinished else 0,
                              hatch="//" if unfinished else None)
-    axes.set_yticks(range(len(ranks)), [f"rank {rank}" for rank in ranks])
+    axes.set_yticks(range(len(ranks)), [f"rank {rank}" + ("" if rank in dumped else " (no dump)") for rank in ranks])
     axes.invert_yaxis()
     axes.set_xlabel("milliseconds since the first call")
     handles = [Patch(color=colours[op], label=op) for op in operations]
     handles.append(Patch(facecolor="white", edgecolor="red", hatch="//", label="running or failed"))
     axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    axes.set_title(f"libcomm job {dumps[0].get('job', '')}: {len(ranks)} ranks, {len(calls)} calls")
+    axes.set_title(f"libcomm job {dumps[0].get('job', '')}: {len(ranks)} ranks, {len(calls)} calls recorded")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -17,6 +17,10 @@ For shm and tcp, 4 ranks of comm-trace-worker (tests/trace_worker.cpp):
          summary names rank 3 as behind in the world's all_reduce #5; with PYTHON (one with
          matplotlib, as commrun finds it through VIRTUAL_ENV) the picture is there too.
   The calls job's dumps merged by comm-trace run by hand pass the same checks of the trace.
+  straggler: rank 2 computes 10 times as long each step: the summary names it the straggler.
+  kill: rank 2 is SIGKILLed mid-job (--on-failure continue), the others shrink and finish: the
+         summary says rank 2 left no dump, the others' all_reduce #10 failed, the shrunk group
+         finished.
 Exits non-zero, saying what differs, on any mismatch.
 """
 import json
@@ -204,6 +208,25 @@ PYTHON = sys.executable
 PYTHON_HAS_PLOTS = False
 
 
+def check_steps(commrun, worker, mode, transport, expected):
+    """The straggler and kill jobs under commrun --trace: the summary says `expected`."""
+    label = f"{mode}/{transport}"
+    with tempfile.TemporaryDirectory(prefix="comm-trace-") as directory:
+        code, output = run(commrun, worker, mode, directory, transport,
+                           launcher_flags=["--trace", directory, "--on-failure", "continue"])
+        if code != 0:
+            fail(f"{label}: the job exited {code}:\n{output}")
+        try:
+            with open(os.path.join(directory, "summary.txt")) as file:
+                summary = file.read()
+        except OSError:
+            fail(f"{label}: no summary:\n{output}")
+            return
+        for words in expected:
+            if words not in summary:
+                fail(f"{label}: the summary does not say '{words}':\n{summary}")
+
+
 def main():
     global COMM_TRACE, PYTHON, PYTHON_HAS_PLOTS
     commrun, worker, COMM_TRACE = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -212,6 +235,9 @@ def main():
     for transport in ("shm", "tcp"):
         check_calls(commrun, worker, transport)
         check_skip(commrun, worker, transport)
+    check_steps(commrun, worker, "straggler", "shm", ["rank 2 is the straggler: it starts"])
+    check_steps(commrun, worker, "kill", "tcp", ["no dump from rank 2", "all_reduce #10 (failed)",
+                                                 "rank 2 left no dump", "group default_pg/shrink1: every rank finished"])
     print(f"{len(FAILURES)} failures")
     return 1 if FAILURES else 0
 
