@@ -1,5 +1,7 @@
 #include "harness.hpp"
 
+#include <getopt.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -63,43 +65,34 @@ ReduceOp parse_op(const std::string& program, const std::string& text) {
 BenchOptions parse(int argc, char** argv) {
   BenchOptions options;
   std::string program = argv[0];
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--csv") {
-      options.csv = true;
-      continue;
+  static constexpr option kLongOptions[] = {
+      {"csv", no_argument, nullptr, 'C'}, {"mode", required_argument, nullptr, 'M'},
+      {"help", no_argument, nullptr, 'h'}, {nullptr, 0, nullptr, 0}};
+  opterr = 0;  // the messages are the bench's own
+  for (;;) {
+    int previous = optind;
+    int flag = ::getopt_long(argc, argv, ":hb:e:f:n:w:c:d:o:r:a:", kLongOptions, nullptr);
+    if (flag == -1) break;
+    const char* value = optarg;
+    switch (flag) {
+      case 'C': options.csv = true; break;
+      case 'h': std::fputs(kUsage, stdout); std::exit(0);
+      case 'b': options.min_bytes = parse_bytes(program, value); break;
+      case 'e': options.max_bytes = parse_bytes(program, value); break;
+      case 'f': options.factor = std::atof(value); break;
+      case 'n': options.iterations = std::atoi(value); break;
+      case 'w': options.warmup = std::atoi(value); break;
+      case 'c': options.check = std::atoi(value) != 0; break;
+      case 'd': options.dtype = parse_dtype(program, value); break;
+      case 'o': options.op = parse_op(program, value); break;
+      case 'r': options.root = std::atoi(value); break;
+      case 'a': options.algorithm = value; break;
+      case 'M': options.mode = value; break;
+      case ':': usage(program, "missing value for " + std::string(argv[previous]));
+      default: usage(program, "unknown flag " + std::string(argv[previous]));
     }
-    if (flag == "-h" || flag == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) usage(program, "missing value for " + flag);
-    const char* value = argv[++i];
-    if (flag == "-b")
-      options.min_bytes = parse_bytes(program, value);
-    else if (flag == "-e")
-      options.max_bytes = parse_bytes(program, value);
-    else if (flag == "-f")
-      options.factor = std::atof(value);
-    else if (flag == "-n")
-      options.iterations = std::atoi(value);
-    else if (flag == "-w")
-      options.warmup = std::atoi(value);
-    else if (flag == "-c")
-      options.check = std::atoi(value) != 0;
-    else if (flag == "-d")
-      options.dtype = parse_dtype(program, value);
-    else if (flag == "-o")
-      options.op = parse_op(program, value);
-    else if (flag == "-r")
-      options.root = std::atoi(value);
-    else if (flag == "-a")
-      options.algorithm = value;
-    else if (flag == "--mode")
-      options.mode = value;
-    else
-      usage(program, "unknown flag " + flag);
   }
+  if (optind < argc) usage(program, "unknown flag " + std::string(argv[optind]));
   if (options.factor <= 1.0) usage(program, "-f must be above 1");
   if (options.min_bytes > options.max_bytes) usage(program, "-b is larger than -e");
   return options;

@@ -6,6 +6,7 @@
 //
 // Without a job secret anyone who can reach the store can read and write it, so it then listens
 // on loopback only unless --host says otherwise, and says so.
+#include <getopt.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -21,31 +22,37 @@ int main(int argc, char** argv) {
   std::uint16_t port = 0;
   std::string host;
   bool host_given = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if ((arg == "--port" || arg == "--host") && i + 1 < argc) {
-      std::string value = argv[++i];
-      if (arg == "--host") {
-        host = value;
-        host_given = true;
-        continue;
-      }
+  constexpr const char* kUsage =
+      "usage: comm-store [--port PORT] [--host ADDRESS]\n"
+      "Serves a libcomm TcpStore until SIGINT or SIGTERM; port 0 or none: any free port.\n"
+      "With COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE) set, only clients that prove they hold\n"
+      "that secret may use it, on every interface unless --host names one. Without it, anyone\n"
+      "who can reach the store may use it: it listens on 127.0.0.1 unless --host names another\n"
+      "address (--host 0.0.0.0: every interface).\n";
+  static constexpr option kLongOptions[] = {{"port", required_argument, nullptr, 'p'},
+                                            {"host", required_argument, nullptr, 'H'},
+                                            {"help", no_argument, nullptr, 'h'},
+                                            {nullptr, 0, nullptr, 0}};
+  opterr = 0;  // a wrong flag gets the usage, as before
+  for (int flag; (flag = ::getopt_long(argc, argv, ":h", kLongOptions, nullptr)) != -1;) {
+    if (flag == 'H') {
+      host = optarg;
+      host_given = true;
+    } else if (flag == 'p') {
       try {
-        port = comm::parse_port(value, "--port");
+        port = comm::parse_port(optarg, "--port");
       } catch (const comm::Error& error) {
         std::fprintf(stderr, "comm-store: %s\n", error.what());
         return 2;
       }
     } else {
-      std::fprintf(stderr,
-                   "usage: comm-store [--port PORT] [--host ADDRESS]\n"
-                   "Serves a libcomm TcpStore until SIGINT or SIGTERM; port 0 or none: any free port.\n"
-                   "With COMM_JOB_TOKEN (or COMM_JOB_TOKEN_FILE) set, only clients that prove they hold\n"
-                   "that secret may use it, on every interface unless --host names one. Without it, anyone\n"
-                   "who can reach the store may use it: it listens on 127.0.0.1 unless --host names another\n"
-                   "address (--host 0.0.0.0: every interface).\n");
-      return arg == "-h" || arg == "--help" ? 0 : 2;
+      std::fputs(kUsage, stderr);
+      return flag == 'h' ? 0 : 2;
     }
+  }
+  if (optind < argc) {
+    std::fputs(kUsage, stderr);
+    return 2;
   }
   sigset_t stop;
   sigemptyset(&stop);
