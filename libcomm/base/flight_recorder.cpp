@@ -78,6 +78,9 @@ FlightRecorder::Copy FlightRecorder::copy() const {
   copy.scale = detail::TickScale(counter_, start_ticks_, start_steady_ns_);
   copy.wall_anchor_ns = start_wall_ns_;
   copy.steady_anchor_ns = start_steady_ns_;
+  copy.clock_offset_known = clock_offset_known_.load(std::memory_order_acquire);
+  copy.clock_offset_ns = clock_offset_ns_.load(std::memory_order_relaxed);
+  copy.clock_error_ns = clock_error_ns_.load(std::memory_order_relaxed);
   if (entries_) {
     std::uint64_t last = next_.load(std::memory_order_acquire);
     std::uint64_t first = last > mask_ ? last - mask_ : 1;

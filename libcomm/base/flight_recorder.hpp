@@ -179,10 +179,20 @@ class FlightRecorder {
     detail::TickScale scale;
     std::int64_t wall_anchor_ns = 0;    // system clock at start-up, ns since the epoch ...
     std::int64_t steady_anchor_ns = 0;  // ... at this steady-clock reading
+    bool clock_offset_known = false;    // set_clock_offset's figures
+    std::int64_t clock_offset_ns = 0;
+    std::int64_t clock_error_ns = 0;
     std::size_t capacity = 0;
   };
   Copy copy() const;
   void note_failure(std::uint64_t id, const std::string& why);
+  // This host's steady clock against the world's rank 0's, measured when a world group that
+  // spans hosts was made (algorithms/clock_probe.hpp); dumps carry it for merging.
+  void set_clock_offset(std::int64_t offset_ns, std::int64_t error_ns) {
+    clock_error_ns_.store(error_ns, std::memory_order_relaxed);
+    clock_offset_ns_.store(offset_ns, std::memory_order_release);
+    clock_offset_known_.store(true, std::memory_order_release);
+  }
   std::size_t capacity() const { return mask_ + 1; }
 
  private:
@@ -195,6 +205,9 @@ class FlightRecorder {
   std::int64_t start_ticks_ = 0;
   std::int64_t start_steady_ns_ = 0;
   std::int64_t start_wall_ns_ = 0;
+  std::atomic<bool> clock_offset_known_{false};
+  std::atomic<std::int64_t> clock_offset_ns_{0};
+  std::atomic<std::int64_t> clock_error_ns_{0};
   struct Shared;  // the groups and failure texts, under a mutex (never on a call's path)
   std::unique_ptr<Shared> shared_;
 };

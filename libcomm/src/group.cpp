@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "algorithms/clock_probe.hpp"
 #include "algorithms/link_model.hpp"
 #include "algorithms/tuner.hpp"
 #include "libcomm/base/check.hpp"
@@ -142,8 +143,44 @@ namespace {
 // The tag slot of the link probe: the last sequence number, which the group's own calls reach
 // only after 2^32 of them, long after the probe's messages are gone.
 constexpr std::uint64_t kLinkProbeSequence = 0xFFFFFFFF;
+constexpr std::uint64_t kClockProbeSequence = 0xFFFFFFFE;  // the same, for the clocks' probe
 
 }  // namespace
+
+// Every rank of a job that spans hosts: how far its host's clock is from rank 0's, for the
+// flight recorder's merged timeline (measured whether or not the recorder is on here: it is
+// collective, and COMM_TRACE may differ between ranks).
+void ProcessGroup::Impl::read_clock_offset() {
+  std::span<const int> transport_hosts = transport_->hosts();
+  if (transport_hosts.empty()) return;
+  std::vector<int> host_of(static_cast<std::size_t>(size()));
+  for (int member = 0; member < size(); ++member)
+    host_of[static_cast<std::size_t>(member)] = transport_hosts[static_cast<std::size_t>(layout_.transport_rank(member))];
+  algorithms::CollectiveContext context{
+      *transport_,
+      rank(),
+      size(),
+      kClockProbeSequence,
+      timeout_,
+      "init_process_group (comparing the hosts' clocks)",
+      layout_.id,
+      layout_.members,
+      0,
+      detail::fingerprint({.collective = static_cast<int>(Collective::Barrier), .algorithm = Algorithm::Direct}),
+      scratch_.get()};
+  algorithms::ClockOffset offset;
+  try {
+    offset = algorithms::probe_clock_offset(context, host_of);
+  } catch (Error& error) {
+    transport_->abort(error.what(), &error);
+    throw;
+  }
+  if (trace::FlightRecorder* recorder = trace::FlightRecorder::active())
+    recorder->set_clock_offset(offset.offset_ns, offset.error_ns);
+  log::get(log::Subsystem::Group)
+      .info("this host's steady clock is {:.1f} us behind rank 0's (within {:.1f} us)", offset.offset_ns / 1e3,
+            offset.error_ns / 1e3);
+}
 
 void ProcessGroup::Impl::read_link() {
   if (rank() < 0 || host_layout_.spanned_hosts() < 2) return;
@@ -172,6 +209,7 @@ void ProcessGroup::Impl::read_link() {
       throw;
     }
   }
+  read_clock_offset();
   choices_.clear();  // any answer so far was the tuner's without the link
   log::get(log::Subsystem::Algorithms)
       .info(

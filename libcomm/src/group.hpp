@@ -91,6 +91,8 @@ class ProcessGroup::Impl {
   // Collective, once, on the world group of a job that spans hosts: the link between them, from
   // COMM_LINK_GBPS or measured (algorithms/link_model.hpp). Groups made from it inherit it.
   void read_link();
+  // The same moment: this host's steady clock against rank 0's (algorithms/clock_probe.hpp).
+  void read_clock_offset();
   // `key`: made by its members only (see ProcessGroup::new_group); none: by every rank, in order.
   // `timeout`: the child's, else this group's.
   std::unique_ptr<Impl> new_group(std::vector<int> ranks, std::optional<std::string> key = std::nullopt,

@@ -103,7 +103,11 @@ std::string render(const FlightRecorder::Copy& copy, const char* reason) {
   out += "\"dumped_at_steady_ns\": " + std::to_string(detail::steady_nanoseconds()) + ",\n";
   out += "\"clock\": {\"wall_anchor_ns\": " + std::to_string(copy.wall_anchor_ns) +
          ", \"steady_anchor_ns\": " + std::to_string(copy.steady_anchor_ns) + ", \"source\": \"" +
-         (detail::ticks_are_counter() ? "tsc" : "steady") + "\"},\n";
+         (detail::ticks_are_counter() ? "tsc" : "steady") + "\"" +
+         (copy.clock_offset_known ? ", \"offset_to_rank0_ns\": " + std::to_string(copy.clock_offset_ns) +
+                                        ", \"offset_error_ns\": " + std::to_string(copy.clock_error_ns)
+                                  : std::string()) +
+         "},\n";
   out += "\"capacity\": " + std::to_string(copy.capacity) + ",\n";
   out += "\"groups\": [";
   for (std::size_t index = 0; index < copy.groups.size(); ++index) {

@@ -43,21 +43,49 @@ def load_dumps(directory):
         raise SystemExit(f"comm-trace: no comm_trace_rank<R>.json in {directory} (COMM_TRACE_DIR, "
                          "comm::dump_trace or SIGUSR2 write them)")
     dumps.sort(key=lambda dump: (dump["rank"] < 0, dump["rank"], dump["pid"]))
+    place_on_one_axis(dumps)
     return dumps
+
+
+def place_on_one_axis(dumps):
+    """Each dump's steady-clock times -> the job's axis (rank 0's clock, as wall-clock ns): ranks
+    on rank 0's host share its clock; another host's is moved by the offset measured at init
+    (offset_to_rank0_ns, within offset_error_ns); without one, by the host's own wall clock."""
+    reference = next((dump for dump in dumps if dump["rank"] == 0), dumps[0])
+    base = reference["clock"]["wall_anchor_ns"] - reference["clock"]["steady_anchor_ns"]
+    errors = []
+    for dump in dumps:
+        clock = dump["clock"]
+        if dump["host"] == reference["host"]:
+            dump["_to_axis"] = base
+        elif "offset_to_rank0_ns" in clock and reference["rank"] == 0:
+            dump["_to_axis"] = base + clock["offset_to_rank0_ns"]
+            errors.append(clock["offset_error_ns"])
+        else:
+            dump["_to_axis"] = clock["wall_anchor_ns"] - clock["steady_anchor_ns"]
+            errors.append(None)
+    hosts = {dump["host"] for dump in dumps}
+    if len(hosts) == 1:
+        clock = "one host's steady clock"
+    elif None in errors:
+        clock = "some hosts by their wall clocks (no offset measured): as close as those clocks agree"
+    else:
+        clock = f"rank 0's steady clock; other hosts' offsets measured at init, within {max(errors) / 1000:.1f} us"
+    for dump in dumps:
+        dump["_axis"] = clock
 
 
 class Call:
     """One entry of one rank, its times on the job's axis (wall-clock nanoseconds)."""
 
     def __init__(self, dump, entry):
-        clock = dump["clock"]
         self.dump = dump
         self.entry = entry
         self.rank = dump["rank"]
         self.group = dump["groups"][entry["group"]]
         self.op = entry["op"]
         self.state = entry["state"]
-        offset = clock["wall_anchor_ns"] - clock["steady_anchor_ns"]
+        offset = dump["_to_axis"]
         self.start = entry.get("started_ns", entry["queued_ns"]) + offset
         self.queued = entry["queued_ns"] + offset
         dumped = dump["dumped_at_steady_ns"] + offset
@@ -297,8 +325,7 @@ def main(argv=None):
     hosts = {dump["host"] for dump in dumps}
     trace = {"traceEvents": trace_events(dumps, calls), "displayTimeUnit": "ns",
              "otherData": {"job": dumps[0].get("job", ""), "ranks": len(dumps), "hosts": sorted(hosts),
-                           "clock": "one host's steady clock" if len(hosts) == 1 else
-                                    "each host's wall clock at start-up: as close as the hosts' clocks agree"}}
+                           "clock": dumps[0]["_axis"]}}
     output = args.output or os.path.join(args.directory, "trace.json")
     with open(output + ".tmp", "w") as file:
         json.dump(trace, file)

@@ -18,6 +18,8 @@ For shm and tcp, 4 ranks of comm-trace-worker (tests/trace_worker.cpp):
          matplotlib, as commrun finds it through VIRTUAL_ENV) the picture is there too.
   The calls job's dumps merged by comm-trace run by hand pass the same checks of the trace.
   straggler: rank 2 computes 10 times as long each step: the summary names it the straggler.
+  two hosts: ranks 0-1 and 2-3 made two hosts with COMM_HOST_ID: the clock offset measured at
+         init is in the dumps, within its error bound (one clock in truth).
   kill: rank 2 is SIGKILLed mid-job (--on-failure continue), the others shrink and finish: the
          summary says rank 2 left no dump, the others' all_reduce #10 failed, the shrunk group
          finished.
@@ -227,6 +229,29 @@ def check_steps(commrun, worker, mode, transport, expected):
                 fail(f"{label}: the summary does not say '{words}':\n{summary}")
 
 
+def check_two_hosts(commrun, worker):
+    """Ranks 0-1 and 2-3 as two hosts (COMM_HOST_ID): the dumps of ranks 2-3 carry the offset of
+    their clock from rank 0's, measured at init; the same clock here, so it must lie within its
+    error bound (which a loopback round trip keeps under a millisecond)."""
+    label = "two hosts"
+    with tempfile.TemporaryDirectory(prefix="comm-trace-") as directory:
+        script = f'COMM_HOST_ID=h$((RANK/2)) exec "{worker}" calls "{directory}"'
+        result = subprocess.run([commrun, "-n", str(RANKS), "sh", "-c", script], capture_output=True, text=True,
+                                timeout=90, env=dict(os.environ, COMM_TRANSPORT="auto"))
+        if result.returncode != 0:
+            fail(f"{label}: the job exited {result.returncode}:\n{result.stdout}{result.stderr}")
+            return
+        for rank in range(RANKS):
+            clock = load(directory, rank)[0]["clock"]
+            offset, error = clock.get("offset_to_rank0_ns"), clock.get("offset_error_ns")
+            if offset is None or error is None:
+                fail(f"{label}: rank {rank}'s dump has no clock offset: {clock}")
+            elif rank < 2 and (offset, error) != (0, 0):
+                fail(f"{label}: rank {rank}, on rank 0's host, has offset {offset} +- {error} ns")
+            elif rank >= 2 and not (abs(offset) <= error < 1_000_000):
+                fail(f"{label}: rank {rank}'s offset {offset} +- {error} ns: one clock, so it must be within")
+
+
 def main():
     global COMM_TRACE, PYTHON, PYTHON_HAS_PLOTS
     commrun, worker, COMM_TRACE = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -235,6 +260,7 @@ def main():
     for transport in ("shm", "tcp"):
         check_calls(commrun, worker, transport)
         check_skip(commrun, worker, transport)
+    check_two_hosts(commrun, worker)
     check_steps(commrun, worker, "straggler", "shm", ["rank 2 is the straggler: it starts"])
     check_steps(commrun, worker, "kill", "tcp", ["no dump from rank 2", "all_reduce #10 (failed)",
                                                  "rank 2 left no dump", "group default_pg/shrink1: every rank finished"])
