@@ -22,13 +22,14 @@ std::string helper() { return comm::testing::program_path("COMM_TEST_HELPER"); }
 
 // The helper's "hang" mode: rank n-2 sleeps in user code for SECONDS, rank n-1 waits for it in
 // a call of their two-rank subgroup, and every other rank waits in the world's all_reduce #1.
-// Sleeping the threshold plus two seconds, the verdict can only name the sleeper as outside any
-// collective if the ranks compared notes within that bound.
+// Sleeping the threshold plus three seconds, the verdict can only name the sleeper as outside any
+// collective if the ranks compared notes within that bound (a watch's look, 250 ms, and the
+// verdict's wait for records, at most 2 s).
 TEST_CASE("waiting ranks name the sleeping rank and the rank busy in another group", "[hang]") {
   std::string transport = GENERATE("shm", "tcp");
   int ranks = GENERATE(4, 8);
   INFO(transport << ", " << ranks << " ranks");
-  ChildProcess run({commrun(), "-n", std::to_string(ranks), helper(), "hang", "4"},
+  ChildProcess run({commrun(), "-n", std::to_string(ranks), helper(), "hang", "5"},
                    {{"COMM_HANG_REPORT", "2"}, {"COMM_TRANSPORT", transport}});
   REQUIRE(run.wait_for(60s) == 0);
   std::string output = run.output();
@@ -69,7 +70,7 @@ TEST_CASE("a collective's timeout says where every rank is", "[hang]") {
 // number their ranks from 0: waits named those numbers, so rank 0, waiting across hosts on rank
 // 2, was reported as waiting on rank 1, and rank 1 as waiting on itself.
 TEST_CASE("waits inside a hierarchical call name ranks as the group numbers them", "[hang]") {
-  ChildProcess run({commrun(), "-n", "4", helper(), "hang", "4", "hierarchical"},
+  ChildProcess run({commrun(), "-n", "4", helper(), "hang", "5", "hierarchical"},
                    {{"COMM_HANG_REPORT", "2"}, {"COMM_TRANSPORT", "tcp"}});
   REQUIRE(run.wait_for(60s) == 0);
   std::string output = run.output();
