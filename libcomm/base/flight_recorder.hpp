@@ -121,25 +121,11 @@ class FlightRecorder {
   // Null when tracing is off: the one load and branch a call pays then.
   static FlightRecorder* active() { return active_.load(std::memory_order_relaxed); }
 
-  // A call's entry: `what` filled but for id and times; queued now (and started, with kStartedQueued).
+  // A call's entry, queued now (and started, with kStartedQueued).
   Handle begin(std::uint16_t group, std::uint8_t operation, std::uint64_t sequence, std::uint64_t count,
                std::int8_t dtype, std::uint8_t algorithm, std::int32_t peer, std::uint8_t flags) {
-    std::uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
-    Entry& entry = entries_[id & mask_];
-    entry.id.store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);  // a reader that sees the fields new sees id 0
-    entry.sequence = sequence;
-    entry.count = count;
-    entry.queued = detail::ticks(counter_);
-    if ((flags & kStartedQueued) == 0) entry.started.store(0, std::memory_order_relaxed);
-    entry.finish.store(0, std::memory_order_relaxed);
-    entry.group = group;
-    entry.operation = operation;
-    entry.dtype = dtype;
-    entry.algorithm = algorithm;
-    entry.flags = flags;
-    entry.peer = peer;
-    entry.id.store(id, std::memory_order_release);
+    std::uint64_t id = 0;
+    Entry& entry = write(id, group, operation, sequence, count, dtype, algorithm, peer, flags, detail::ticks(counter_), 0);
     return Handle(&entry, id, counter_);
   }
 
@@ -147,23 +133,10 @@ class FlightRecorder {
   // queued, started and completed now.
   void record_done(std::uint16_t group, std::uint8_t operation, std::uint64_t sequence, std::uint64_t count,
                    std::int8_t dtype, std::int32_t peer) {
-    std::uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
-    Entry& entry = entries_[id & mask_];
-    entry.id.store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
     std::int64_t now = detail::ticks(counter_);
-    entry.sequence = sequence;
-    entry.count = count;
-    entry.queued = now;
-    entry.finish.store(static_cast<std::uint64_t>(now) << 2 | static_cast<std::uint8_t>(State::Completed),
-                       std::memory_order_relaxed);
-    entry.group = group;
-    entry.operation = operation;
-    entry.dtype = dtype;
-    entry.algorithm = 0;
-    entry.flags = kStartedQueued;
-    entry.peer = peer;
-    entry.id.store(id, std::memory_order_release);
+    std::uint64_t id = 0;
+    write(id, group, operation, sequence, count, dtype, 0, peer, kStartedQueued, now,
+          static_cast<std::uint64_t>(now) << 2 | static_cast<std::uint8_t>(State::Completed));
   }
 
   // Groups: registered when made (their index goes into entries), forgotten when gone (the
@@ -197,6 +170,30 @@ class FlightRecorder {
 
  private:
   static std::atomic<FlightRecorder*> active_;
+
+  // Claims the next entry (its number into `id`) and fills it, under the entry's sequence
+  // check: `id` is 0 while the fields change, so a dump never copies half of one.
+  Entry& write(std::uint64_t& id, std::uint16_t group, std::uint8_t operation, std::uint64_t sequence,
+               std::uint64_t count, std::int8_t dtype, std::uint8_t algorithm, std::int32_t peer, std::uint8_t flags,
+               std::int64_t queued, std::uint64_t finish) {
+    id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
+    Entry& entry = entries_[id & mask_];
+    entry.id.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);  // a reader that sees the fields new sees id 0
+    entry.sequence = sequence;
+    entry.count = count;
+    entry.queued = queued;
+    if ((flags & kStartedQueued) == 0) entry.started.store(0, std::memory_order_relaxed);
+    entry.finish.store(finish, std::memory_order_relaxed);
+    entry.group = group;
+    entry.operation = operation;
+    entry.dtype = dtype;
+    entry.algorithm = algorithm;
+    entry.flags = flags;
+    entry.peer = peer;
+    entry.id.store(id, std::memory_order_release);
+    return entry;
+  }
 
   std::unique_ptr<Entry[]> entries_;
   std::uint64_t mask_ = 0;

@@ -37,11 +37,11 @@ PointToPoint::GpuTransfer PointToPoint::prepare_gpu_transfer(const Call& call) {
   return {devices_.lane(buffer, call.root, receiving, op), *this, buffer, call.root, call.tag, receiving, staged};
 }
 
-std::shared_ptr<Work> PointToPoint::start_gpu_transfer(const Call& call) {
+std::shared_ptr<Work> PointToPoint::start_gpu_transfer(const Call& call, trace::Handle entry) {
   GpuTransfer transfer = prepare_gpu_transfer(call);
   return std::make_shared<detail::CompletionWork>(
       transfer.lane.queue.submit_transfer(transfer), timeout_,
-      detail::WorkLabel{transfer.op(), rank_, transfer.peer, transfer.tag, transfer.buffer.bytes()});
+      detail::WorkLabel{transfer.op(), rank_, transfer.peer, transfer.tag, transfer.buffer.bytes()}, entry);
 }
 
 int PointToPoint::run_gpu_transfer(const Call& call) {

@@ -130,10 +130,6 @@ void check_members_alive(transport::Transport& transport, const std::vector<int>
   }
 }
 
-void ProcessGroup::Impl::end_traced_with_error(const trace::Handle& entry, const std::exception& error) {
-  trace::end_with_error(entry, error);
-}
-
 void ProcessGroup::Impl::abort() {
   transport_->abort("ProcessGroup::abort() was called on rank " + std::to_string(rank()));
 }

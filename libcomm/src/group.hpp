@@ -37,11 +37,11 @@
 #include "libcomm/src/call_checks.hpp"
 #include "libcomm/src/collective_queue.hpp"
 #include "libcomm/src/completion_work.hpp"
-#include "libcomm/base/flight_recorder.hpp"
 #include "libcomm/src/group_devices.hpp"
 #include "libcomm/src/group_layout.hpp"
 #include "libcomm/src/hang_watch.hpp"
 #include "libcomm/src/point_to_point.hpp"
+#include "libcomm/src/trace_dump.hpp"
 #include "transport/transport.hpp"
 
 namespace comm {
@@ -135,7 +135,7 @@ class ProcessGroup::Impl {
       entry.finish(trace::State::Completed);
       return made;
     } catch (const std::exception& error) {
-      end_traced_with_error(entry, error);
+      trace::end_with_error(entry, error);
       throw;
     }
   }
@@ -170,7 +170,6 @@ class ProcessGroup::Impl {
                               int grown_size);
   // Runs the call's algorithm; a failure aborts the group, so peers stop waiting.
   void execute(const PreparedCall& prepared);
-  static void end_traced_with_error(const trace::Handle& entry, const std::exception& error);
   trace::Handle begin_trace(const PreparedCall& prepared, std::uint8_t flags) const;
 
   Identity identity_;

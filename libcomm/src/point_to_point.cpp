@@ -32,8 +32,7 @@ std::shared_ptr<Work> PointToPoint::start(const Call& call) {
   const Buffer& buffer = moved(call);
   trace::Handle entry = trace_begin(call.operation, buffer, call.root, call.tag, trace::kStartedQueued);
   try {
-    // A GPU transfer's Work is its lane's: the entry records its start (not its end).
-    if (on_gpu(buffer)) return start_gpu_transfer(call);
+    if (on_gpu(buffer)) return start_gpu_transfer(call, entry);
     if (sending) {
       checks_.send(buffer, call.root, call.tag);
       if (send_at_once(buffer, call.root, call.tag)) {

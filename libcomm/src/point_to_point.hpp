@@ -54,7 +54,8 @@ class PointToPoint {
   // A GPU send/recv, checked, on its lane (device_point_to_point.cpp).
   struct GpuTransfer;
   GpuTransfer prepare_gpu_transfer(const Call& call);
-  std::shared_ptr<Work> start_gpu_transfer(const Call& call);
+  // `entry`: its flight recorder entry, finished by the returned Work.
+  std::shared_ptr<Work> start_gpu_transfer(const Call& call, trace::Handle entry);
   int run_gpu_transfer(const Call& call);
   // The transfer on one path: (bytes moved, source rank).
   std::pair<std::size_t, int> staged_transfer(detail::GpuLane& lane, const Buffer& buffer, int peer, int tag,

@@ -264,9 +264,6 @@ void merge_trace(const std::string& folder) {
   std::string python = "python3";
   if (const char* venv = std::getenv("VIRTUAL_ENV"); venv != nullptr && std::filesystem::exists(std::string(venv) + "/bin/python"))
     python = std::string(venv) + "/bin/python";
-  if (script == "comm-trace") {  // on PATH: its own interpreter line
-    std::fprintf(stderr, "commrun: merging the flight recorder dumps in %s\n", folder.c_str());
-  }
   pid_t child = ::fork();
   if (child == 0) {
     if (script == "comm-trace") {
