@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "harness.hpp"
@@ -98,10 +99,12 @@ struct Buffers {
   std::vector<Buffer> const_views;  // scatter inputs
 };
 
-// Sets up buffers for one call and returns the call; `check` verifies after one run.
+// Sets up buffers for one call and returns the call; `check` verifies after one run. `value`:
+// the same call as a comm::Call, for the persistent rows (ProcessGroup::prepare), where given.
 struct Plan {
   std::function<void()> call;
   std::function<long long()> check;
+  std::optional<comm::Call> value{};
 };
 
 Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::bench::BenchOptions& options,
@@ -132,7 +135,11 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
       return {[=, &group, &b] { group.all_reduce(Buffer(b.input.data(), count, dtype), op, algorithm); },
               [=, &group, &b] {
                 return reduction_checked ? wrong_where(b.input, 0, count, [&](std::size_t) { return combined; }) : -1;
-              }};
+              },
+              comm::Call{.operation = comm::Operation::AllReduce,
+                         .output = Buffer(b.input.data(), count, dtype),
+                         .op = op,
+                         .algorithm = algorithm}};
     case Collective::Broadcast:
       fill(b.input, count, [&](std::size_t i) { return rank == root ? static_cast<double>(i % 1000) : -1.0; });
       return {[=, &group, &b] { group.broadcast(Buffer(b.input.data(), count, dtype), root, algorithm); },
@@ -220,7 +227,8 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
                                    [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 1000); });
               }};
     }
-    case Collective::Barrier: return {[&group] { group.barrier(); }, [] { return 0LL; }};
+    case Collective::Barrier:
+      return {[&group] { group.barrier(); }, [] { return 0LL; }, comm::Call{.operation = comm::Operation::Barrier}};
   }
   return {};
 }
@@ -258,9 +266,14 @@ int main(int argc, char** argv) {
     std::size_t per_rank_bytes = count * comm::element_size(options.dtype) / split;
     const char* used = group.algorithm_for(collective, per_rank_bytes, requested);
     std::vector<comm::bench::Measurement> rows;
-    for (bool in_place : {false, true}) {
-      if ((in_place && !has_in_place) || (!in_place && !has_out_of_place)) continue;
-      if (!options.runs(in_place ? "in-place" : "out-place")) continue;
+    // Rows: out of place, in place, and, asked for by name (its CSV rows look like in-place
+    // ones), the in-place call prepared once and run each iteration (all_reduce, barrier).
+    for (std::string_view mode : {"out-place", "in-place", "persistent"}) {
+      bool persistent = mode == "persistent";
+      bool in_place = mode != "out-place";
+      if ((in_place && !has_in_place && collective != Collective::Barrier) || (!in_place && !has_out_of_place)) continue;
+      if (collective == Collective::Barrier && mode == "in-place") continue;
+      if (persistent ? options.mode != mode : !options.runs(mode)) continue;
       comm::bench::Measurement row{
           name,     used,
           in_place, collective == Collective::Barrier ? 0 : count * comm::element_size(options.dtype),
@@ -268,6 +281,12 @@ int main(int argc, char** argv) {
           1.0,      -1};
       Buffers buffers;
       Plan run = plan(collective, group, options, count, in_place, requested, buffers);
+      if (persistent) {
+        if (!run.value) continue;
+        row.mode = "persistent";
+        auto prepared = group.prepare(*run.value);
+        run.call = [prepared] { prepared->run(); };
+      }
       if (options.check) {
         run.call();
         long long wrong = run.check();

@@ -20,7 +20,9 @@ constexpr const char* kUsage = R"(options (nccl-tests style):
   -o OP      sum prod min max avg band bor bxor (default sum)
   -r ROOT    root rank (default 0)                         -a ALGO   algorithm (default auto)
   --csv      one CSV header and a row per size and mode, from rank 0 only
-  --mode M   only that mode's rows: in-place, out-place; sendrecv_perf's pingpong, sendrecv, exchange
+  --mode M   only that mode's rows: in-place, out-place, persistent (only by name:
+             all_reduce's and barrier's call prepared once);
+             sendrecv_perf's pingpong, sendrecv, exchange
 )";
 
 [[noreturn]] void usage(const std::string& program, const std::string& problem) {

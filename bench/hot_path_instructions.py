@@ -5,7 +5,7 @@ wall-clock time on a shared 2-core machine is not. A change that adds work to th
 here in its author's own run; the figures are compared with the checked-in baseline.
 
     bench/hot_path_instructions.py [--build build-release] [--baseline bench/hot_path_baseline.json]
-                                   [--update] [--transports shm,tcp] [--breakdown]
+                                   [--update] [--transports shm,tcp] [--breakdown] [--cases a,b]
 
 How it counts: two ranks under `valgrind --tool=callgrind`, collection switched on inside the
 public call (ProcessGroup::send/recv, all_reduce, barrier) and off again inside the waits
@@ -38,6 +38,9 @@ CASES = {  # name: (bench, extra flags, entry functions)
                  ["comm::ProcessGroup::send*", "comm::ProcessGroup::recv*"] + ARRIVAL),
     "all_reduce": ("all_reduce_perf", ["--mode", "in-place"], ["comm::ProcessGroup::all_reduce*"]),
     "barrier": ("barrier_perf", [], ["comm::ProcessGroup::barrier*"]),
+    # The same calls prepared once (ProcessGroup::prepare) and run each iteration.
+    "all_reduce persistent": ("all_reduce_perf", ["--mode", "persistent"], ["comm::PreparedCall::run*"]),
+    "barrier persistent": ("barrier_perf", ["--mode", "persistent"], ["comm::PreparedCall::run*"]),
 }
 SHORT, LONG = 400, 1400
 
@@ -85,6 +88,7 @@ def main():
     parser.add_argument("--update", action="store_true", help="write this run's figures as the baseline")
     parser.add_argument("--transports", default="shm,tcp")
     parser.add_argument("--breakdown", action="store_true", help="each case's cost by function")
+    parser.add_argument("--cases", default=",".join(CASES), help="which cases (default: all)")
     args = parser.parse_args()
     baseline = {}
     if os.path.exists(args.baseline):
@@ -93,7 +97,7 @@ def main():
     now = {}
     with tempfile.TemporaryDirectory(prefix="comm-hot-path-") as scratch:
         for transport in args.transports.split(","):
-            for case in CASES:
+            for case in args.cases.split(","):
                 short, short_profile = instructions(args.build, transport, case, SHORT, scratch)
                 long, long_profile = instructions(args.build, transport, case, LONG, scratch)
                 now[f"{case} {transport}"] = round((long - short) / (LONG - SHORT))

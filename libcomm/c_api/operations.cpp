@@ -30,6 +30,20 @@ using comm::c_api::CallError;
 using comm::c_api::guarded;
 using comm::c_api::require;
 
+namespace comm::c_api {
+
+// One operation as libcomm's Call, with what it needs kept with it: the blocks its Call points
+// at, and NCCL's separate input where libcomm works in place.
+struct Submission {
+  comm::Call call;
+  std::vector<Buffer> blocks{};
+  std::optional<Buffer> copied_input{};  // copied into call.output first
+};
+
+}  // namespace comm::c_api
+
+using comm::c_api::Submission;
+
 namespace {
 
 DType dtype_of(comm_datatype_t datatype) {
@@ -73,16 +87,28 @@ Device device_of(const void* pointer) {
 
 bool on_device(Device device) { return device.kind == Device::Kind::Cuda; }
 
+// How an operation is issued: now (or at its group's end) on `stream`, or prepared into a
+// persistent call that comm_prepared_run runs (the *_init forms).
+struct Issue {
+  const char* name;
+  void* stream = nullptr;
+  bool prepare = false;
+  comm_prepared_t* prepared = nullptr;  // where a prepared call goes
+};
+
 // The operation's arguments, checked once, with where its memory is.
 struct Call {
   comm_t comm;
   DType dtype;
   void* stream;
-  bool device = false;  // its buffers are GPU memory (all of them: a mix is refused)
+  comm_prepared_t* prepared;  // where a *_init form's persistent call goes; null: issued now
+  bool device = false;        // its buffers are GPU memory (all of them: a mix is refused)
   bool any_buffer = false;
 
-  Call(comm_t comm, comm_datatype_t datatype, void* stream) : comm(comm), dtype(dtype_of(datatype)), stream(stream) {
+  Call(comm_t comm, comm_datatype_t datatype, Issue issue)
+      : comm(comm), dtype(dtype_of(datatype)), stream(issue.stream), prepared(issue.prepared) {
     require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm is NULL");
+    require(!issue.prepare || prepared != nullptr, COMM_INVALID_ARGUMENT, "prepared is NULL");
   }
 
   // `count` elements at `data`, which may be NULL only when count is 0.
@@ -136,35 +162,30 @@ void copy_input(const Buffer& output, const Buffer& input, void* stream) {
   }
 }
 
-// One operation as libcomm's Call, with what it needs kept with it: the blocks its Call points
-// at, and NCCL's separate input where libcomm works in place.
-struct Submission {
-  comm::Call call;
-  std::vector<Buffer> blocks{};
-  std::optional<Buffer> copied_input{};  // copied into call.output first
-};
+// Readies an operation on its group when it is issued: the stream for device memory, NCCL's
+// separate input copied in, the blocks pointed at where the submission keeps them.
+const comm::Call& ready(ProcessGroup& group, bool device, void* stream, Submission& submission) {
+  if (device) group.set_cuda_stream(stream);
+  if (submission.copied_input) copy_input(submission.call.output, *submission.copied_input, stream);
+  submission.call.blocks = submission.blocks;
+  return submission.call;
+}
 
-// Every operation's one path: queued inside a group, else run now (libcomm's blocking form).
+comm_result_t prepare(const Call& arguments, Submission submission);
+
+// Every operation's one path: queued inside a group, else run now (libcomm's blocking form);
+// or, from a *_init form, prepared.
 comm_result_t submit(const Call& arguments, Submission submission) {
-  // Readies the call on its group when it is issued: the stream for device memory, NCCL's
-  // separate input copied in, the blocks pointed at where the submission keeps them.
-  auto ready = [device = arguments.device, stream = arguments.stream](ProcessGroup& group,
-                                                                      Submission& submission) -> const comm::Call& {
-    if (device) group.set_cuda_stream(stream);
-    if (submission.copied_input) copy_input(submission.call.output, *submission.copied_input, stream);
-    submission.call.blocks = submission.blocks;
-    return submission.call;
-  };
+  if (arguments.prepared != nullptr) return prepare(arguments, std::move(submission));
   if (comm::c_api::in_group()) {
-    comm::c_api::queue_operation(
-        arguments.comm,
-        [ready, submission = std::move(submission)](ProcessGroup& group) mutable {
-          return group.start(ready(group, submission));
-        });
+    comm::c_api::queue_operation(arguments.comm, [device = arguments.device, stream = arguments.stream,
+                                                  submission = std::move(submission)](ProcessGroup& group) mutable {
+      return group.start(ready(group, device, stream, submission));
+    });
     return COMM_SUCCESS;
   }
   auto& group = arguments.comm->group();
-  group.run(ready(group, submission));
+  group.run(ready(group, arguments.device, arguments.stream, submission));
   return COMM_SUCCESS;
 }
 
@@ -184,14 +205,10 @@ void require_root(const Call& call, int root) {
   require(root >= 0 && root < call.size(), COMM_INVALID_ARGUMENT, "root is not a rank of the communicator");
 }
 
-}  // namespace
-
-extern "C" {
-
-comm_result_t comm_all_reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
-                              comm_op_t op, comm_t comm, void* stream) {
-  return guarded(comm, "comm_all_reduce", [&] {
-    Call call(comm, datatype, stream);
+comm_result_t all_reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
+                              comm_op_t op, comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
     ReduceOp reduce = op_of(op);
     Buffer input = call.buffer(sendbuff, count, "sendbuff");
     Buffer output = call.buffer(recvbuff, count, "recvbuff");
@@ -200,10 +217,10 @@ comm_result_t comm_all_reduce(const void* sendbuff, void* recvbuff, size_t count
   });
 }
 
-comm_result_t comm_broadcast(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, int root,
-                             comm_t comm, void* stream) {
-  return guarded(comm, "comm_broadcast", [&] {
-    Call call(comm, datatype, stream);
+comm_result_t broadcast(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, int root,
+                             comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
     require_root(call, root);
     bool is_root = call.rank() == root;
     Buffer input = call.buffer(is_root ? sendbuff : nullptr, is_root ? count : 0, "sendbuff");
@@ -213,10 +230,10 @@ comm_result_t comm_broadcast(const void* sendbuff, void* recvbuff, size_t count,
   });
 }
 
-comm_result_t comm_reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_op_t op,
-                          int root, comm_t comm, void* stream) {
-  return guarded(comm, "comm_reduce", [&] {
-    Call call(comm, datatype, stream);
+comm_result_t reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_op_t op,
+                          int root, comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
     require_root(call, root);
     ReduceOp reduce = op_of(op);
     Buffer input = call.buffer(sendbuff, count, "sendbuff");
@@ -228,20 +245,20 @@ comm_result_t comm_reduce(const void* sendbuff, void* recvbuff, size_t count, co
   });
 }
 
-comm_result_t comm_all_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype,
-                              comm_t comm, void* stream) {
-  return guarded(comm, "comm_all_gather", [&] {
-    Call call(comm, datatype, stream);
+comm_result_t all_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype,
+                              comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
     Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
     Buffer output = call.buffer(recvbuff, call.times_ranks(sendcount, "sendcount"), "recvbuff");
     return submit(call, {.call = {.operation = Operation::AllGather, .output = output, .input = input}});
   });
 }
 
-comm_result_t comm_reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
-                                  comm_op_t op, comm_t comm, void* stream) {
-  return guarded(comm, "comm_reduce_scatter", [&] {
-    Call call(comm, datatype, stream);
+comm_result_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
+                                  comm_op_t op, comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
     ReduceOp reduce = op_of(op);
     Buffer input = call.buffer(sendbuff, call.times_ranks(recvcount, "recvcount"), "sendbuff");
     Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
@@ -250,10 +267,10 @@ comm_result_t comm_reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
   });
 }
 
-comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
-                              void* stream) {
-  return guarded(comm, "comm_all_to_all", [&] {
-    Call call(comm, datatype, stream);
+comm_result_t all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
+                              Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
     std::size_t total = call.times_ranks(count, "count");
     Buffer input = call.buffer(sendbuff, total, "sendbuff");
     Buffer output = call.buffer(recvbuff, total, "recvbuff");
@@ -261,10 +278,10 @@ comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count
   });
 }
 
-comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
-                          comm_t comm, void* stream) {
-  return guarded(comm, "comm_gather", [&] {
-    Call call(comm, datatype, stream);
+comm_result_t gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
+                          comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
     require_root(call, root);
     Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
     std::vector<Buffer> outputs;
@@ -274,10 +291,10 @@ comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount
   });
 }
 
-comm_result_t comm_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype, int root,
-                           comm_t comm, void* stream) {
-  return guarded(comm, "comm_scatter", [&] {
-    Call call(comm, datatype, stream);
+comm_result_t scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype, int root,
+                           comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
     require_root(call, root);
     Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
     std::vector<Buffer> inputs;
@@ -287,17 +304,134 @@ comm_result_t comm_scatter(const void* sendbuff, void* recvbuff, size_t recvcoun
   });
 }
 
-comm_result_t comm_barrier(comm_t comm, void* stream) {
-  return guarded(comm, "comm_barrier", [&] {
-    Call call(comm, COMM_UINT8, stream);
+comm_result_t barrier(comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, COMM_UINT8, issue);
     return submit(call, {.call = {.operation = Operation::Barrier}});
   });
+}
+
+}  // namespace
+
+// A persistent call of the C API: the operation as a *_init form described it (its blocks and
+// NCCL's separate input kept here) and libcomm's PreparedCall on them.
+struct comm_prepared {
+  comm_t comm;
+  bool device;
+  Submission submission;
+  std::shared_ptr<comm::PreparedCall> call;
+};
+
+namespace {
+
+comm_result_t prepare(const Call& arguments, Submission submission) {
+  require(!comm::c_api::in_group(), COMM_INVALID_ARGUMENT,
+          "a call is prepared outside comm_group_start/end (its runs may be inside one)");
+  auto prepared = std::make_unique<comm_prepared>(
+      comm_prepared{.comm = arguments.comm, .device = arguments.device,
+                    .submission = std::move(submission), .call = nullptr});
+  prepared->submission.call.blocks = prepared->submission.blocks;
+  prepared->call = arguments.comm->group().prepare(prepared->submission.call);
+  *arguments.prepared = prepared.release();  // the caller's, until comm_prepared_free
+  return COMM_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+comm_result_t comm_all_reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
+                              comm_op_t op, comm_t comm, void* stream) {
+  return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, {"comm_all_reduce", stream});
+}
+
+comm_result_t comm_all_reduce_init(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
+                              comm_op_t op, comm_t comm, comm_prepared_t* prepared) {
+  return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, {"comm_all_reduce_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_broadcast(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, int root,
+                             comm_t comm, void* stream) {
+  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, {"comm_broadcast", stream});
+}
+
+comm_result_t comm_broadcast_init(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, int root,
+                             comm_t comm, comm_prepared_t* prepared) {
+  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, {"comm_broadcast_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_op_t op,
+                          int root, comm_t comm, void* stream) {
+  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, {"comm_reduce", stream});
+}
+
+comm_result_t comm_reduce_init(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_op_t op,
+                          int root, comm_t comm, comm_prepared_t* prepared) {
+  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, {"comm_reduce_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_all_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype,
+                              comm_t comm, void* stream) {
+  return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, {"comm_all_gather", stream});
+}
+
+comm_result_t comm_all_gather_init(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype,
+                              comm_t comm, comm_prepared_t* prepared) {
+  return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, {"comm_all_gather_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
+                                  comm_op_t op, comm_t comm, void* stream) {
+  return reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, {"comm_reduce_scatter", stream});
+}
+
+comm_result_t comm_reduce_scatter_init(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
+                                  comm_op_t op, comm_t comm, comm_prepared_t* prepared) {
+  return reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, {"comm_reduce_scatter_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
+                              void* stream) {
+  return all_to_all(sendbuff, recvbuff, count, datatype, comm, {"comm_all_to_all", stream});
+}
+
+comm_result_t comm_all_to_all_init(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
+                              comm_prepared_t* prepared) {
+  return all_to_all(sendbuff, recvbuff, count, datatype, comm, {"comm_all_to_all_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
+                          comm_t comm, void* stream) {
+  return gather(sendbuff, recvbuff, sendcount, datatype, root, comm, {"comm_gather", stream});
+}
+
+comm_result_t comm_gather_init(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
+                          comm_t comm, comm_prepared_t* prepared) {
+  return gather(sendbuff, recvbuff, sendcount, datatype, root, comm, {"comm_gather_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype, int root,
+                           comm_t comm, void* stream) {
+  return scatter(sendbuff, recvbuff, recvcount, datatype, root, comm, {"comm_scatter", stream});
+}
+
+comm_result_t comm_scatter_init(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype, int root,
+                           comm_t comm, comm_prepared_t* prepared) {
+  return scatter(sendbuff, recvbuff, recvcount, datatype, root, comm, {"comm_scatter_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_barrier(comm_t comm, void* stream) {
+  return barrier(comm, {"comm_barrier", stream});
+}
+
+comm_result_t comm_barrier_init(comm_t comm, comm_prepared_t* prepared) {
+  return barrier(comm, {"comm_barrier_init", nullptr, true, prepared});
 }
 
 comm_result_t comm_send(const void* sendbuff, size_t count, comm_datatype_t datatype, int peer, comm_t comm,
                         void* stream) {
   return guarded(comm, "comm_send", [&] {
-    Call call(comm, datatype, stream);
+    Call call(comm, datatype, {"comm_send", stream});
     Buffer input = call.buffer(sendbuff, count, "sendbuff");
     return submit(call, {.call = {.operation = Operation::Send, .input = input, .root = peer}});
   });
@@ -305,11 +439,32 @@ comm_result_t comm_send(const void* sendbuff, size_t count, comm_datatype_t data
 
 comm_result_t comm_recv(void* recvbuff, size_t count, comm_datatype_t datatype, int peer, comm_t comm, void* stream) {
   return guarded(comm, "comm_recv", [&] {
-    Call call(comm, datatype, stream);
+    Call call(comm, datatype, {"comm_recv", stream});
     require(peer >= 0, COMM_INVALID_ARGUMENT, "peer must be a rank of the communicator (there is no any-source)");
     Buffer output = call.buffer(recvbuff, count, "recvbuff");
     return submit(call, {.call = {.operation = Operation::Recv, .output = output, .root = peer}});
   });
+}
+
+comm_result_t comm_prepared_run(comm_prepared_t prepared, void* stream) {
+  return guarded(prepared != nullptr ? prepared->comm : nullptr, "comm_prepared_run", [&] {
+    require(prepared != nullptr, COMM_INVALID_ARGUMENT, "prepared is NULL");
+    if (comm::c_api::in_group()) {
+      comm::c_api::queue_operation(prepared->comm, [prepared, stream](ProcessGroup& group) {
+        ready(group, prepared->device, stream, prepared->submission);
+        return prepared->call->start();
+      });
+      return COMM_SUCCESS;
+    }
+    ready(prepared->comm->group(), prepared->device, stream, prepared->submission);
+    prepared->call->run();
+    return COMM_SUCCESS;
+  });
+}
+
+comm_result_t comm_prepared_free(comm_prepared_t prepared) {
+  std::unique_ptr<comm_prepared> owned(prepared);  // NULL: nothing to do
+  return COMM_SUCCESS;
 }
 
 comm_result_t comm_group_start(void) { return comm::c_api::group_start(); }

@@ -37,39 +37,59 @@ bool is_transfer(const Call& call) { return call.operation == Operation::Send ||
 static_assert(static_cast<int>(Operation::Barrier) == static_cast<int>(Collective::Barrier));
 static_assert(static_cast<int>(Operation::AllToAll) == static_cast<int>(Collective::AllToAll));
 
+namespace {
+
+const algorithms::HostCall& described(const ProcessGroup::Impl::ReadyCall& ready) { return ready.call; }
+const algorithms::HostCall& described(const std::shared_ptr<const ProcessGroup::Impl::ReadyCall>& ready) {
+  return ready->call;
+}
+const ProcessGroup::Impl::ReadyCall& ready_of(const ProcessGroup::Impl::ReadyCall& ready) { return ready; }
+const ProcessGroup::Impl::ReadyCall& ready_of(const std::shared_ptr<const ProcessGroup::Impl::ReadyCall>& ready) {
+  return *ready;
+}
+
+}  // namespace
+
 // Inline: every collective passes here when tracing is on.
-inline trace::Handle ProcessGroup::Impl::begin_trace(const PreparedCall& prepared, std::uint8_t flags) const {
-  const algorithms::HostCall& call = prepared.call;
+inline trace::Handle ProcessGroup::Impl::begin_trace(const ReadyCall& ready, std::uint64_t sequence,
+                                                     std::uint8_t flags) const {
+  const algorithms::HostCall& call = ready.call;
   Collective collective = call.collective;
   bool rooted = collective == Collective::Broadcast || collective == Collective::Reduce ||
                 collective == Collective::Gather || collective == Collective::Scatter;
-  return trace::begin(trace_group_, static_cast<std::uint8_t>(collective), prepared.sequence, call.count,
+  return trace::begin(trace_group_, static_cast<std::uint8_t>(collective), sequence, call.count,
                       collective == Collective::Barrier ? std::int8_t{-1} : static_cast<std::int8_t>(call.dtype),
-                      static_cast<std::uint8_t>(prepared.algorithm), rooted ? call.root : -1, flags);
+                      static_cast<std::uint8_t>(ready.algorithm), rooted ? call.root : -1, flags);
 }
 
 std::shared_ptr<Work> ProcessGroup::Impl::start(const Call& call) {
   if (is_transfer(call)) return point_to_point_.start(call);
-  PreparedCall prepared = prepare(call);
-  std::size_t bytes = prepared.call.bytes();
-  const char* op = to_string(prepared.call.collective);
-  std::uint64_t sequence = prepared.sequence;
+  return queue_run(make_ready(call));
+}
+
+template <class Keep>
+std::shared_ptr<Work> ProcessGroup::Impl::queue_run(Keep keep) {
+  const algorithms::HostCall& call = described(keep);
+  std::size_t bytes = call.bytes();
+  const char* op = to_string(call.collective);
+  std::uint64_t sequence = next_sequence(call.collective);
   // Queued now: its entry shows it waiting behind the calls before it until it starts.
-  prepared.trace = begin_trace(prepared, 0);
-  auto completion = queue_->submit([this, prepared = std::move(prepared)] { execute(prepared); }, bytes);
+  trace::Handle entry = begin_trace(ready_of(keep), sequence, 0);
+  auto completion =
+      queue_->submit([this, keep = std::move(keep), sequence, entry] { execute(ready_of(keep), sequence, entry); },
+                     bytes);
   return std::make_shared<detail::CompletionWork>(
       std::move(completion), timeout_, detail::WorkLabel{op, rank(), -1, static_cast<std::int64_t>(sequence), bytes});
 }
 
 int ProcessGroup::Impl::run(const Call& call) {
   if (is_transfer(call)) return point_to_point_.run(call);
-  PreparedCall prepared = prepare(call);
-  queue_->run([&] { execute(prepared); });
+  run_ready(make_ready(call));
   return -1;
 }
 
-ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
-  PreparedCall prepared{.call = checks_.collective(call)};
+ProcessGroup::Impl::ReadyCall ProcessGroup::Impl::make_ready(const Call& call) {
+  ReadyCall prepared{.call = checks_.collective(call)};
   const algorithms::HostCall& described = prepared.call;
   Collective collective = described.collective;
   Device device = device_of(call);
@@ -109,8 +129,6 @@ ProcessGroup::Impl::PreparedCall ProcessGroup::Impl::prepare(const Call& call) {
                                               .root = described.root,
                                               .count = described.count,
                                               .gpu = device.kind == Device::Kind::Cuda});
-  check_not_revoked(collective);
-  prepared.sequence = collective_sequence_++;
   prepared.algorithm = algorithm;
   return prepared;
 }
@@ -124,14 +142,14 @@ algorithms::Choice ProcessGroup::Impl::choose(Collective collective, std::size_t
       {collective, bytes, size(), requested, rank(), shared_memory_usable(), &host_layout_, &link_});
 }
 
-void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
+void ProcessGroup::Impl::execute(const ReadyCall& prepared, std::uint64_t sequence, trace::Handle entry) {
   const algorithms::HostCall& call = prepared.call;
   const char* op = to_string(call.collective);
   bool barrier = call.collective == Collective::Barrier;
   CallShape shape{call.collective, barrier ? -1 : static_cast<int>(call.dtype), call.count, call.root};
   CallRecord* record = hang_watch_ ? &hang_watch_->record() : nullptr;
   algorithms::CollectiveContext context{
-      *transport_, rank(),          size(), prepared.sequence,    timeout_,       op,
+      *transport_, rank(),          size(), sequence,             timeout_,       op,
       layout_.id,  layout_.members, 0,      prepared.fingerprint, scratch_.get(), record ? record->waiting() : nullptr};
   // The hang watch sees the call from here to its end (a few stores to memory each way).
   struct InCall {
@@ -140,13 +158,12 @@ void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
       if (record) record->end();
     }
   } in_call{record};
-  if (record) record->begin(shape, prepared.sequence);
+  if (record) record->begin(shape, sequence);
   // A queued call's entry was made when it was queued; a blocking one's is made here.
-  trace::Handle entry = prepared.trace;
   if (entry) {
     entry.start();
   } else if (trace::FlightRecorder::active() != nullptr) {
-    entry = begin_trace(prepared, trace::kStartedQueued);
+    entry = begin_trace(prepared, sequence, trace::kStartedQueued);
   }
   try {
     if (prepared.host != nullptr) {
@@ -158,7 +175,7 @@ void ProcessGroup::Impl::execute(const PreparedCall& prepared) {
     }
     if (prepared.confirm) algorithms::confirm_call(context);
   } catch (Error& error) {
-    error.add_context(ErrorContext{.rank = rank(), .op = op, .sequence = static_cast<std::int64_t>(prepared.sequence)});
+    error.add_context(ErrorContext{.rank = rank(), .op = op, .sequence = static_cast<std::int64_t>(sequence)});
     if (error.code() == ErrorCode::Timeout && hang_watch_) {
       // The timeout's message is the verdict: where every rank of the group is now.
       std::string verdict = hang_watch_->verdict_now(timeout_) + " (" + error.message() + ")";

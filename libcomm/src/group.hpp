@@ -121,6 +121,32 @@ class ProcessGroup::Impl {
   // no allocation), and returns a recv's source rank (else -1).
   std::shared_ptr<Work> start(const Call& call);
   int run(const Call& call);
+  // A collective checked, its algorithm chosen, fingerprinted: ready to run, any number of
+  // times (call_pipeline.cpp). Each run is numbered as it starts. A host entry of the algorithm
+  // table runs it, or a GPU path's entry.
+  struct ReadyCall {
+    algorithms::HostCall call;
+    algorithms::HostEntryPoint host = nullptr;  // null: a GPU call
+    algorithms::Resources resources{};
+    algorithms::DeviceEntryPoint device = nullptr;
+    algorithms::DeviceResources device_resources{};
+    int device_index = -1;
+    std::uint64_t fingerprint = 0;
+    bool confirm = false;  // the algorithm's Hearing is Partial: confirm_call after it
+    Algorithm algorithm = Algorithm::Auto;  // the one chosen
+  };
+  ReadyCall make_ready(const Call& call);
+  // One run of a ready call: waited on here, or queued behind the group's earlier calls (its
+  // Work), which then owns the ReadyCall, or shares it with a persistent call
+  // (prepared_call.cpp).
+  void run_ready(const ReadyCall& ready) {
+    std::uint64_t sequence = next_sequence(ready.call.collective);
+    queue_->run([&] { execute(ready, sequence, {}); });
+  }
+  std::shared_ptr<Work> start_ready(ReadyCall ready) { return queue_run(std::move(ready)); }
+  std::shared_ptr<Work> start_ready(std::shared_ptr<const ReadyCall> ready) { return queue_run(std::move(ready)); }
+  // Ends with this group: a prepared call that outlives its group finds it expired.
+  std::weak_ptr<const int> lifetime() const { return lifetime_; }
   // The blocking send and recv without a Call (point_to_point.hpp): every small message.
   void send(const Buffer& buffer, int dst, int tag) { point_to_point_.send(buffer, dst, tag); }
   int recv(const Buffer& buffer, int src, int tag) { return point_to_point_.recv(buffer, src, tag); }
@@ -141,22 +167,6 @@ class ProcessGroup::Impl {
   }
 
  private:
-  // A collective, checked and numbered, with what runs it: a host entry of the algorithm table,
-  // or a GPU path's entry (call_pipeline.cpp).
-  struct PreparedCall {
-    algorithms::HostCall call;
-    algorithms::HostEntryPoint host = nullptr;  // null: a GPU call
-    algorithms::Resources resources{};
-    algorithms::DeviceEntryPoint device = nullptr;
-    algorithms::DeviceResources device_resources{};
-    int device_index = -1;
-    std::uint64_t sequence = 0;
-    std::uint64_t fingerprint = 0;
-    bool confirm = false;  // the algorithm's Hearing is Partial: confirm_call after it
-    Algorithm algorithm = Algorithm::Auto;  // the one chosen
-    trace::Handle trace{};                   // its flight recorder entry, made when it is queued
-  };
-  PreparedCall prepare(const Call& call);
   // Collective over the members: the shared-memory collectives' segment, through the store.
   void map_arena();
   void throw_if_revoked(const char* op, std::int64_t sequence) const;
@@ -168,9 +178,18 @@ class ProcessGroup::Impl {
   std::uint64_t wait_for_announcement(const std::string& announcement, const char* op);
   void publish_growth_failure(const std::string& announcement, std::uint64_t generation, const Error& error,
                               int grown_size);
-  // Runs the call's algorithm; a failure aborts the group, so peers stop waiting.
-  void execute(const PreparedCall& prepared);
-  trace::Handle begin_trace(const PreparedCall& prepared, std::uint8_t flags) const;
+  // A run's number in the group (after the revocation check).
+  std::uint64_t next_sequence(Collective collective) {
+    check_not_revoked(collective);
+    return collective_sequence_++;
+  }
+  // `keep`: a ReadyCall, or a pointer to one; held until the queued run ends.
+  template <class Keep>
+  std::shared_ptr<Work> queue_run(Keep keep);
+  // Runs the call's algorithm as run `sequence` of the group; a failure aborts the group, so
+  // peers stop waiting. `entry`: its flight recorder entry when it was queued (else made here).
+  void execute(const ReadyCall& ready, std::uint64_t sequence, trace::Handle entry);
+  trace::Handle begin_trace(const ReadyCall& ready, std::uint64_t sequence, std::uint8_t flags) const;
 
   Identity identity_;
   std::shared_ptr<Store> store_;
@@ -200,6 +219,7 @@ class ProcessGroup::Impl {
   GroupDevices devices_;
   PointToPoint point_to_point_;
   std::unique_ptr<HangWatch> hang_watch_;           // null for a group of one, or a non-member
+  std::shared_ptr<const int> lifetime_ = std::make_shared<const int>(0);
   std::unique_ptr<detail::CollectiveQueue> queue_;  // last: its worker may use the members above
 };
 

@@ -210,6 +210,37 @@ comm_result_t comm_scatter(const void* sendbuff, void* recvbuff, size_t recvcoun
                            comm_t comm, void* stream);
 comm_result_t comm_barrier(comm_t comm, void* stream);
 
+/* Persistent collectives, as MPI-4's (MPI_Allreduce_init, MPI_Start): comm_<collective>_init
+ * takes the collective's arguments, checks them and chooses its algorithm once, on this rank
+ * alone (nothing is sent); each comm_prepared_run is then one such collective on the
+ * communicator, without that set-up (every rank runs it where it would make the call; a rank may
+ * make the same call the ordinary way instead). The buffers' contents may change between runs,
+ * their addresses may not. A run inside comm_group_start/end is issued at the group's end;
+ * prepare outside one. Free each with comm_prepared_free before destroying its communicator. */
+typedef struct comm_prepared* comm_prepared_t;
+comm_result_t comm_all_reduce_init(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
+                                   comm_op_t op, comm_t comm, comm_prepared_t* prepared);
+comm_result_t comm_broadcast_init(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
+                                  int root, comm_t comm, comm_prepared_t* prepared);
+comm_result_t comm_reduce_init(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
+                               comm_op_t op, int root, comm_t comm, comm_prepared_t* prepared);
+comm_result_t comm_all_gather_init(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype,
+                                   comm_t comm, comm_prepared_t* prepared);
+comm_result_t comm_reduce_scatter_init(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                       comm_datatype_t datatype, comm_op_t op, comm_t comm,
+                                       comm_prepared_t* prepared);
+comm_result_t comm_all_to_all_init(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
+                                   comm_t comm, comm_prepared_t* prepared);
+comm_result_t comm_gather_init(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype,
+                               int root, comm_t comm, comm_prepared_t* prepared);
+comm_result_t comm_scatter_init(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
+                                int root, comm_t comm, comm_prepared_t* prepared);
+comm_result_t comm_barrier_init(comm_t comm, comm_prepared_t* prepared);
+/* One run; `stream` as for the ordinary call. */
+comm_result_t comm_prepared_run(comm_prepared_t prepared, void* stream);
+/* NULL is allowed. */
+comm_result_t comm_prepared_free(comm_prepared_t prepared);
+
 /* Point-to-point. Outside a group a host send may wait for its receive; inside one, sends and
  * receives progress in any order, to self as well. */
 comm_result_t comm_send(const void* sendbuff, size_t count, comm_datatype_t datatype, int peer, comm_t comm,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/call.hpp"
+#include "comm/prepared_call.hpp"
 #include "comm/store.hpp"
 #include "comm/types.hpp"
 #include "comm/work.hpp"
@@ -46,9 +47,8 @@ struct InitOptions {
 };
 
 class ProcessGroup {
-  class Impl;  // the library's side; programs get groups from init_process_group and new_group
-
  public:
+  class Impl;  // the library's side; programs get groups from init_process_group and new_group
   explicit ProcessGroup(std::unique_ptr<Impl> impl);  // only the library can make an Impl
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -81,6 +81,9 @@ class ProcessGroup {
   // forms below are these two with a Call made for you.
   std::shared_ptr<Work> start(const Call& call);
   int run(const Call& call);
+  // The same call prepared once to run many times (comm/prepared_call.hpp): its arguments are
+  // checked now (an error here, on this rank only: nothing is sent), each run is a collective.
+  std::shared_ptr<PreparedCall> prepare(const Call& call);
 
   // Point to point. Messages from one rank to another with one tag arrive in the order they
   // were sent; a recv from kAnySource reports the sender through Work::source_rank() (the
