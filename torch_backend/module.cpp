@@ -1,6 +1,7 @@
 // The extension torch_libcomm._C: the function torch.distributed calls to make a libcomm
 // backend. torch_libcomm/__init__.py registers it under the name "libcomm".
 #include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <chrono>
@@ -49,6 +50,16 @@ c10::intrusive_ptr<c10d::Backend> create(const c10d::DistributedBackendOptions& 
   return backend;
 }
 
+// torch's ProcessGroup names a plugin's backend "custom" (getBackendName reads its BackendType,
+// which has no value for plugins), and DDP's logger records that name where dist.get_backend()
+// says "libcomm". A process group whose every device runs libcomm is made as this subclass
+// instead (torch_libcomm/__init__.py), which says its backend's own name; the rest is torch's.
+class LibcommProcessGroup : public c10d::ProcessGroup {
+ public:
+  using c10d::ProcessGroup::ProcessGroup;
+  const std::string getBackendName() const override { return "libcomm"; }
+};
+
 torch_libcomm::LibcommBackend& libcomm_backend(const c10::intrusive_ptr<c10d::Backend>& backend, const char* what) {
   auto* libcomm = dynamic_cast<torch_libcomm::LibcommBackend*>(backend.get());
   TORCH_CHECK(libcomm != nullptr, "torch_libcomm.", what, ": the group's backend is ",
@@ -62,6 +73,13 @@ PYBIND11_MODULE(_C, module) {
   module.doc() = "libcomm as a torch.distributed backend (import torch_libcomm to register it)";
   py::module_::import("torch.distributed");  // binds Backend and the options types
   module.def("_create", &create, py::arg("backend_options"), py::arg("pg_options"));
+  // A process group (no backends yet) that names its backend "libcomm" (LibcommProcessGroup).
+  module.def(
+      "_process_group",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
+        return c10::intrusive_ptr<c10d::ProcessGroup>(c10::make_intrusive<LibcommProcessGroup>(store, rank, size));
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"));
   // torch's ProcessGroup reports sequence numbers only for the backends it names (Gloo, NCCL,
   // ...); this reads a libcomm backend's: collectives issued since _set_sequence_number_for_group.
   module.def(

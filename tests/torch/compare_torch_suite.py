@@ -1,10 +1,8 @@
 """Compares two runs of torch's DistributedTest (torch_suite.py --json), Gloo's and libcomm's at
 one world size, and prints the table docs/torch.md keeps: the counts, and every test that passed
 on Gloo but not on libcomm with the reason. Such a test is accounted for only when torch itself
-locks it to other backends by name (its skip reason names gloo, nccl or mpi), or when it failed
-in exactly the way torch_suite.py's TORCH_LIMITS names (torch's own code makes every plugin
-backend fail it; the reason says where); anything else, and any failure or error on libcomm,
-makes the comparison fail (exit status 1).
+locks it to other backends by name (its skip reason names gloo, nccl or mpi); anything else, and
+any failure or error on libcomm, makes the comparison fail (exit status 1).
 
     .venv/bin/python tests/torch/torch_suite.py --compare gloo-2.json libcomm-2.json
 """
@@ -13,7 +11,6 @@ import json
 import re
 
 _LOCKED_BY_NAME = re.compile(r"\b(gloo|nccl|mpi)\b", re.IGNORECASE)
-_TORCH_LIMIT = "torch's limit for plugin backends"  # how torch_suite.py's TORCH_LIMITS skips begin
 
 
 def _load(path):
@@ -42,17 +39,10 @@ def print_comparison(gloo_path, libcomm_path):
         mine = libcomm["tests"].get(name, {"outcome": "not run", "detail": ""})
         if entry["outcome"] != "ok" or mine["outcome"] == "ok":
             continue
-        skipped = mine["outcome"] == "skipped"
-        limit = skipped and mine["detail"].startswith(_TORCH_LIMIT)
-        locked = skipped and not limit and _LOCKED_BY_NAME.search(mine["detail"])
-        unexplained += not (locked or limit)
+        locked = mine["outcome"] == "skipped" and _LOCKED_BY_NAME.search(mine["detail"])
+        unexplained += not locked
         reason = mine["detail"].strip().splitlines()[-1] if mine["detail"].strip() else mine["outcome"]
-        if limit:
-            label = ""
-        elif locked:
-            label = "locked by name: "
-        else:
-            label = "NOT ACCOUNTED FOR (%s): " % mine["outcome"]
+        label = "locked by name: " if locked else "NOT ACCOUNTED FOR (%s): " % mine["outcome"]
         only_gloo[label + reason].append(name)
     print("\nPassed on Gloo, not run on libcomm (%d):\n" % sum(len(names) for names in only_gloo.values()))
     print("| why (torch's skip reason) | tests |")

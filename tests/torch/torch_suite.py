@@ -46,6 +46,9 @@ CI_SUBSET = [
     "test_get_rank_size_group",
     "test_DistributedDataParallelCPU",
     "test_ddp_create_graph",
+    # DDP's logging data names the backend as dist.get_backend() does (torch_libcomm's
+    # LibcommProcessGroup; torch alone says "custom" for every plugin).
+    "test_ddp_logging_data_cpu",
 ]
 
 
@@ -107,37 +110,7 @@ if UNLOCK:
     distributed_test.BACKEND = BACKEND  # what init_process_group and the tests' bodies use
 
 
-# Tests no backend registered from outside torch can pass, with the reason in torch's own code.
-# Each still runs in full: only the one failure named here (matched in the ranks' exceptions) is
-# taken as torch's limit and reported as a skip that says so; any other outcome counts as it is.
-TORCH_LIMITS = {
-    "test_ddp_logging_data_cpu": (
-        "String comparison failed: 'custom' != 'libcomm'",
-        "torch's limit for plugin backends: DDP logs backend_name from ProcessGroup::getBackendName(), "
-        "which is backendTypeToString(BackendType::CUSTOM), 'custom', for every backend registered "
-        "with Backend.register_backend (ProcessGroup.hpp); the test compares it with dist.get_backend()"),
-}
-
-
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
-    def __init__(self, method_name="runTest", methodName="runTest"):
-        super().__init__(method_name, methodName)
-        name = methodName if methodName != "runTest" else method_name
-        if BACKEND != "gloo" and name in TORCH_LIMITS:
-            setattr(self, name, self._within_torch_limit(getattr(self, name), *TORCH_LIMITS[name]))
-
-    def _within_torch_limit(self, test, expected_failure, reason):
-        def run():
-            if self.rank != self.MAIN_PROCESS_RANK:
-                return test()  # a rank: the test's own body, unchanged
-            try:
-                test()
-            except RuntimeError as error:  # the ranks' exceptions, as the spawning process sees them
-                if expected_failure in str(error):
-                    self.skipTest(reason)
-                raise
-        return run
-
     def setUp(self):
         super().setUp()
         self._spawn_processes()

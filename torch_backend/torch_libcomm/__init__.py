@@ -13,6 +13,8 @@ takes new processes into the default group (they join with init_process_group wh
 is set, as commrun --restart sets it).
 """
 
+import sys
+
 import torch  # loads the torch libraries that the extension links against
 import torch.distributed as _distributed
 
@@ -27,8 +29,47 @@ def register() -> None:
         return
     if not hasattr(_distributed.Backend, "LIBCOMM"):
         _distributed.Backend.register_backend(
-            "libcomm", _C._create, extended_api=True, devices=["cpu", "cuda"]
+            "libcomm", _create, extended_api=True, devices=["cpu", "cuda"]
         )
+
+
+def _create(backend_options, pg_options):
+    """torch's creator of a "libcomm" backend (extended API): the backend, or, where torch is making
+    a group whose every device runs libcomm, the whole process group around it."""
+    backend = _C._create(backend_options, pg_options)
+    return _whole_group(backend, sys._getframe(1)) or backend
+
+
+def _whole_group(backend, caller):
+    """torch names a plugin's backend "custom" in its process groups (ProcessGroup::getBackendName
+    knows only its own backends), and DDP's logger records that, where dist.get_backend() says
+    "libcomm". torch takes a process group from a creator as the group itself; so when it is
+    making a group (torch 2.13's _new_process_group_helper, `caller`) whose every device runs
+    libcomm, this makes the group torch would have made, registered the same way, as one that
+    names its backend "libcomm". None otherwise, and where torch would wrap the backend for
+    TORCH_DISTRIBUTED_DEBUG=DETAIL: torch then makes the group as for any plugin."""
+    c10d = _distributed.distributed_c10d
+    if caller.f_code.co_name != "_new_process_group_helper":
+        return None
+    scope = caller.f_locals
+    config, store, made = scope.get("backend_config"), scope.get("prefix_store"), scope.get("pg")
+    if config is None or store is None or made is None:
+        return None
+    devices = config.get_device_backend_map()
+    if set(devices.values()) != {"libcomm"} or c10d.get_debug_level() == c10d.DebugLevel.DETAIL:
+        return None
+    return _libcomm_process_group(store, made.rank(), made.size(), backend, devices, made.bound_device_id)
+
+
+def _libcomm_process_group(store, rank, size, backend, devices, bound_device_id=None):
+    """A torch process group of one libcomm backend for `devices`, naming its backend "libcomm"."""
+    pg = _C._process_group(store, rank, size)
+    pg.bound_device_id = bound_device_id
+    backend_type = _distributed.ProcessGroup.BackendType.CUSTOM
+    for device in devices:
+        pg._register_backend(torch.device(device), backend_type, backend)
+    pg._set_default_backend(backend_type)
+    return pg
 
 
 def dump_trace(dir=None) -> str:
@@ -85,12 +126,9 @@ def _replace_group(old, is_default, backend, mapping, how):
     old_name = c10d._get_process_group_name(old)
     name = c10d._process_group_name(list(mapping), use_hashed_name=True)
     c10d._cleanup_original_group(old, is_default)
-    pg = c10d.ProcessGroup(c10d.PrefixStore(f"{name}/", store.clone()), backend.rank(), backend.size())
-    backend_type = c10d.ProcessGroup.BackendType.CUSTOM
-    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
-    for device in devices:
-        pg._register_backend(device, backend_type, backend)
-    pg._set_default_backend(backend_type)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    pg = _libcomm_process_group(c10d.PrefixStore(f"{name}/", store.clone()), backend.rank(), backend.size(), backend,
+                                devices)
     pg._set_group_name(name)
     pg._set_group_desc("default:" + how if is_default else old_name + ":" + how)
     if is_default:
