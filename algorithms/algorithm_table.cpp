@@ -126,6 +126,17 @@ void all_to_all_direct(const CollectiveContext& context, const HostCall& call, c
   direct_all_to_all(context, call.output, source, block);
 }
 
+void all_to_all_v_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  std::size_t element = element_size(call.dtype);
+  const void* source = call.input;
+  if (call.input == call.output && call.count > 0) {  // in place: send from a copy
+    std::uint8_t* copy = context.scratch->get(2, call.count * element);
+    std::memcpy(copy, call.input, call.count * element);
+    source = copy;
+  }
+  direct_all_to_all_v(context, call.output, call.output_counts, source, call.input_counts, element);
+}
+
 void barrier_dissemination(const CollectiveContext& context, const HostCall&, const Resources&) {
   dissemination_barrier(context);
 }
@@ -161,6 +172,9 @@ constexpr std::array kTable{
     AlgorithmEntry{Gather, Algorithm::Direct, None, Partial, gather_direct},
     AlgorithmEntry{Scatter, Algorithm::Direct, None, Partial, scatter_direct},
     AlgorithmEntry{AllToAll, Algorithm::Direct, None, EveryRank, all_to_all_direct},
+    // Partial: a rank's return proves every rank made the call, not that their counts agree; a
+    // disagreement is seen by its receiver only, so the call is confirmed after it.
+    AlgorithmEntry{AllToAllV, Algorithm::Direct, None, Partial, all_to_all_v_direct},
     AlgorithmEntry{Barrier, Algorithm::Dissemination, None, EveryRank, barrier_dissemination},
     AlgorithmEntry{Barrier, Algorithm::SharedMemory, SharedMemory, EveryRank, barrier_shared_memory},
 };

@@ -34,6 +34,9 @@ struct HostCall {
   const void* input = nullptr;              // all_gather, gather, reduce_scatter, all_to_all: this rank's input
   std::vector<void*> output_blocks{};       // gather's outputs on root; all_gather's outputs, one per rank
   std::vector<const void*> input_blocks{};  // scatter's inputs on root
+  // all_to_all_v: elements to and from each rank (count is then the input's total).
+  std::vector<std::size_t> input_counts{};
+  std::vector<std::size_t> output_counts{};
 
   std::size_t bytes() const { return collective == Collective::Barrier ? 0 : count * element_size(dtype); }
 };

@@ -2,6 +2,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/error.hpp"
 
 namespace comm::algorithms {
 
@@ -54,6 +58,64 @@ void direct_all_to_all(const CollectiveContext& context, void* output, const voi
   }
   if (block_bytes > 0) std::memmove(out + block(context.rank), in + block(context.rank), block_bytes);
   transfers.wait_all(context);
+}
+
+void direct_all_to_all_v(const CollectiveContext& context, void* output, std::span<const std::size_t> output_counts,
+                         const void* input, std::span<const std::size_t> input_counts, std::size_t element) {
+  auto* out = static_cast<std::uint8_t*>(output);
+  const auto* in = static_cast<const std::uint8_t*>(input);
+  auto n = static_cast<std::size_t>(context.size);
+  // Byte offsets of each rank's block: n + 1 entries per side.
+  std::vector<std::size_t> out_at(n + 1, 0), in_at(n + 1, 0);
+  for (std::size_t r = 0; r < n; ++r) {
+    out_at[r + 1] = out_at[r] + output_counts[r] * element;
+    in_at[r + 1] = in_at[r] + input_counts[r] * element;
+  }
+  auto bytes_of = [](const std::vector<std::size_t>& at, int rank) {
+    return at[static_cast<std::size_t>(rank) + 1] - at[static_cast<std::size_t>(rank)];
+  };
+  // A rank that disagrees with itself fails before anything moves.
+  std::size_t own = bytes_of(in_at, context.rank);
+  if (own != bytes_of(out_at, context.rank)) {
+    throw MismatchError(std::string(context.op) + ": rank " + std::to_string(context.rank) + " sends itself " +
+                            std::to_string(own / element) + " elements (input_counts) but expects " +
+                            std::to_string(bytes_of(out_at, context.rank) / element) + " (output_counts)",
+                        ErrorContext{.rank = context.rank, .peer = context.rank, .op = context.op});
+  }
+  struct Arrival {
+    Transfer transfer;
+    int from;
+  };
+  std::vector<Arrival> arrivals;
+  TransferSet transfers;
+  for (int offset = 1; offset < context.size; ++offset) {
+    int from = context.wrap(context.rank - offset);
+    Transfer receive = context.recv(from, out + out_at[static_cast<std::size_t>(from)], bytes_of(out_at, from), 0);
+    arrivals.push_back({receive, from});
+    transfers.add(std::move(receive), from, 0);
+  }
+  for (int offset = 1; offset < context.size; ++offset) {
+    int to = context.wrap(context.rank + offset);
+    transfers.add(context.send(to, in + in_at[static_cast<std::size_t>(to)], bytes_of(in_at, to), 0), to, 0);
+  }
+  if (own > 0) {
+    std::memmove(out + out_at[static_cast<std::size_t>(context.rank)], in + in_at[static_cast<std::size_t>(context.rank)],
+                 own);
+  }
+  transfers.wait_all(context);
+  for (const auto& arrival : arrivals) {
+    std::size_t expected = bytes_of(out_at, arrival.from);
+    if (arrival.transfer && arrival.transfer->bytes() != expected) {
+      // Every rank's error says it (the group stops over this one): both ranks by number.
+      throw MismatchError(std::string(context.op) + ": rank " + std::to_string(arrival.from) + " sent rank " +
+                              std::to_string(context.rank) + " " + std::to_string(arrival.transfer->bytes() / element) +
+                              " elements, where rank " + std::to_string(context.rank) + " expected " +
+                              std::to_string(expected / element) + " (its output_counts[" +
+                              std::to_string(arrival.from) +
+                              "]); every rank's input_counts[r] must equal rank r's output_counts for it",
+                          ErrorContext{.rank = context.rank, .peer = arrival.from, .op = context.op});
+    }
+  }
 }
 
 }  // namespace comm::algorithms

@@ -19,5 +19,10 @@ void direct_scatter(const CollectiveContext& context, void* output, std::size_t 
                     std::span<const void* const> blocks, int root);
 // Block r of input goes to rank r, landing in block `rank` of its output.
 void direct_all_to_all(const CollectiveContext& context, void* output, const void* input, std::size_t block_bytes);
+// The uneven all_to_all: input_counts[r] elements of `element` bytes to rank r and
+// output_counts[r] from it, blocks packed in rank order; `input` must not be `output`. A block
+// whose size differs from what its receiver expects is a MismatchError there.
+void direct_all_to_all_v(const CollectiveContext& context, void* output, std::span<const std::size_t> output_counts,
+                         const void* input, std::span<const std::size_t> input_counts, std::size_t element);
 
 }  // namespace comm::algorithms

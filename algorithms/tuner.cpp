@@ -72,7 +72,8 @@ Algorithm by_default(const TunerQuery& query) {
     case Collective::ReduceScatter: return Algorithm::Ring;
     case Collective::Gather:
     case Collective::Scatter:
-    case Collective::AllToAll: return Algorithm::Direct;
+    case Collective::AllToAll:
+    case Collective::AllToAllV: return Algorithm::Direct;
     case Collective::Barrier:
       return query.shared_memory && query.size > 1 ? Algorithm::SharedMemory : Algorithm::Dissemination;
   }

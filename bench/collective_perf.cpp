@@ -88,13 +88,15 @@ double bus_factor(comm::Collective collective, int n) {
     case Collective::AllReduce: return 2.0 * (n - 1) / n;
     case Collective::AllGather:
     case Collective::ReduceScatter:
-    case Collective::AllToAll: return static_cast<double>(n - 1) / n;
+    case Collective::AllToAll:
+    case Collective::AllToAllV: return static_cast<double>(n - 1) / n;
     default: return 1.0;
   }
 }
 
 struct Buffers {
   Bytes input, output;
+  std::vector<std::size_t> input_counts, output_counts;  // all_to_all_v
   std::vector<Buffer> views;        // gather outputs
   std::vector<Buffer> const_views;  // scatter inputs
 };
@@ -227,6 +229,39 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
                                    [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 1000); });
               }};
     }
+    case Collective::AllToAllV: {
+      // Skewed as a mixture of experts' exchange often is: rank 0 sends 8 blocks' worth to each
+      // rank, the others one block (count / size() elements) each. Element i of the block from
+      // rank s to rank r holds s * 1000 + r + i % 97.
+      auto heavy = [](int r) -> std::size_t { return r == 0 ? 8 : 1; };
+      b.input_counts.assign(static_cast<std::size_t>(n), heavy(rank) * block);
+      b.output_counts.clear();
+      for (int s = 0; s < n; ++s) b.output_counts.push_back(heavy(s) * block);
+      std::size_t sent = heavy(rank) * block * static_cast<std::size_t>(n);
+      std::size_t received = (8 + static_cast<std::size_t>(n) - 1) * block;
+      if (n == 1) received = sent;
+      std::size_t mine = heavy(rank) * block;
+      fill(b.input, sent, [&](std::size_t i) {  // called only when mine > 0
+        return rank * 1000.0 + static_cast<double>(i / mine) + static_cast<double>((i % mine) % 97);
+      });
+      fill(b.output, received, [&](std::size_t) { return -1.0; });
+      return {[=, &group, &b] {
+                group.all_to_all_v(Buffer(b.output.data(), received, dtype), b.output_counts,
+                                   Buffer(b.input.data(), sent, dtype), b.input_counts);
+              },
+              [=, &group, &b] {
+                long long wrong = 0;
+                std::size_t at = 0;
+                for (int s = 0; s < n; ++s) {
+                  std::size_t length = b.output_counts[static_cast<std::size_t>(s)];
+                  wrong += wrong_where(b.output, at, length, [&](std::size_t i) {
+                    return s * 1000.0 + rank + static_cast<double>(i % 97);
+                  });
+                  at += length;
+                }
+                return wrong;
+              }};
+    }
     case Collective::Barrier:
       return {[&group] { group.barrier(); }, [] { return 0LL; }, comm::Call{.operation = comm::Operation::Barrier}};
   }
@@ -241,12 +276,14 @@ int main(int argc, char** argv) {
   Collective collective = Collective::AllReduce;
   for (Collective candidate : {Collective::Broadcast, Collective::Reduce, Collective::AllReduce, Collective::AllGather,
                                Collective::ReduceScatter, Collective::Gather, Collective::Scatter, Collective::AllToAll,
-                               Collective::Barrier}) {
+                               Collective::AllToAllV, Collective::Barrier}) {
     if (name == comm::to_string(candidate)) collective = candidate;
   }
-  bool has_in_place = collective != Collective::Gather && collective != Collective::Scatter;
+  bool has_in_place =
+      collective != Collective::Gather && collective != Collective::Scatter && collective != Collective::AllToAllV;
   bool has_out_of_place = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
-                          collective == Collective::AllToAll || collective == Collective::Gather ||
+                          collective == Collective::AllToAll || collective == Collective::AllToAllV ||
+                          collective == Collective::Gather ||
                           collective == Collective::Scatter || collective == Collective::Barrier;
   if (collective == Collective::Barrier) has_in_place = false;
 
@@ -258,7 +295,8 @@ int main(int argc, char** argv) {
     int n = group.size();
     std::string_view requested = options.algorithm;  // a name the group checks (algorithm_for)
     std::size_t split = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
-                                collective == Collective::AllToAll || collective == Collective::Gather ||
+                                collective == Collective::AllToAll || collective == Collective::AllToAllV ||
+                                collective == Collective::Gather ||
                                 collective == Collective::Scatter
                             ? static_cast<std::size_t>(n)
                             : 1;

@@ -277,6 +277,7 @@ TEST_CASE("a group of one runs every algorithm it may be asked for", "[async]") 
       if (entry.requirement == comm::algorithms::Requirement::Hierarchy) continue;
       std::vector<std::int32_t> input{1, 2, 3, 4}, output(4, 0);
       std::vector<Buffer> block{Buffer(output)};
+      std::vector<std::size_t> all_four{4};
       comm::Call call{.operation = static_cast<comm::Operation>(entry.collective),
                       .output = output,
                       .input = input,
@@ -289,6 +290,9 @@ TEST_CASE("a group of one runs every algorithm it may be asked for", "[async]") 
       } else if (entry.collective == comm::Collective::Scatter) {
         block = {Buffer(input)};
         call.blocks = block;
+      } else if (entry.collective == comm::Collective::AllToAllV) {
+        call.input_counts = all_four;
+        call.output_counts = all_four;
       }
       INFO(to_string(entry.collective) << " " << to_string(entry.algorithm));
       world.run(call);

@@ -1,6 +1,6 @@
 // LibcommBackend's point-to-point operations and what torch builds from them: send and recv,
-// all-to-all (equal blocks through libcomm's all_to_all, uneven ones as one exchange per peer),
-// barrier and torch's monitored barrier.
+// all-to-all (equal blocks through libcomm's all_to_all, uneven ones through all_to_all_v on the
+// host and as one exchange per peer on GPUs), barrier and torch's monitored barrier.
 #include <algorithm>
 #include <sstream>
 
@@ -42,7 +42,18 @@ std::vector<at::Tensor> blocks_of(const at::Tensor& tensor, const std::vector<in
   return blocks;
 }
 
-// All-to-all with uneven blocks: one send and one receive per peer (libcomm's all_to_all moves
+// Elements per block of a tensor along its first dimension, `splits` rows each (empty: equal
+// blocks), checked as blocks_of checks them.
+std::vector<std::size_t> counts_of(const at::Tensor& tensor, const std::vector<int64_t>& splits, int size,
+                                   const char* operation, const char* what) {
+  std::vector<std::size_t> counts;
+  for (const auto& block : blocks_of(tensor, splits, size, operation, what)) {
+    counts.push_back(static_cast<std::size_t>(block.numel()));
+  }
+  return counts;
+}
+
+// All-to-all with uneven blocks on GPUs: one send and one receive per peer (libcomm's all_to_all moves
 // equal blocks); this rank's own block is copied. On tags from 2^30 up, which torch programs'
 // own send/recv are not expected to use; `sequence` numbers the exchanges so that two in flight
 // never match each other's messages.
@@ -94,8 +105,19 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::alltoall_base(at::Tensor& output,
         {group->start({.operation = Operation::AllToAll, .output = output_buffer, .input = input_buffer})}, {output},
         {input}, options.timeout);
   }
-  buffer_of(output, "alltoall_base", "output tensor");  // contiguous, of a known dtype
-  buffer_of(input, "alltoall_base", "input tensor");
+  auto output_buffer = buffer_of(output, "alltoall_base", "output tensor");  // contiguous, of a known dtype
+  auto input_buffer = buffer_of(input, "alltoall_base", "input tensor");
+  if (input_buffer.device.kind != comm::Device::Kind::Cuda) {
+    auto output_counts = counts_of(output, output_splits, getSize(), "alltoall_base", "output");
+    auto input_counts = counts_of(input, input_splits, getSize(), "alltoall_base", "input");
+    return works_.collective(OpType::ALLTOALL_BASE,
+                             {group->start({.operation = Operation::AllToAllV,
+                                            .output = output_buffer,
+                                            .input = input_buffer,
+                                            .input_counts = input_counts,
+                                            .output_counts = output_counts})},
+                             {output}, {input}, options.timeout);
+  }
   auto sends = blocks_of(input, input_splits, getSize(), "alltoall_base", "input");
   auto receives = blocks_of(output, output_splits, getSize(), "alltoall_base", "output");
   return works_.collective(OpType::ALLTOALL_BASE,

@@ -2,8 +2,10 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "algorithms/tuner.hpp"
+#include "comm/error.hpp"
 #include "cuda/memory.hpp"
 
 namespace comm::algorithms {
@@ -140,7 +142,12 @@ static_assert(in_order(), "one IPC and one staging entry per collective, in Coll
 }  // namespace
 
 const DeviceEntry& find_device_algorithm(Collective collective, DevicePath path) {
-  return kTable[static_cast<std::size_t>(collective) * 2 + (path == DevicePath::Ipc ? 0 : 1)];
+  std::size_t row = static_cast<std::size_t>(collective) * 2 + (path == DevicePath::Ipc ? 0 : 1);
+  if (row >= kTable.size()) {  // the collectives after all_to_all (a barrier has no buffers)
+    throw InvalidArgumentError(std::string(to_string(collective)) +
+                               " on GPU buffers is not supported yet: call it on host buffers");
+  }
+  return kTable[row];
 }
 
 }  // namespace comm::algorithms

@@ -36,7 +36,8 @@ struct DeviceEntry {
   DeviceEntryPoint run;
 };
 
-// Every collective has an entry on each path.
+// Every collective up to all_to_all has an entry on each path; the others are an
+// InvalidArgumentError on GPU buffers.
 const DeviceEntry& find_device_algorithm(Collective collective, DevicePath path);
 
 }  // namespace comm::algorithms

@@ -38,6 +38,7 @@ struct Submission {
   comm::Call call;
   std::vector<Buffer> blocks{};
   std::optional<Buffer> copied_input{};  // copied into call.output first
+  std::vector<std::size_t> input_counts{}, output_counts{};  // all_to_all_v's, which its Call points at
 };
 
 }  // namespace comm::c_api
@@ -168,6 +169,8 @@ const comm::Call& ready(ProcessGroup& group, bool device, void* stream, Submissi
   if (device) group.set_cuda_stream(stream);
   if (submission.copied_input) copy_input(submission.call.output, *submission.copied_input, stream);
   submission.call.blocks = submission.blocks;
+  submission.call.input_counts = submission.input_counts;
+  submission.call.output_counts = submission.output_counts;
   return submission.call;
 }
 
@@ -278,6 +281,35 @@ comm_result_t all_to_all(const void* sendbuff, void* recvbuff, size_t count, com
   });
 }
 
+// One count per rank from `counts`, and their total, checked so that it cannot wrap around.
+std::vector<std::size_t> counts_of(const Call& call, const size_t* counts, const char* name, std::size_t* total) {
+  require(counts != nullptr, COMM_INVALID_ARGUMENT, (std::string(name) + " is NULL").c_str());
+  std::vector<std::size_t> result(counts, counts + call.size());
+  *total = 0;
+  for (std::size_t count : result) {
+    if (count > Call::kMaxElements - *total) {
+      throw CallError(COMM_INVALID_ARGUMENT, std::string(name) + " add up to more elements than memory can hold");
+    }
+    *total += count;
+  }
+  return result;
+}
+
+comm_result_t all_to_all_v(const void* sendbuff, const size_t* sendcounts, void* recvbuff, const size_t* recvcounts,
+                           comm_datatype_t datatype, comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
+    std::size_t sent = 0, received = 0;
+    auto input_counts = counts_of(call, sendcounts, "sendcounts", &sent);
+    auto output_counts = counts_of(call, recvcounts, "recvcounts", &received);
+    Buffer input = call.buffer(sendbuff, sent, "sendbuff");
+    Buffer output = call.buffer(recvbuff, received, "recvbuff");
+    return submit(call, {.call = {.operation = Operation::AllToAllV, .output = output, .input = input},
+                         .input_counts = std::move(input_counts),
+                         .output_counts = std::move(output_counts)});
+  });
+}
+
 comm_result_t gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
                           comm_t comm, Issue issue) {
   return guarded(comm, issue.name, [&] {
@@ -331,6 +363,8 @@ comm_result_t prepare(const Call& arguments, Submission submission) {
       comm_prepared{.comm = arguments.comm, .device = arguments.device,
                     .submission = std::move(submission), .call = nullptr});
   prepared->submission.call.blocks = prepared->submission.blocks;
+  prepared->submission.call.input_counts = prepared->submission.input_counts;
+  prepared->submission.call.output_counts = prepared->submission.output_counts;
   prepared->call = arguments.comm->group().prepare(prepared->submission.call);
   *arguments.prepared = prepared.release();  // the caller's, until comm_prepared_free
   return COMM_SUCCESS;
@@ -398,6 +432,11 @@ comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count
 comm_result_t comm_all_to_all_init(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
                               comm_prepared_t* prepared) {
   return all_to_all(sendbuff, recvbuff, count, datatype, comm, {"comm_all_to_all_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_all_to_all_v(const void* sendbuff, const size_t* sendcounts, void* recvbuff,
+                                const size_t* recvcounts, comm_datatype_t datatype, comm_t comm, void* stream) {
+  return all_to_all_v(sendbuff, sendcounts, recvbuff, recvcounts, datatype, comm, {"comm_all_to_all_v", stream});
 }
 
 comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,

@@ -154,6 +154,25 @@ std::vector<Pointer> pointers_of(std::span<const Buffer> blocks) {
 
 }  // namespace
 
+// The sum of one count per rank, which `buffer_count` elements must hold (summed without
+// wrapping around: a wrapped total would pass and move the wrong blocks).
+std::size_t CallChecks::total_of(std::span<const std::size_t> counts, const char* name, std::size_t buffer_count,
+                                 const char* op) const {
+  check_count(counts.size() == static_cast<std::size_t>(size_), op,
+              std::string(name) + " has " + std::to_string(counts.size()) + " counts; it needs one per rank, " +
+                  std::to_string(size_));
+  std::size_t total = 0;
+  for (std::size_t count : counts) {
+    if (count > buffer_count - total) {
+      check_count(false, op,
+                  std::string(name) + " add up to more elements than its buffer holds (" +
+                      std::to_string(buffer_count) + ")");
+    }
+    total += count;
+  }
+  return total;
+}
+
 algorithms::HostCall CallChecks::collective(const Call& call) const {
   const char* op = to_string(call.operation);
   auto n = static_cast<std::size_t>(size_);
@@ -249,6 +268,18 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
               .count = input.count / n,
               .output = output.data,
               .input = input.data};
+    case Operation::AllToAllV: {
+      check_pair_buffers(output, input, op);
+      std::size_t sent = total_of(call.input_counts, "input_counts", input.count, op);
+      total_of(call.output_counts, "output_counts", output.count, op);
+      return {.collective = Collective::AllToAllV,
+              .dtype = input.dtype,
+              .count = sent,
+              .output = output.data,
+              .input = input.data,
+              .input_counts = {call.input_counts.begin(), call.input_counts.end()},
+              .output_counts = {call.output_counts.begin(), call.output_counts.end()}};
+    }
     case Operation::Barrier: check_member(op); return {.collective = Collective::Barrier};
     case Operation::Send:
     case Operation::Recv: break;

@@ -97,8 +97,8 @@ ProcessGroup::Impl::ReadyCall ProcessGroup::Impl::make_ready(const Call& call) {
   if (device.kind == Device::Kind::Cuda) {
     const char* op = to_string(collective);
     Store* one_host_store = arena_ != nullptr ? store_.get() : nullptr;
-    prepared.device_resources = devices_.resources(op, device.index, one_host_store);
     const auto& entry = algorithms::find_device_algorithm(collective, devices_.path(op));
+    prepared.device_resources = devices_.resources(op, device.index, one_host_store);
     prepared.device = entry.run;
     prepared.device_index = device.index;
     algorithm = entry.algorithm;
@@ -127,7 +127,9 @@ ProcessGroup::Impl::ReadyCall ProcessGroup::Impl::make_ready(const Call& call) {
                                               .op = reduces ? static_cast<int>(described.op) : -1,
                                               .algorithm = algorithm,
                                               .root = described.root,
-                                              .count = described.count,
+                                              // An uneven call's counts differ by rank: each
+                                              // pair's agree or the algorithm says mismatch.
+                                              .count = collective == Collective::AllToAllV ? 0 : described.count,
                                               .gpu = device.kind == Device::Kind::Cuda});
   prepared.algorithm = algorithm;
   return prepared;

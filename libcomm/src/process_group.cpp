@@ -69,6 +69,14 @@ Call paired(Operation operation, Buffer output, Buffer input, ReduceOp op = Redu
             std::string_view algorithm = {}) {
   return {.operation = operation, .output = output, .input = input, .op = op, .algorithm = algorithm};
 }
+Call uneven(Buffer output, std::span<const std::size_t> output_counts, Buffer input,
+            std::span<const std::size_t> input_counts) {
+  return {.operation = Operation::AllToAllV,
+          .output = output,
+          .input = input,
+          .input_counts = input_counts,
+          .output_counts = output_counts};
+}
 Call listed(Operation operation, Buffer own, std::span<const Buffer> blocks, int root) {
   Call call{.operation = operation, .blocks = blocks, .root = root};
   (operation == Operation::Scatter ? call.output : call.input) = own;
@@ -139,6 +147,14 @@ std::shared_ptr<Work> ProcessGroup::ireduce_scatter(Buffer output, Buffer input,
 void ProcessGroup::all_to_all(Buffer output, Buffer input) { run(paired(Operation::AllToAll, output, input)); }
 std::shared_ptr<Work> ProcessGroup::iall_to_all(Buffer output, Buffer input) {
   return start(paired(Operation::AllToAll, output, input));
+}
+void ProcessGroup::all_to_all_v(Buffer output, std::span<const std::size_t> output_counts, Buffer input,
+                                std::span<const std::size_t> input_counts) {
+  run(uneven(output, output_counts, input, input_counts));
+}
+std::shared_ptr<Work> ProcessGroup::iall_to_all_v(Buffer output, std::span<const std::size_t> output_counts,
+                                                  Buffer input, std::span<const std::size_t> input_counts) {
+  return start(uneven(output, output_counts, input, input_counts));
 }
 void ProcessGroup::barrier() { run({.operation = Operation::Barrier}); }
 std::shared_ptr<Work> ProcessGroup::ibarrier() { return start({.operation = Operation::Barrier}); }

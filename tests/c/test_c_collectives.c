@@ -231,6 +231,47 @@ static void check_large_all_reduce(void) {
   free(data);
 }
 
+/* all_to_all_v: rank f sends rank t (f + 2t + c) % 4 blocks of 5 elements (zeros included), every
+ * element checked against what its sender wrote; NULL counts are refused. */
+static size_t uneven(int from, int to, int c) { return (size_t)((from + 2 * to + c) % 4) * 5; }
+
+static void check_all_to_all_v(comm_datatype_t datatype, int c) {
+  size_t* sendcounts = calloc((size_t)size, sizeof(size_t));
+  size_t* recvcounts = calloc((size_t)size, sizeof(size_t));
+  size_t sent = 0, received = 0, at = 0, i;
+  int r;
+  void *send, *receive;
+  long wrong = -1;
+  for (r = 0; r < size; ++r) {
+    sendcounts[r] = uneven(rank, r, c);
+    recvcounts[r] = uneven(r, rank, c);
+    sent += sendcounts[r];
+    received += recvcounts[r];
+  }
+  send = buffer_of(datatype, sent);
+  receive = buffer_of(datatype, received);
+  for (r = 0; r < size; ++r) {
+    for (i = 0; i < sendcounts[r]; ++i) store_value(datatype, send, at + i, (double)((rank * 7 + r * 3 + (int)i) % 100));
+    at += sendcounts[r];
+  }
+  CHECK_OK(comm_all_to_all_v(send, sendcounts, receive, recvcounts, datatype, comm, NULL));
+  at = 0;
+  for (r = 0; r < size; ++r) {
+    for (i = 0; i < recvcounts[r] && wrong < 0; ++i) {
+      if (load_value(datatype, receive, at + i) != round_to(datatype, (double)((r * 7 + rank * 3 + (int)i) % 100)))
+        wrong = (long)(at + i);
+    }
+    at += recvcounts[r];
+  }
+  CHECK(wrong < 0, "all_to_all_v %s: element %ld is wrong", datatype_name(datatype), wrong);
+  CHECK(comm_all_to_all_v(send, NULL, receive, recvcounts, datatype, comm, NULL) == COMM_INVALID_ARGUMENT,
+        "all_to_all_v with NULL sendcounts is refused");
+  free(send);
+  free(receive);
+  free(sendcounts);
+  free(recvcounts);
+}
+
 int main(void) {
   size_t t, o, c;
   int in_place;
@@ -246,6 +287,9 @@ int main(void) {
     }
   }
   check_large_all_reduce();
+  for (t = 0; t < all_datatype_count; ++t) {
+    for (c = 0; c < 3; ++c) check_all_to_all_v(all_datatypes[t], (int)c);
+  }
   CHECK_OK(comm_barrier(comm, NULL));
   CHECK_OK(comm_destroy(comm));
   return check_summary("C API collectives");

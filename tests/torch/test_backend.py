@@ -6,8 +6,10 @@ wrong results. World sizes 2 and 3, through mp.spawn and tcp:// (torch's own TCP
 
     PYTHONPATH=build/torch_backend .venv/bin/python tests/torch/test_backend.py
 """
+import json
 import os
 import sys
+import tempfile
 import traceback
 
 import torch
@@ -141,6 +143,21 @@ def check_collectives(rank, size, check):
         dist.all_to_all_single(target, source, receive_splits, send_splits)
         check.equal("all_to_all_single uneven %s" % dtype, target,
                     torch.cat([values(peer * 100 + rank, peer + rank + 1, dtype) for peer in range(size)]))
+        # Rows of 3, some splits 0 (the peer one past this rank gets none): libcomm's all_to_all_v.
+        rows = [0 if peer == (rank + 1) % size and size > 1 else rank + 2 * peer + 1 for peer in range(size)]
+        coming = [0 if rank == (peer + 1) % size and size > 1 else peer + 2 * rank + 1 for peer in range(size)]
+        source = torch.cat([values(rank * 100 + peer, 3 * rows[peer], dtype).reshape(-1, 3) for peer in range(size)])
+        target = torch.full((sum(coming), 3), -1, dtype=dtype)
+        dist.all_to_all_single(target, source, coming, rows)
+        check.equal("all_to_all_single uneven rows of 3 %s" % dtype, target,
+                    torch.cat([values(peer * 100 + rank, 3 * coming[peer], dtype).reshape(-1, 3)
+                               for peer in range(size)]))
+    # The uneven all_to_all_single went through libcomm's collective, not per-peer messages.
+    with tempfile.TemporaryDirectory() as folder:
+        with open(torch_libcomm.dump_trace(folder)) as dump:
+            operations = [entry["op"] for entry in json.load(dump)["entries"]]
+        check.equal("all_to_all_single as all_to_all_v", torch.tensor(operations.count("all_to_all_v")),
+                    torch.tensor(2 * len(DTYPES)))
     # bool: min/max are and/or
     flags = torch.tensor([rank == 0, True, False, rank % 2 == 1])
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)

@@ -30,7 +30,7 @@ TORCH_DTYPES = {
     "float32": "Float", "float64": "Double", "bfloat16": "BFloat16",
 }
 COLLECTIVES = {"broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "gather", "scatter",
-               "all_to_all", "barrier"}
+               "all_to_all", "all_to_all_v", "barrier"}
 PREFIX = "libcomm_fr_rank_"
 
 

@@ -24,6 +24,7 @@ enum class Operation {
   Gather,
   Scatter,
   AllToAll,
+  AllToAllV,
   Barrier,
   Send,
   Recv
@@ -41,6 +42,10 @@ struct Call {
   // One buffer per rank: gather's outputs and scatter's inputs (on the root), or all_gather's
   // outputs in place of its flat output.
   std::span<const Buffer> blocks{};
+  // all_to_all_v: the elements this rank sends to each rank (from input, packed in rank order)
+  // and receives from each (into output, likewise); one per rank of the group.
+  std::span<const std::size_t> input_counts{};
+  std::span<const std::size_t> output_counts{};
   ReduceOp op = ReduceOp::Sum;
   int root = 0;  // broadcast, reduce, gather, scatter; the peer of send and recv (kAnySource)
   int tag = 0;   // send, recv

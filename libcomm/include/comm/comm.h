@@ -202,6 +202,12 @@ comm_result_t comm_reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
 /* Both buffers hold nranks * count elements: block r of sendbuff goes to rank r. */
 comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
                               void* stream);
+/* MPI_Alltoallv without displacements: sendcounts[r] elements go to rank r, recvcounts[r] come
+ * from it, blocks packed in rank order in each buffer (nranks counts in each array). Every rank's
+ * sendcounts[r] must equal rank r's recvcounts for it: a disagreement fails the call on every rank
+ * with COMM_INVALID_USAGE. Host buffers only, for now. */
+comm_result_t comm_all_to_all_v(const void* sendbuff, const size_t* sendcounts, void* recvbuff,
+                                const size_t* recvcounts, comm_datatype_t datatype, comm_t comm, void* stream);
 /* The root's recvbuff holds nranks * sendcount elements. */
 comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
                           comm_t comm, void* stream);

@@ -122,6 +122,12 @@ class ProcessGroup {
   // all_to_all: block r of input (input.count / size() elements) goes to rank r, landing in
   // block rank() of its output.
   void all_to_all(Buffer output, Buffer input);
+  // all_to_all_v: the uneven all_to_all. This rank sends input_counts[r] elements to rank r and
+  // receives output_counts[r] from it, blocks packed in rank order in input and output; rank r's
+  // input_counts[s] must equal rank s's output_counts[r] (a disagreement fails the call on every
+  // rank as a mismatch). In place when output and input are the same buffer.
+  void all_to_all_v(Buffer output, std::span<const std::size_t> output_counts, Buffer input,
+                    std::span<const std::size_t> input_counts);
   void barrier();
 
   std::shared_ptr<Work> ibroadcast(Buffer buffer, int root, std::string_view algorithm = {});
@@ -134,6 +140,8 @@ class ProcessGroup {
   std::shared_ptr<Work> ireduce_scatter(Buffer output, Buffer input, ReduceOp op = ReduceOp::Sum,
                                         std::string_view algorithm = {});
   std::shared_ptr<Work> iall_to_all(Buffer output, Buffer input);
+  std::shared_ptr<Work> iall_to_all_v(Buffer output, std::span<const std::size_t> output_counts, Buffer input,
+                                      std::span<const std::size_t> input_counts);
   std::shared_ptr<Work> ibarrier();
 
   // A group of some of this group's ranks (given as ranks of this group, in the order that

@@ -18,7 +18,18 @@ namespace comm {
 enum class DType { Int8, UInt8, Int32, UInt32, Int64, UInt64, Float16, BFloat16, Float32, Float64, Bool };
 enum class ReduceOp { Sum, Product, Min, Max, Avg, BAnd, BOr, BXor };
 
-enum class Collective { Broadcast, Reduce, AllReduce, AllGather, ReduceScatter, Gather, Scatter, AllToAll, Barrier };
+enum class Collective {
+  Broadcast,
+  Reduce,
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Gather,
+  Scatter,
+  AllToAll,
+  AllToAllV,
+  Barrier
+};
 
 struct Device {
   enum class Kind { Cpu, Cuda } kind = Kind::Cpu;
