@@ -134,7 +134,7 @@ void all_to_all_v_direct(const CollectiveContext& context, const HostCall& call,
     std::memcpy(copy, call.input, call.count * element);
     source = copy;
   }
-  direct_all_to_all_v(context, call.output, call.output_counts, source, call.input_counts, element);
+  direct_all_to_all_v(context, call.output, call.output_counts(), source, call.input_counts(), element);
 }
 
 void barrier_dissemination(const CollectiveContext& context, const HostCall&, const Resources&) {

@@ -34,11 +34,13 @@ struct HostCall {
   const void* input = nullptr;              // all_gather, gather, reduce_scatter, all_to_all: this rank's input
   std::vector<void*> output_blocks{};       // gather's outputs on root; all_gather's outputs, one per rank
   std::vector<const void*> input_blocks{};  // scatter's inputs on root
-  // all_to_all_v: elements to and from each rank (count is then the input's total).
-  std::vector<std::size_t> input_counts{};
-  std::vector<std::size_t> output_counts{};
+  // all_to_all_v: elements to each rank, then from each (count is then the input's total). One
+  // vector, not two: every call carries it, mostly empty.
+  std::vector<std::size_t> counts{};
 
   std::size_t bytes() const { return collective == Collective::Barrier ? 0 : count * element_size(dtype); }
+  std::span<const std::size_t> input_counts() const { return std::span(counts).first(counts.size() / 2); }
+  std::span<const std::size_t> output_counts() const { return std::span(counts).last(counts.size() / 2); }
 };
 
 // What the group lends the call's algorithm besides its transport.

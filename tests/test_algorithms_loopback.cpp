@@ -142,12 +142,12 @@ HostCall prepare(const Scenario& s, int rank, RankBuffers& buffers) {
       call.output = s.in_place ? buffers.input.data() : buffers.output.data();
       break;
     case Collective::AllToAllV: {
-      for (int r = 0; r < s.ranks; ++r) {
-        call.input_counts.push_back(uneven_count(s, rank, r));
-        call.output_counts.push_back(uneven_count(s, r, rank));
-      }
       std::size_t sent = uneven_offset(s, rank, s.ranks), received = 0;
-      for (std::size_t count : call.output_counts) received += count;
+      for (int r = 0; r < s.ranks; ++r) call.counts.push_back(uneven_count(s, rank, r));
+      for (int r = 0; r < s.ranks; ++r) {
+        call.counts.push_back(uneven_count(s, r, rank));
+        received += call.counts.back();
+      }
       fill(buffers.input, s.in_place ? std::max(sent, received) : sent, 0);
       buffers.output.assign(received, -1);
       call.count = sent;

@@ -154,6 +154,17 @@ std::vector<Pointer> pointers_of(std::span<const Buffer> blocks) {
 
 }  // namespace
 
+namespace {
+
+// all_to_all_v's counts as HostCall keeps them: input's, then output's.
+std::vector<std::size_t> counts_of(const Call& call) {
+  std::vector<std::size_t> counts(call.input_counts.begin(), call.input_counts.end());
+  counts.insert(counts.end(), call.output_counts.begin(), call.output_counts.end());
+  return counts;
+}
+
+}  // namespace
+
 // The sum of one count per rank, which `buffer_count` elements must hold (summed without
 // wrapping around: a wrapped total would pass and move the wrong blocks).
 std::size_t CallChecks::total_of(std::span<const std::size_t> counts, const char* name, std::size_t buffer_count,
@@ -277,8 +288,7 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
               .count = sent,
               .output = output.data,
               .input = input.data,
-              .input_counts = {call.input_counts.begin(), call.input_counts.end()},
-              .output_counts = {call.output_counts.begin(), call.output_counts.end()}};
+              .counts = counts_of(call)};
     }
     case Operation::Barrier: check_member(op); return {.collective = Collective::Barrier};
     case Operation::Send:
