@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """torch's own Flight Recorder analyzer on libcomm's dumps (issue 46): a 4-rank torch job on
-backend "libcomm" in which rank 3 never calls the third all_reduce (it sleeps in user code) hangs;
+backend "libcomm" in which rank 3 never calls the third all_reduce (it sleeps in user code) hangs
+(an uneven all_to_all_single before it, whose sizes differ by rank);
 the ranks dump on the hang verdict (COMM_TRACE_DIR); `python -m torch_libcomm.fr_convert` turns
 the dumps into torch's format; torch 2.13's analyzer (`python -m
 torch.distributed.flight_recorder.fr_trace`) must then name rank 3 as the missing rank of that
@@ -36,6 +37,12 @@ def worker(directory):
     with open(path) as file:
         ops = [entry["op"] for entry in json.load(file)["entries"]]
     print("rank %d dumped by hand: %s" % (rank, ",".join(ops)), flush=True)
+    # An uneven all_to_all_single (libcomm's all_to_all_v): its sizes differ by rank, which the
+    # analyzer must take as an all-to-all's, not as a mismatch ahead of the hang.
+    send_splits = [rank + peer + 1 for peer in range(SIZE)]
+    receive_splits = [peer + rank + 1 for peer in range(SIZE)]
+    received = torch.zeros(sum(receive_splits))
+    dist.all_to_all_single(received, torch.ones(sum(send_splits)), receive_splits, send_splits)
     if rank == 3:
         time.sleep(9)  # never calls the third all_reduce; the others time out meanwhile
         return 0

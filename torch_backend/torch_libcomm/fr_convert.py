@@ -31,6 +31,9 @@ TORCH_DTYPES = {
 }
 COLLECTIVES = {"broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "gather", "scatter",
                "all_to_all", "all_to_all_v", "barrier"}
+# libcomm's operations torch's recorder names otherwise: all_to_all_v is what torch records as an
+# all_to_all (all_to_all_single with splits), whose sizes its analyzer lets differ by rank.
+TORCH_NAMES = {"all_to_all_v": "all_to_all"}
 PREFIX = "libcomm_fr_rank_"
 
 
@@ -83,7 +86,7 @@ def convert_dump(dump):
             "collective_seq_id": sequence,
             "p2p_seq_id": 0,
             "op_id": sequence,
-            "profiling_name": "gloo:" + op,
+            "profiling_name": "gloo:" + TORCH_NAMES.get(op, op),
             "time_created_ns": _wall(dump, entry["queued_ns"]),
             "time_discovered_started_ns": _wall(dump, entry.get("started_ns")),
             "time_discovered_completed_ns": _wall(dump, entry.get("completed_ns")),
