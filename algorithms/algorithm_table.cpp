@@ -137,6 +137,10 @@ void all_to_all_v_direct(const CollectiveContext& context, const HostCall& call,
   direct_all_to_all_v(context, call.output, call.output_counts(), source, call.input_counts(), element);
 }
 
+void all_gather_v_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  direct_all_gather_v(context, call.output, call.counts, call.input, element_size(call.dtype));
+}
+
 void barrier_dissemination(const CollectiveContext& context, const HostCall&, const Resources&) {
   dissemination_barrier(context);
 }
@@ -175,6 +179,8 @@ constexpr std::array kTable{
     // Partial: a rank's return proves every rank made the call, not that their counts agree; a
     // disagreement is seen by its receiver only, so the call is confirmed after it.
     AlgorithmEntry{AllToAllV, Algorithm::Direct, None, Partial, all_to_all_v_direct},
+    // Every rank hears every rank, and all of them fingerprint the same counts.
+    AlgorithmEntry{AllGatherV, Algorithm::Direct, None, EveryRank, all_gather_v_direct},
     AlgorithmEntry{Barrier, Algorithm::Dissemination, None, EveryRank, barrier_dissemination},
     AlgorithmEntry{Barrier, Algorithm::SharedMemory, SharedMemory, EveryRank, barrier_shared_memory},
 };

@@ -34,8 +34,9 @@ struct HostCall {
   const void* input = nullptr;              // all_gather, gather, reduce_scatter, all_to_all: this rank's input
   std::vector<void*> output_blocks{};       // gather's outputs on root; all_gather's outputs, one per rank
   std::vector<const void*> input_blocks{};  // scatter's inputs on root
-  // all_to_all_v: elements to each rank, then from each (count is then the input's total). One
-  // vector, not two: every call carries it, mostly empty.
+  // all_to_all_v: elements to each rank, then from each (count is then the input's total);
+  // all_gather_v: each rank's block (count is this rank's). One vector, not two: every call
+  // carries it, mostly empty.
   std::vector<std::size_t> counts{};
 
   std::size_t bytes() const { return collective == Collective::Barrier ? 0 : count * element_size(dtype); }

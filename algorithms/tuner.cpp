@@ -73,7 +73,8 @@ Algorithm by_default(const TunerQuery& query) {
     case Collective::Gather:
     case Collective::Scatter:
     case Collective::AllToAll:
-    case Collective::AllToAllV: return Algorithm::Direct;
+    case Collective::AllToAllV:
+    case Collective::AllGatherV: return Algorithm::Direct;
     case Collective::Barrier:
       return query.shared_memory && query.size > 1 ? Algorithm::SharedMemory : Algorithm::Dissemination;
   }

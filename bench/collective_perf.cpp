@@ -89,7 +89,8 @@ double bus_factor(comm::Collective collective, int n) {
     case Collective::AllGather:
     case Collective::ReduceScatter:
     case Collective::AllToAll:
-    case Collective::AllToAllV: return static_cast<double>(n - 1) / n;
+    case Collective::AllToAllV:
+    case Collective::AllGatherV: return static_cast<double>(n - 1) / n;
     default: return 1.0;
   }
 }
@@ -262,6 +263,34 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
                 return wrong;
               }};
     }
+    case Collective::AllGatherV: {
+      // Skewed as all_to_all_v's: rank 0 brings 8 blocks (count / size() elements each), the
+      // others one. Element i of rank s's block holds s * 1000 + i % 97.
+      b.output_counts.clear();
+      std::size_t total = 0;
+      for (int s = 0; s < n; ++s) {
+        b.output_counts.push_back((s == 0 ? 8 : 1) * block);
+        total += b.output_counts.back();
+      }
+      std::size_t mine = b.output_counts[static_cast<std::size_t>(rank)];
+      fill(b.input, mine, [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 97); });
+      fill(b.output, total, [&](std::size_t) { return -1.0; });
+      return {[=, &group, &b] {
+                group.all_gather_v(Buffer(b.output.data(), total, dtype), Buffer(b.input.data(), mine, dtype),
+                                   b.output_counts);
+              },
+              [=, &group, &b] {
+                long long wrong = 0;
+                std::size_t at = 0;
+                for (int s = 0; s < n; ++s) {
+                  std::size_t length = b.output_counts[static_cast<std::size_t>(s)];
+                  wrong += wrong_where(b.output, at, length,
+                                       [&](std::size_t i) { return s * 1000.0 + static_cast<double>(i % 97); });
+                  at += length;
+                }
+                return wrong;
+              }};
+    }
     case Collective::Barrier:
       return {[&group] { group.barrier(); }, [] { return 0LL; }, comm::Call{.operation = comm::Operation::Barrier}};
   }
@@ -276,14 +305,14 @@ int main(int argc, char** argv) {
   Collective collective = Collective::AllReduce;
   for (Collective candidate : {Collective::Broadcast, Collective::Reduce, Collective::AllReduce, Collective::AllGather,
                                Collective::ReduceScatter, Collective::Gather, Collective::Scatter, Collective::AllToAll,
-                               Collective::AllToAllV, Collective::Barrier}) {
+                               Collective::AllToAllV, Collective::AllGatherV, Collective::Barrier}) {
     if (name == comm::to_string(candidate)) collective = candidate;
   }
-  bool has_in_place =
-      collective != Collective::Gather && collective != Collective::Scatter && collective != Collective::AllToAllV;
+  bool has_in_place = collective != Collective::Gather && collective != Collective::Scatter &&
+                      collective != Collective::AllToAllV && collective != Collective::AllGatherV;
   bool has_out_of_place = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
                           collective == Collective::AllToAll || collective == Collective::AllToAllV ||
-                          collective == Collective::Gather ||
+                          collective == Collective::AllGatherV || collective == Collective::Gather ||
                           collective == Collective::Scatter || collective == Collective::Barrier;
   if (collective == Collective::Barrier) has_in_place = false;
 
@@ -296,7 +325,7 @@ int main(int argc, char** argv) {
     std::string_view requested = options.algorithm;  // a name the group checks (algorithm_for)
     std::size_t split = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
                                 collective == Collective::AllToAll || collective == Collective::AllToAllV ||
-                                collective == Collective::Gather ||
+                                collective == Collective::AllGatherV || collective == Collective::Gather ||
                                 collective == Collective::Scatter
                             ? static_cast<std::size_t>(n)
                             : 1;

@@ -141,6 +141,22 @@ HostCall prepare(const Scenario& s, int rank, RankBuffers& buffers) {
       call.input = buffers.input.data();
       call.output = s.in_place ? buffers.input.data() : buffers.output.data();
       break;
+    case Collective::AllGatherV: {
+      // Rank r brings uneven_count(s, r, 0) elements; in place: from its block of the output.
+      std::size_t total = 0, own = 0;
+      for (int r = 0; r < s.ranks; ++r) {
+        if (r == rank) own = total;
+        call.counts.push_back(uneven_count(s, r, 0));
+        total += call.counts.back();
+      }
+      fill(buffers.input, uneven_count(s, rank, 0), 0);
+      buffers.output.assign(total, -1);
+      call.count = uneven_count(s, rank, 0);
+      call.output = buffers.output.data();
+      if (s.in_place) std::copy(buffers.input.begin(), buffers.input.end(), buffers.output.begin() + own);
+      call.input = s.in_place ? buffers.output.data() + own : buffers.input.data();
+      break;
+    }
     case Collective::AllToAllV: {
       std::size_t sent = uneven_offset(s, rank, s.ranks), received = 0;
       for (int r = 0; r < s.ranks; ++r) call.counts.push_back(uneven_count(s, rank, r));
@@ -219,6 +235,14 @@ void check(const Scenario& s, int rank, const RankBuffers& buffers) {
           REQUIRE(result[r * s.count + i] ==
                   input_value(static_cast<int>(r), static_cast<std::size_t>(rank) * s.count + i));
         }
+      }
+      break;
+    }
+    case Collective::AllGatherV: {
+      std::size_t at = 0;
+      for (int from = 0; from < s.ranks; ++from) {
+        for (std::size_t i = 0; i < uneven_count(s, from, 0); ++i) REQUIRE(buffers.output[at + i] == input_value(from, i));
+        at += uneven_count(s, from, 0);
       }
       break;
     }
@@ -357,7 +381,8 @@ void run_entry(const AlgorithmEntry& entry, int ranks, Medium medium = Medium::L
   std::vector<ReduceOp> ops{ReduceOp::Sum};
   if (reduces(entry.collective)) ops.push_back(ReduceOp::Max);
   bool has_in_place = entry.collective == Collective::AllGather || entry.collective == Collective::ReduceScatter ||
-                      entry.collective == Collective::AllToAll || entry.collective == Collective::AllToAllV;
+                      entry.collective == Collective::AllToAll || entry.collective == Collective::AllToAllV ||
+                      entry.collective == Collective::AllGatherV;
   for (const auto& hosts : layouts) {
     std::vector<Algorithm> across{Algorithm::Ring};
     if (!hosts.empty() && entry.collective == Collective::AllReduce) across.push_back(Algorithm::HalvingDoubling);
@@ -387,8 +412,8 @@ void run_entry(const AlgorithmEntry& entry, int ranks, Medium medium = Medium::L
 
 TEST_CASE("every algorithm of every collective on the loopback medium, 1 to 9 ranks", "[loopback]") {
   auto table = comm::algorithms::algorithm_table();
-  auto index = static_cast<std::size_t>(GENERATE(Catch::Generators::range(0, 24)));
-  REQUIRE(table.size() == 24);  // a new entry: widen the range above
+  auto index = static_cast<std::size_t>(GENERATE(Catch::Generators::range(0, 25)));
+  REQUIRE(table.size() == 25);  // a new entry: widen the range above
   const AlgorithmEntry& entry = table[index];
   for (int ranks = 1; ranks <= 9; ++ranks) {
     // The hierarchy needs several hosts with several ranks each: 4, 6, 8 and 9 ranks.
@@ -402,7 +427,7 @@ TEST_CASE("every algorithm of every collective on the loopback medium, 1 to 9 ra
 TEST_CASE("every algorithm of every collective over the message protocol on a second medium, 1 to 6 ranks",
           "[medium]") {
   auto table = comm::algorithms::algorithm_table();
-  auto index = static_cast<std::size_t>(GENERATE(Catch::Generators::range(0, 24)));
+  auto index = static_cast<std::size_t>(GENERATE(Catch::Generators::range(0, 25)));
   const AlgorithmEntry& entry = table[index];
   for (int ranks = 1; ranks <= 6; ++ranks) {
     if (entry.requirement == Requirement::Hierarchy && hierarchies(ranks).empty()) continue;
@@ -416,7 +441,8 @@ TEST_CASE("the table holds every collective's algorithms once", "[loopback]") {
   auto table = comm::algorithms::algorithm_table();
   for (Collective collective : {Collective::Broadcast, Collective::AllReduce, Collective::Reduce, Collective::AllGather,
                                 Collective::ReduceScatter, Collective::Gather, Collective::Scatter,
-                                Collective::AllToAll, Collective::AllToAllV, Collective::Barrier}) {
+                                Collective::AllToAll, Collective::AllToAllV, Collective::AllGatherV,
+                                Collective::Barrier}) {
     INFO(to_string(collective));
     REQUIRE(std::any_of(table.begin(), table.end(), [&](const auto& entry) { return entry.collective == collective; }));
   }

@@ -310,6 +310,19 @@ comm_result_t all_to_all_v(const void* sendbuff, const size_t* sendcounts, void*
   });
 }
 
+comm_result_t all_gather_v(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                           comm_datatype_t datatype, comm_t comm, Issue issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
+    std::size_t received = 0;
+    auto counts = counts_of(call, recvcounts, "recvcounts", &received);
+    Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
+    Buffer output = call.buffer(recvbuff, received, "recvbuff");
+    return submit(call, {.call = {.operation = Operation::AllGatherV, .output = output, .input = input},
+                         .output_counts = std::move(counts)});
+  });
+}
+
 comm_result_t gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
                           comm_t comm, Issue issue) {
   return guarded(comm, issue.name, [&] {
@@ -437,6 +450,11 @@ comm_result_t comm_all_to_all_init(const void* sendbuff, void* recvbuff, size_t 
 comm_result_t comm_all_to_all_v(const void* sendbuff, const size_t* sendcounts, void* recvbuff,
                                 const size_t* recvcounts, comm_datatype_t datatype, comm_t comm, void* stream) {
   return all_to_all_v(sendbuff, sendcounts, recvbuff, recvcounts, datatype, comm, {"comm_all_to_all_v", stream});
+}
+
+comm_result_t comm_all_gather_v(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                                comm_datatype_t datatype, comm_t comm, void* stream) {
+  return all_gather_v(sendbuff, sendcount, recvbuff, recvcounts, datatype, comm, {"comm_all_gather_v", stream});
 }
 
 comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,

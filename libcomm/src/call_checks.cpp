@@ -290,6 +290,20 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
               .input = input.data,
               .counts = counts_of(call)};
     }
+    case Operation::AllGatherV: {
+      check_pair_buffers(output, input, op);
+      total_of(call.output_counts, "counts", output.count, op);
+      std::size_t mine = call.output_counts[static_cast<std::size_t>(rank_)];
+      check_count(input.count >= mine, op,
+                  "the input holds " + std::to_string(input.count) + " elements, fewer than this rank's count " +
+                      std::to_string(mine));
+      return {.collective = Collective::AllGatherV,
+              .dtype = input.dtype,
+              .count = mine,
+              .output = output.data,
+              .input = input.data,
+              .counts = {call.output_counts.begin(), call.output_counts.end()}};
+    }
     case Operation::Barrier: check_member(op); return {.collective = Collective::Barrier};
     case Operation::Send:
     case Operation::Recv: break;

@@ -31,6 +31,17 @@ namespace {
 
 bool is_transfer(const Call& call) { return call.operation == Operation::Send || call.operation == Operation::Recv; }
 
+// What of a call's size every rank must agree on: its count; all_gather_v's counts, every one
+// (folded into one number, FNV-1a); nothing of all_to_all_v's, whose counts differ by rank (each
+// pair's must agree: the algorithm checks, and the call is confirmed).
+std::size_t fingerprinted_count(const algorithms::HostCall& call) {
+  if (call.collective == Collective::AllToAllV) return 0;
+  if (call.collective != Collective::AllGatherV) return call.count;
+  std::uint64_t folded = 14695981039346656037ull;
+  for (std::size_t count : call.counts) folded = (folded ^ count) * 1099511628211ull;
+  return static_cast<std::size_t>(folded);
+}
+
 }  // namespace
 
 // Operation's collectives are Collective's, in its order.
@@ -127,9 +138,7 @@ ProcessGroup::Impl::ReadyCall ProcessGroup::Impl::make_ready(const Call& call) {
                                               .op = reduces ? static_cast<int>(described.op) : -1,
                                               .algorithm = algorithm,
                                               .root = described.root,
-                                              // An uneven call's counts differ by rank: each
-                                              // pair's agree or the algorithm says mismatch.
-                                              .count = collective == Collective::AllToAllV ? 0 : described.count,
+                                              .count = fingerprinted_count(described),
                                               .gpu = device.kind == Device::Kind::Cuda});
   prepared.algorithm = algorithm;
   return prepared;

@@ -156,6 +156,12 @@ std::shared_ptr<Work> ProcessGroup::iall_to_all_v(Buffer output, std::span<const
                                                   Buffer input, std::span<const std::size_t> input_counts) {
   return start(uneven(output, output_counts, input, input_counts));
 }
+void ProcessGroup::all_gather_v(Buffer output, Buffer input, std::span<const std::size_t> counts) {
+  run({.operation = Operation::AllGatherV, .output = output, .input = input, .output_counts = counts});
+}
+std::shared_ptr<Work> ProcessGroup::iall_gather_v(Buffer output, Buffer input, std::span<const std::size_t> counts) {
+  return start({.operation = Operation::AllGatherV, .output = output, .input = input, .output_counts = counts});
+}
 void ProcessGroup::barrier() { run({.operation = Operation::Barrier}); }
 std::shared_ptr<Work> ProcessGroup::ibarrier() { return start({.operation = Operation::Barrier}); }
 

@@ -272,6 +272,34 @@ static void check_all_to_all_v(comm_datatype_t datatype, int c) {
   free(recvcounts);
 }
 
+/* all_gather_v: rank r brings (r + c) % 3 * 7 elements (zeros included). */
+static void check_all_gather_v(comm_datatype_t datatype, int c) {
+  size_t* recvcounts = calloc((size_t)size, sizeof(size_t));
+  size_t total = 0, at = 0, i;
+  int r;
+  long wrong = -1;
+  void *send, *receive;
+  for (r = 0; r < size; ++r) {
+    recvcounts[r] = (size_t)((r + c) % 3) * 7;
+    total += recvcounts[r];
+  }
+  send = buffer_of(datatype, recvcounts[rank]);
+  receive = buffer_of(datatype, total);
+  for (i = 0; i < recvcounts[rank]; ++i) store_value(datatype, send, i, (double)((rank * 11 + (int)i) % 100));
+  CHECK_OK(comm_all_gather_v(send, recvcounts[rank], receive, recvcounts, datatype, comm, NULL));
+  for (r = 0; r < size; ++r) {
+    for (i = 0; i < recvcounts[r] && wrong < 0; ++i) {
+      if (load_value(datatype, receive, at + i) != round_to(datatype, (double)((r * 11 + (int)i) % 100)))
+        wrong = (long)(at + i);
+    }
+    at += recvcounts[r];
+  }
+  CHECK(wrong < 0, "all_gather_v %s: element %ld is wrong", datatype_name(datatype), wrong);
+  free(send);
+  free(receive);
+  free(recvcounts);
+}
+
 int main(void) {
   size_t t, o, c;
   int in_place;
@@ -288,7 +316,10 @@ int main(void) {
   }
   check_large_all_reduce();
   for (t = 0; t < all_datatype_count; ++t) {
-    for (c = 0; c < 3; ++c) check_all_to_all_v(all_datatypes[t], (int)c);
+    for (c = 0; c < 3; ++c) {
+      check_all_to_all_v(all_datatypes[t], (int)c);
+      check_all_gather_v(all_datatypes[t], (int)c);
+    }
   }
   CHECK_OK(comm_barrier(comm, NULL));
   CHECK_OK(comm_destroy(comm));

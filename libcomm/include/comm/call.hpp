@@ -25,6 +25,7 @@ enum class Operation {
   Scatter,
   AllToAll,
   AllToAllV,
+  AllGatherV,
   Barrier,
   Send,
   Recv
@@ -43,7 +44,8 @@ struct Call {
   // outputs in place of its flat output.
   std::span<const Buffer> blocks{};
   // all_to_all_v: the elements this rank sends to each rank (from input, packed in rank order)
-  // and receives from each (into output, likewise); one per rank of the group.
+  // and receives from each (into output, likewise); one per rank of the group. all_gather_v:
+  // output_counts only, each rank's block of the output (the same on every rank).
   std::span<const std::size_t> input_counts{};
   std::span<const std::size_t> output_counts{};
   ReduceOp op = ReduceOp::Sum;

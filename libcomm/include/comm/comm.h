@@ -202,6 +202,11 @@ comm_result_t comm_reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
 /* Both buffers hold nranks * count elements: block r of sendbuff goes to rank r. */
 comm_result_t comm_all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
                               void* stream);
+/* MPI_Allgatherv without displacements: recvcounts[r] elements from rank r, packed in rank order
+ * in recvbuff; sendcount must equal recvcounts[rank]. The same recvcounts on every rank (else
+ * COMM_INVALID_USAGE on every rank). Host buffers only, for now. */
+comm_result_t comm_all_gather_v(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                                comm_datatype_t datatype, comm_t comm, void* stream);
 /* MPI_Alltoallv without displacements: sendcounts[r] elements go to rank r, recvcounts[r] come
  * from it, blocks packed in rank order in each buffer (nranks counts in each array). Every rank's
  * sendcounts[r] must equal rank r's recvcounts for it: a disagreement fails the call on every rank

@@ -112,6 +112,10 @@ class ProcessGroup {
   // of size() * input.count (in place when input is block rank() of output).
   void all_gather(std::span<Buffer> outputs, Buffer input);
   void all_gather(Buffer output, Buffer input, std::string_view algorithm = {});
+  // all_gather_v: the uneven all_gather: counts[r] elements from rank r, packed in rank order in
+  // output; this rank's input holds counts[rank()]. The same counts on every rank (else a
+  // MismatchError). In place when input is this rank's block of output.
+  void all_gather_v(Buffer output, Buffer input, std::span<const std::size_t> counts);
   // gather: root receives input of rank r into outputs[r] (outputs ignored on other ranks).
   void gather(Buffer input, std::span<Buffer> outputs, int root);
   // scatter: rank r receives inputs[r] of root into output (inputs ignored on other ranks).
@@ -140,6 +144,7 @@ class ProcessGroup {
   std::shared_ptr<Work> ireduce_scatter(Buffer output, Buffer input, ReduceOp op = ReduceOp::Sum,
                                         std::string_view algorithm = {});
   std::shared_ptr<Work> iall_to_all(Buffer output, Buffer input);
+  std::shared_ptr<Work> iall_gather_v(Buffer output, Buffer input, std::span<const std::size_t> counts);
   std::shared_ptr<Work> iall_to_all_v(Buffer output, std::span<const std::size_t> output_counts, Buffer input,
                                       std::span<const std::size_t> input_counts);
   std::shared_ptr<Work> ibarrier();

@@ -28,6 +28,7 @@ enum class Collective {
   Scatter,
   AllToAll,
   AllToAllV,
+  AllGatherV,
   Barrier
 };
 
