@@ -127,10 +127,6 @@ std::string explain(const TunerQuery& query, const Predictions& predictions, Alg
 
 }  // namespace
 
-bool has_algorithm(Collective collective, Algorithm algorithm) {
-  return find_algorithm(collective, algorithm) != nullptr;
-}
-
 Choice choose(const TunerQuery& query) {
   bool across = spans_hosts(query);
   bool measured = across && query.link != nullptr && query.link->known();

@@ -16,8 +16,6 @@
 
 namespace comm::algorithms {
 
-bool has_algorithm(Collective collective, Algorithm algorithm);
-
 struct TunerQuery {
   Collective collective;
   std::size_t bytes;  // per rank, as the collective's busbw counts it

@@ -49,11 +49,6 @@ comm::ProcessGroup& comm_communicator::wait_for_group() {
   return *group_;
 }
 
-std::shared_ptr<comm::ProcessGroup> comm_communicator::group_if_ready() {
-  std::lock_guard lock(mutex_);
-  return group_;
-}
-
 std::shared_ptr<comm::ProcessGroup> comm_communicator::end(End how) {
   std::shared_ptr<void> store;  // let go outside the lock: stopping a hosted store joins its thread
   std::shared_ptr<comm::ProcessGroup> group;

@@ -43,8 +43,6 @@ struct comm_communicator {
       return *ready;
     return wait_for_group();
   }
-  // The group without waiting, or null (init still running, failed, or aborted).
-  std::shared_ptr<comm::ProcessGroup> group_if_ready();
   // comm_destroy or comm_abort: the group ends (aborted for kAborted), what the communicator
   // held goes, and the object stays as a tombstone: every later call on the handle is refused
   // at once with what happened (the handle never points at freed memory). Returns the group
