@@ -9,6 +9,7 @@
 
 #include "algorithms/reduce.hpp"
 #include "comm/error.hpp"
+#include "libcomm/base/cpu_relax.hpp"
 #include "libcomm/base/duration_text.hpp"
 #include "libcomm/base/fingerprint.hpp"
 
@@ -24,16 +25,6 @@ using transport::SharedArena;
 // synchronisation (measured: a steady 5-5.6 GB/s busbw at 256 KiB-4 MiB, where reducing by
 // segment swung between 1.5 and 7).
 constexpr std::size_t kReduceLocallyBytes = 16 * 1024;
-
-// Tells the core this is a spin loop (x86 `pause`: cheaper for the sibling hyperthread, and no
-// memory-order mis-speculation when the flag changes).
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 std::atomic<std::uint64_t>& flag(SharedArena::Control& control, Flag which) {
   return which == Flag::Arrived ? control.arrived : control.reduced;
@@ -67,7 +58,7 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
   bool probed = false;
   for (unsigned round = 1; word.load(std::memory_order_acquire) < epoch; ++round) {
     if ((round & 63) != 0) {
-      cpu_relax();
+      detail::cpu_relax();
       continue;
     }
     auto now = Clock::now();

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <utility>
 
+#include "libcomm/base/cpu_relax.hpp"
 #include "libcomm/base/environment.hpp"
 
 namespace comm::detail {
@@ -108,6 +109,7 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
     for (unsigned round = 0; !done(); ++round) {
       if (progressor && progressor->progress(peer_hint_, this)) moved = true;
       if (done()) break;
+      cpu_relax();
       if ((round & 63) == 63) {
         auto now = Clock::now();
         if (round == 63) set_deadline(now);
