@@ -141,6 +141,16 @@ void all_gather_v_direct(const CollectiveContext& context, const HostCall& call,
   direct_all_gather_v(context, call.output, call.counts, call.input, element_size(call.dtype));
 }
 
+void reduce_scatter_v_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  direct_reduce_scatter_v(context, call.output, call.counts, call.input, call.dtype, call.op);
+}
+void gather_v_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  direct_gather_v(context, call.output, call.counts, call.input, element_size(call.dtype), call.root);
+}
+void scatter_v_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  direct_scatter_v(context, call.output, call.counts, call.input, element_size(call.dtype), call.root);
+}
+
 void barrier_dissemination(const CollectiveContext& context, const HostCall&, const Resources&) {
   dissemination_barrier(context);
 }
@@ -181,6 +191,10 @@ constexpr std::array kTable{
     AlgorithmEntry{AllToAllV, Algorithm::Direct, None, Partial, all_to_all_v_direct},
     // Every rank hears every rank, and all of them fingerprint the same counts.
     AlgorithmEntry{AllGatherV, Algorithm::Direct, None, EveryRank, all_gather_v_direct},
+    AlgorithmEntry{ReduceScatterV, Algorithm::Direct, None, EveryRank, reduce_scatter_v_direct},
+    // As gather and scatter: only the root hears every rank.
+    AlgorithmEntry{GatherV, Algorithm::Direct, None, Partial, gather_v_direct},
+    AlgorithmEntry{ScatterV, Algorithm::Direct, None, Partial, scatter_v_direct},
     AlgorithmEntry{Barrier, Algorithm::Dissemination, None, EveryRank, barrier_dissemination},
     AlgorithmEntry{Barrier, Algorithm::SharedMemory, SharedMemory, EveryRank, barrier_shared_memory},
 };

@@ -35,8 +35,8 @@ struct HostCall {
   std::vector<void*> output_blocks{};       // gather's outputs on root; all_gather's outputs, one per rank
   std::vector<const void*> input_blocks{};  // scatter's inputs on root
   // all_to_all_v: elements to each rank, then from each (count is then the input's total);
-  // all_gather_v: each rank's block (count is this rank's). One vector, not two: every call
-  // carries it, mostly empty.
+  // all_gather_v, reduce_scatter_v, gather_v, scatter_v: each rank's block (count is this
+  // rank's). One vector, not two: every call carries it, mostly empty.
   std::vector<std::size_t> counts{};
 
   std::size_t bytes() const { return collective == Collective::Barrier ? 0 : count * element_size(dtype); }

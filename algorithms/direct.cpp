@@ -5,9 +5,20 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/reduce.hpp"
 #include "comm/error.hpp"
 
 namespace comm::algorithms {
+namespace {
+
+// Byte offsets of each rank's block, packed in rank order: n + 1 entries, the last the total.
+std::vector<std::size_t> offsets_of(std::span<const std::size_t> counts, std::size_t element) {
+  std::vector<std::size_t> at(counts.size() + 1, 0);
+  for (std::size_t r = 0; r < counts.size(); ++r) at[r + 1] = at[r] + counts[r] * element;
+  return at;
+}
+
+}  // namespace
 
 void direct_gather(const CollectiveContext& context, const void* input, std::size_t block_bytes,
                    std::span<void* const> blocks, int root) {
@@ -63,9 +74,7 @@ void direct_all_to_all(const CollectiveContext& context, void* output, const voi
 void direct_all_gather_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
                          const void* input, std::size_t element) {
   auto* out = static_cast<std::uint8_t*>(output);
-  auto n = static_cast<std::size_t>(context.size);
-  std::vector<std::size_t> at(n + 1, 0);  // byte offsets of each rank's block
-  for (std::size_t r = 0; r < n; ++r) at[r + 1] = at[r] + counts[r] * element;
+  std::vector<std::size_t> at = offsets_of(counts, element);
   auto mine = static_cast<std::size_t>(context.rank);
   std::size_t own = at[mine + 1] - at[mine];
   TransferSet transfers;
@@ -86,13 +95,7 @@ void direct_all_to_all_v(const CollectiveContext& context, void* output, std::sp
                          const void* input, std::span<const std::size_t> input_counts, std::size_t element) {
   auto* out = static_cast<std::uint8_t*>(output);
   const auto* in = static_cast<const std::uint8_t*>(input);
-  auto n = static_cast<std::size_t>(context.size);
-  // Byte offsets of each rank's block: n + 1 entries per side.
-  std::vector<std::size_t> out_at(n + 1, 0), in_at(n + 1, 0);
-  for (std::size_t r = 0; r < n; ++r) {
-    out_at[r + 1] = out_at[r] + output_counts[r] * element;
-    in_at[r + 1] = in_at[r] + input_counts[r] * element;
-  }
+  std::vector<std::size_t> out_at = offsets_of(output_counts, element), in_at = offsets_of(input_counts, element);
   auto bytes_of = [](const std::vector<std::size_t>& at, int rank) {
     return at[static_cast<std::size_t>(rank) + 1] - at[static_cast<std::size_t>(rank)];
   };
@@ -138,6 +141,76 @@ void direct_all_to_all_v(const CollectiveContext& context, void* output, std::sp
                           ErrorContext{.rank = context.rank, .peer = arrival.from, .op = context.op});
     }
   }
+}
+
+void direct_gather_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
+                     const void* input, std::size_t element, int root) {
+  std::vector<std::size_t> at = offsets_of(counts, element);
+  auto block = [&](int rank) { return at[static_cast<std::size_t>(rank) + 1] - at[static_cast<std::size_t>(rank)]; };
+  if (context.rank != root) {
+    context.send_wait(root, input, block(context.rank), 0);
+    return;
+  }
+  auto* out = static_cast<std::uint8_t*>(output);
+  TransferSet receives;
+  for (int offset = 1; offset < context.size; ++offset) {
+    int peer = context.wrap(root + offset);
+    receives.add(context.recv(peer, out + at[static_cast<std::size_t>(peer)], block(peer), 0), peer, 0);
+  }
+  std::uint8_t* own = out + at[static_cast<std::size_t>(root)];
+  if (block(root) > 0 && own != input) std::memmove(own, input, block(root));
+  receives.wait_all(context);
+}
+
+void direct_scatter_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
+                      const void* input, std::size_t element, int root) {
+  std::vector<std::size_t> at = offsets_of(counts, element);
+  auto block = [&](int rank) { return at[static_cast<std::size_t>(rank) + 1] - at[static_cast<std::size_t>(rank)]; };
+  if (context.rank != root) {
+    context.recv_wait(root, output, block(context.rank), 0);
+    return;
+  }
+  const auto* in = static_cast<const std::uint8_t*>(input);
+  TransferSet sends;
+  for (int offset = 1; offset < context.size; ++offset) {
+    int peer = context.wrap(root + offset);
+    sends.add(context.send(peer, in + at[static_cast<std::size_t>(peer)], block(peer), 0), peer, 0);
+  }
+  const std::uint8_t* own = in + at[static_cast<std::size_t>(root)];
+  if (block(root) > 0 && own != output) std::memmove(output, own, block(root));
+  sends.wait_all(context);
+}
+
+void direct_reduce_scatter_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
+                             const void* input, DType dtype, ReduceOp op) {
+  std::size_t element = element_size(dtype);
+  std::vector<std::size_t> at = offsets_of(counts, element);
+  auto n = static_cast<std::size_t>(context.size);
+  auto me = static_cast<std::size_t>(context.rank);
+  std::size_t count = counts[me], mine = count * element;
+  const auto* in = static_cast<const std::uint8_t*>(input);
+  // Every rank's copy of this rank's block, in rank order: the result is reduced in that order
+  // whatever order they arrive in. This rank's own is copied too, since output may be it.
+  std::uint8_t* blocks = context.scratch->get(2, mine * n);
+  TransferSet transfers;
+  for (int offset = 1; offset < context.size; ++offset) {
+    int from = context.wrap(context.rank - offset);
+    transfers.add(context.recv(from, blocks + static_cast<std::size_t>(from) * mine, mine, 0), from, 0);
+  }
+  for (int offset = 1; offset < context.size; ++offset) {
+    auto to = static_cast<std::size_t>(context.wrap(context.rank + offset));
+    transfers.add(context.send(static_cast<int>(to), in + at[to], at[to + 1] - at[to], 0), static_cast<int>(to), 0);
+  }
+  if (mine > 0) std::memcpy(blocks + me * mine, in + at[me], mine);
+  transfers.wait_all(context);
+  if (mine == 0) return;
+  if (n == 1) {
+    std::memmove(output, blocks, mine);
+  } else {
+    combine(output, blocks, blocks + mine, count, dtype, op);
+    for (std::size_t r = 2; r < n; ++r) reduce(output, blocks + r * mine, count, dtype, op);
+  }
+  if (op == ReduceOp::Avg) divide(output, count, dtype, n);
 }
 
 }  // namespace comm::algorithms

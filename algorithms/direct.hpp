@@ -23,6 +23,19 @@ void direct_all_to_all(const CollectiveContext& context, void* output, const voi
 // `output` (packed in rank order); this rank's from `input` (left alone when it is its block).
 void direct_all_gather_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
                          const void* input, std::size_t element);
+// gather_v: root receives counts[r] elements of `element` bytes from rank r into its block of
+// `output` (packed in rank order); its own from `input` (left alone when it is its block).
+void direct_gather_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
+                     const void* input, std::size_t element, int root);
+// scatter_v: root sends block r of `input` (counts[r] elements, packed in rank order) to rank r,
+// which receives it into `output`.
+void direct_scatter_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
+                      const void* input, std::size_t element, int root);
+// reduce_scatter_v: block r of every rank's `input` (counts[r] elements, packed in rank order)
+// goes to rank r, which reduces them in rank order into `output` (which may be its own block of
+// `input`). One exchange: each byte crosses one link once, the reduction is the receiver's.
+void direct_reduce_scatter_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
+                             const void* input, DType dtype, ReduceOp op);
 // The uneven all_to_all: input_counts[r] elements of `element` bytes to rank r and
 // output_counts[r] from it, blocks packed in rank order; `input` must not be `output`. A block
 // whose size differs from what its receiver expects is a MismatchError there.

@@ -74,7 +74,10 @@ Algorithm by_default(const TunerQuery& query) {
     case Collective::Scatter:
     case Collective::AllToAll:
     case Collective::AllToAllV:
-    case Collective::AllGatherV: return Algorithm::Direct;
+    case Collective::AllGatherV:
+    case Collective::ReduceScatterV:
+    case Collective::GatherV:
+    case Collective::ScatterV: return Algorithm::Direct;
     case Collective::Barrier:
       return query.shared_memory && query.size > 1 ? Algorithm::SharedMemory : Algorithm::Dissemination;
   }

@@ -5,6 +5,7 @@
 //   commrun -n 2 build/bench/broadcast_perf -b 8 -e 256M -f 4 [-a ring|tree|...] [--csv]
 // The check: every rank starts from values derived from its rank, so each output element is
 // known exactly for float32/float64/int32/int64 (other dtypes report #wrong = -1, unchecked).
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -90,7 +91,8 @@ double bus_factor(comm::Collective collective, int n) {
     case Collective::ReduceScatter:
     case Collective::AllToAll:
     case Collective::AllToAllV:
-    case Collective::AllGatherV: return static_cast<double>(n - 1) / n;
+    case Collective::AllGatherV:
+    case Collective::ReduceScatterV: return static_cast<double>(n - 1) / n;
     default: return 1.0;
   }
 }
@@ -101,6 +103,35 @@ struct Buffers {
   std::vector<Buffer> views;        // gather outputs
   std::vector<Buffer> const_views;  // scatter inputs
 };
+
+// The v-forms' counts, skewed as a mixture of experts' exchange often is: rank 0 brings 8
+// blocks (count / size() elements each), the others one. Returns their total.
+std::size_t skewed(std::vector<std::size_t>& counts, int n, std::size_t block) {
+  counts.clear();
+  std::size_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    counts.push_back((r == 0 ? 8 : 1) * block);
+    total += counts.back();
+  }
+  return total;
+}
+
+// Wrong elements of blocks packed in rank order, element i of rank s's block holding
+// s * 1000 + i % 97 (-1: not checkable).
+template <class WrongWhere>
+long long wrong_in_blocks(const Bytes& bytes, const std::vector<std::size_t>& counts, const WrongWhere& wrong_where) {
+  long long wrong = 0;
+  std::size_t at = 0;
+  for (std::size_t s = 0; s < counts.size(); ++s) {
+    long long here = wrong_where(bytes, at, counts[s], [&](std::size_t i) {
+      return static_cast<double>(s) * 1000.0 + static_cast<double>(i % 97);
+    });
+    if (here < 0) return -1;
+    wrong += here;
+    at += counts[s];
+  }
+  return wrong;
+}
 
 // Sets up buffers for one call and returns the call; `check` verifies after one run. `value`:
 // the same call as a comm::Call, for the persistent rows (ProcessGroup::prepare), where given.
@@ -264,31 +295,56 @@ Plan plan(comm::Collective collective, comm::ProcessGroup& group, const comm::be
               }};
     }
     case Collective::AllGatherV: {
-      // Skewed as all_to_all_v's: rank 0 brings 8 blocks (count / size() elements each), the
-      // others one. Element i of rank s's block holds s * 1000 + i % 97.
-      b.output_counts.clear();
-      std::size_t total = 0;
-      for (int s = 0; s < n; ++s) {
-        b.output_counts.push_back((s == 0 ? 8 : 1) * block);
-        total += b.output_counts.back();
-      }
-      std::size_t mine = b.output_counts[static_cast<std::size_t>(rank)];
+      // Element i of rank s's block holds s * 1000 + i % 97.
+      std::size_t total = skewed(b.output_counts, n, block), mine = b.output_counts[static_cast<std::size_t>(rank)];
       fill(b.input, mine, [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 97); });
       fill(b.output, total, [&](std::size_t) { return -1.0; });
       return {[=, &group, &b] {
                 group.all_gather_v(Buffer(b.output.data(), total, dtype), Buffer(b.input.data(), mine, dtype),
                                    b.output_counts);
               },
-              [=, &group, &b] {
-                long long wrong = 0;
-                std::size_t at = 0;
-                for (int s = 0; s < n; ++s) {
-                  std::size_t length = b.output_counts[static_cast<std::size_t>(s)];
-                  wrong += wrong_where(b.output, at, length,
-                                       [&](std::size_t i) { return s * 1000.0 + static_cast<double>(i % 97); });
-                  at += length;
-                }
-                return wrong;
+              [=, &b] { return wrong_in_blocks(b.output, b.output_counts, wrong_where); }};
+    }
+    case Collective::GatherV: {
+      std::size_t total = skewed(b.output_counts, n, block), mine = b.output_counts[static_cast<std::size_t>(rank)];
+      fill(b.input, mine, [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 97); });
+      fill(b.output, total, [&](std::size_t) { return -1.0; });
+      return {[=, &group, &b] {
+                group.gather_v(Buffer(b.output.data(), total, dtype), Buffer(b.input.data(), mine, dtype),
+                               b.output_counts, root);
+              },
+              [=, &b] { return rank == root ? wrong_in_blocks(b.output, b.output_counts, wrong_where) : 0LL; }};
+    }
+    case Collective::ScatterV: {
+      // Block r of root's input holds r * 1000 + i % 97.
+      std::size_t total = skewed(b.input_counts, n, block), mine = b.input_counts[static_cast<std::size_t>(rank)];
+      std::vector<std::size_t> ends;  // of each rank's block
+      for (std::size_t count_of_rank : b.input_counts) ends.push_back((ends.empty() ? 0 : ends.back()) + count_of_rank);
+      fill(b.input, total, [&](std::size_t i) {
+        auto r = static_cast<std::size_t>(std::upper_bound(ends.begin(), ends.end(), i) - ends.begin());
+        return static_cast<double>(r) * 1000.0 + static_cast<double>((i - (ends[r] - b.input_counts[r])) % 97);
+      });
+      fill(b.output, mine, [&](std::size_t) { return -1.0; });
+      return {[=, &group, &b] {
+                group.scatter_v(Buffer(b.output.data(), mine, dtype), Buffer(b.input.data(), total, dtype),
+                                b.input_counts, root);
+              },
+              [=, &b] {
+                return wrong_where(b.output, 0, mine,
+                                   [&](std::size_t i) { return rank * 1000.0 + static_cast<double>(i % 97); });
+              }};
+    }
+    case Collective::ReduceScatterV: {
+      std::size_t total = skewed(b.input_counts, n, block), mine = b.input_counts[static_cast<std::size_t>(rank)];
+      fill(b.input, total, [&](std::size_t) { return rank + 1; });
+      fill(b.output, mine, [&](std::size_t) { return -1.0; });
+      return {[=, &group, &b] {
+                group.reduce_scatter_v(Buffer(b.output.data(), mine, dtype), Buffer(b.input.data(), total, dtype),
+                                       b.input_counts, op);
+              },
+              [=, &b] {
+                if (!reduction_checked) return -1LL;
+                return wrong_where(b.output, 0, mine, [&](std::size_t) { return combined; });
               }};
     }
     case Collective::Barrier:
@@ -305,16 +361,17 @@ int main(int argc, char** argv) {
   Collective collective = Collective::AllReduce;
   for (Collective candidate : {Collective::Broadcast, Collective::Reduce, Collective::AllReduce, Collective::AllGather,
                                Collective::ReduceScatter, Collective::Gather, Collective::Scatter, Collective::AllToAll,
-                               Collective::AllToAllV, Collective::AllGatherV, Collective::Barrier}) {
+                               Collective::AllToAllV, Collective::AllGatherV, Collective::ReduceScatterV,
+                               Collective::GatherV, Collective::ScatterV, Collective::Barrier}) {
     if (name == comm::to_string(candidate)) collective = candidate;
   }
-  bool has_in_place = collective != Collective::Gather && collective != Collective::Scatter &&
-                      collective != Collective::AllToAllV && collective != Collective::AllGatherV;
-  bool has_out_of_place = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
-                          collective == Collective::AllToAll || collective == Collective::AllToAllV ||
-                          collective == Collective::AllGatherV || collective == Collective::Gather ||
-                          collective == Collective::Scatter || collective == Collective::Barrier;
-  if (collective == Collective::Barrier) has_in_place = false;
+  // The three whose one buffer is read and written; every other but the barrier splits its data
+  // into a block per rank. The v-forms and gather/scatter run out of place only.
+  bool one_buffer = collective == Collective::Broadcast || collective == Collective::Reduce ||
+                    collective == Collective::AllReduce;
+  bool has_in_place = one_buffer || collective == Collective::AllGather || collective == Collective::ReduceScatter ||
+                      collective == Collective::AllToAll;
+  bool has_out_of_place = !one_buffer;
 
   comm::bench::BenchDescriptor bench;
   bench.name = name + "_perf";
@@ -323,12 +380,7 @@ int main(int argc, char** argv) {
     const auto& options = context.options;
     int n = group.size();
     std::string_view requested = options.algorithm;  // a name the group checks (algorithm_for)
-    std::size_t split = collective == Collective::AllGather || collective == Collective::ReduceScatter ||
-                                collective == Collective::AllToAll || collective == Collective::AllToAllV ||
-                                collective == Collective::AllGatherV || collective == Collective::Gather ||
-                                collective == Collective::Scatter
-                            ? static_cast<std::size_t>(n)
-                            : 1;
+    std::size_t split = one_buffer || collective == Collective::Barrier ? 1 : static_cast<std::size_t>(n);
     std::size_t count = context.count / split * split;  // whole blocks only
     std::size_t per_rank_bytes = count * comm::element_size(options.dtype) / split;
     const char* used = group.algorithm_for(collective, per_rank_bytes, requested);

@@ -293,8 +293,11 @@ TEST_CASE("a group of one runs every algorithm it may be asked for", "[async]") 
       } else if (entry.collective == comm::Collective::AllToAllV) {
         call.input_counts = all_four;
         call.output_counts = all_four;
-      } else if (entry.collective == comm::Collective::AllGatherV) {
+      } else if (entry.collective == comm::Collective::AllGatherV || entry.collective == comm::Collective::GatherV) {
         call.output_counts = all_four;
+      } else if (entry.collective == comm::Collective::ReduceScatterV ||
+                 entry.collective == comm::Collective::ScatterV) {
+        call.input_counts = all_four;
       }
       INFO(to_string(entry.collective) << " " << to_string(entry.algorithm));
       world.run(call);

@@ -45,9 +45,9 @@ static_assert(element_size(DType::Int8) == sizeof(std::int8_t) && element_size(D
 
 const char* to_string(Collective collective) {
   // A table: every collective names itself (its record, its errors) on the hot path.
-  static constexpr const char* kNames[] = {"broadcast",    "reduce",       "all_reduce", "all_gather",
-                                           "reduce_scatter", "gather",    "scatter",    "all_to_all",
-                                           "all_to_all_v", "all_gather_v", "barrier"};
+  static constexpr const char* kNames[] = {
+      "broadcast",    "reduce",       "all_reduce",       "all_gather", "reduce_scatter", "gather",   "scatter",
+      "all_to_all",   "all_to_all_v", "all_gather_v", "reduce_scatter_v", "gather_v",       "scatter_v", "barrier"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(Collective::Barrier) + 1);
   auto index = static_cast<std::size_t>(collective);
   return index < std::size(kNames) ? kNames[index] : "unknown collective";

@@ -18,6 +18,7 @@
 #include "cuda/memory.hpp"
 #include "libcomm/c_api/communicator.hpp"
 #include "libcomm/c_api/group_calls.hpp"
+#include "libcomm/c_api/operation_call.hpp"
 #include "libcomm/c_api/results.hpp"
 
 using comm::Buffer;
@@ -30,22 +31,16 @@ using comm::c_api::CallError;
 using comm::c_api::guarded;
 using comm::c_api::require;
 
-namespace comm::c_api {
+using comm::c_api::Call;
+using comm::c_api::Issuing;
+using comm::c_api::on_device;
+using comm::c_api::op_of;
 
-// One operation as libcomm's Call, with what it needs kept with it: the blocks its Call points
-// at, and NCCL's separate input where libcomm works in place.
-struct Submission {
-  comm::Call call;
-  std::vector<Buffer> blocks{};
-  std::optional<Buffer> copied_input{};  // copied into call.output first
-  std::vector<std::size_t> input_counts{}, output_counts{};  // all_to_all_v's, which its Call points at
-};
-
-}  // namespace comm::c_api
-
+using comm::c_api::require_root;
 using comm::c_api::Submission;
+using comm::c_api::submit;
 
-namespace {
+namespace comm::c_api {
 
 DType dtype_of(comm_datatype_t datatype) {
   switch (datatype) {
@@ -86,70 +81,6 @@ Device device_of(const void* pointer) {
   return device < 0 ? Device{} : Device{Device::Kind::Cuda, device};
 }
 
-bool on_device(Device device) { return device.kind == Device::Kind::Cuda; }
-
-// How an operation is issued: now (or at its group's end) on `stream`, or prepared into a
-// persistent call that comm_prepared_run runs (the *_init forms).
-struct Issue {
-  const char* name;
-  void* stream = nullptr;
-  bool prepare = false;
-  comm_prepared_t* prepared = nullptr;  // where a prepared call goes
-};
-
-// The operation's arguments, checked once, with where its memory is.
-struct Call {
-  comm_t comm;
-  DType dtype;
-  void* stream;
-  comm_prepared_t* prepared;  // where a *_init form's persistent call goes; null: issued now
-  bool device = false;        // its buffers are GPU memory (all of them: a mix is refused)
-  bool any_buffer = false;
-
-  Call(comm_t comm, comm_datatype_t datatype, Issue issue)
-      : comm(comm), dtype(dtype_of(datatype)), stream(issue.stream), prepared(issue.prepared) {
-    require(comm != nullptr, COMM_INVALID_ARGUMENT, "comm is NULL");
-    require(!issue.prepare || prepared != nullptr, COMM_INVALID_ARGUMENT, "prepared is NULL");
-  }
-
-  // `count` elements at `data`, which may be NULL only when count is 0.
-  Buffer buffer(const void* data, std::size_t count, const char* name) {
-    // No element is wider than 8 bytes: one shift instead of a division on every call.
-    if (count > kMaxElements) [[unlikely]] {
-      throw CallError(COMM_INVALID_ARGUMENT, "the count of " + std::string(name) + " (" + std::to_string(count) +
-                                                 ") is too large: more elements than memory can hold");
-    }
-    if (count > 0 && data == nullptr) throw CallError(COMM_INVALID_ARGUMENT, std::string(name) + " is NULL");
-    Device where = count > 0 ? device_of(data) : Device{};
-    if (count > 0) {
-      require(!any_buffer || on_device(where) == device, COMM_INVALID_ARGUMENT,
-              "the buffers must all be host memory or all device memory");
-      device = on_device(where);
-      any_buffer = true;
-    }
-    return Buffer(const_cast<void*>(data), count, dtype, where);
-  }
-
-  std::size_t bytes(std::size_t count) const { return count * comm::element_size(dtype); }
-
-  // `count` elements for each rank of the communicator, checked so that the total cannot wrap
-  // around (a wrapped total would pass every later check and move nothing).
-  std::size_t times_ranks(std::size_t count, const char* argument) const {
-    auto ranks = static_cast<std::size_t>(size());
-    if (count > kMaxElements / ranks) [[unlikely]] {
-      throw CallError(COMM_INVALID_ARGUMENT, std::string(argument) + " (" + std::to_string(count) + ") times the " +
-                                                 std::to_string(ranks) +
-                                                 " ranks is more elements than memory can hold");
-    }
-    return count * ranks;
-  }
-
-  static constexpr std::size_t kMaxElements = std::numeric_limits<std::size_t>::max() >> 3;
-
-  int size() const { return comm->size; }
-  int rank() const { return comm->rank; }
-};
-
 // NCCL's out-of-place input, copied to where libcomm works in place (on the call's stream for
 // device memory, so that it is ordered before the operation). Nothing to do in place, or where
 // there is no input (a broadcast's non-root).
@@ -176,8 +107,6 @@ const comm::Call& ready(ProcessGroup& group, bool device, void* stream, Submissi
 
 comm_result_t prepare(const Call& arguments, Submission submission);
 
-// Every operation's one path: queued inside a group, else run now (libcomm's blocking form);
-// or, from a *_init form, prepared.
 comm_result_t submit(const Call& arguments, Submission submission) {
   if (arguments.prepared != nullptr) return prepare(arguments, std::move(submission));
   if (comm::c_api::in_group()) {
@@ -208,79 +137,6 @@ void require_root(const Call& call, int root) {
   require(root >= 0 && root < call.size(), COMM_INVALID_ARGUMENT, "root is not a rank of the communicator");
 }
 
-comm_result_t all_reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
-                              comm_op_t op, comm_t comm, Issue issue) {
-  return guarded(comm, issue.name, [&] {
-    Call call(comm, datatype, issue);
-    ReduceOp reduce = op_of(op);
-    Buffer input = call.buffer(sendbuff, count, "sendbuff");
-    Buffer output = call.buffer(recvbuff, count, "recvbuff");
-    return submit(call,
-                  {.call = {.operation = Operation::AllReduce, .output = output, .op = reduce}, .copied_input = input});
-  });
-}
-
-comm_result_t broadcast(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, int root,
-                             comm_t comm, Issue issue) {
-  return guarded(comm, issue.name, [&] {
-    Call call(comm, datatype, issue);
-    require_root(call, root);
-    bool is_root = call.rank() == root;
-    Buffer input = call.buffer(is_root ? sendbuff : nullptr, is_root ? count : 0, "sendbuff");
-    Buffer output = call.buffer(recvbuff, count, "recvbuff");
-    return submit(call,
-                  {.call = {.operation = Operation::Broadcast, .output = output, .root = root}, .copied_input = input});
-  });
-}
-
-comm_result_t reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_op_t op,
-                          int root, comm_t comm, Issue issue) {
-  return guarded(comm, issue.name, [&] {
-    Call call(comm, datatype, issue);
-    require_root(call, root);
-    ReduceOp reduce = op_of(op);
-    Buffer input = call.buffer(sendbuff, count, "sendbuff");
-    // The root reduces into recvbuff; the others lend sendbuff, which libcomm leaves as it was.
-    bool is_root = call.rank() == root;
-    Buffer output = is_root ? call.buffer(recvbuff, count, "recvbuff") : input;
-    return submit(call, {.call = {.operation = Operation::Reduce, .output = output, .op = reduce, .root = root},
-                         .copied_input = input});
-  });
-}
-
-comm_result_t all_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype,
-                              comm_t comm, Issue issue) {
-  return guarded(comm, issue.name, [&] {
-    Call call(comm, datatype, issue);
-    Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
-    Buffer output = call.buffer(recvbuff, call.times_ranks(sendcount, "sendcount"), "recvbuff");
-    return submit(call, {.call = {.operation = Operation::AllGather, .output = output, .input = input}});
-  });
-}
-
-comm_result_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
-                                  comm_op_t op, comm_t comm, Issue issue) {
-  return guarded(comm, issue.name, [&] {
-    Call call(comm, datatype, issue);
-    ReduceOp reduce = op_of(op);
-    Buffer input = call.buffer(sendbuff, call.times_ranks(recvcount, "recvcount"), "sendbuff");
-    Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
-    return submit(call,
-                  {.call = {.operation = Operation::ReduceScatter, .output = output, .input = input, .op = reduce}});
-  });
-}
-
-comm_result_t all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
-                              Issue issue) {
-  return guarded(comm, issue.name, [&] {
-    Call call(comm, datatype, issue);
-    std::size_t total = call.times_ranks(count, "count");
-    Buffer input = call.buffer(sendbuff, total, "sendbuff");
-    Buffer output = call.buffer(recvbuff, total, "recvbuff");
-    return submit(call, {.call = {.operation = Operation::AllToAll, .output = output, .input = input}});
-  });
-}
-
 // One count per rank from `counts`, and their total, checked so that it cannot wrap around.
 std::vector<std::size_t> counts_of(const Call& call, const size_t* counts, const char* name, std::size_t* total) {
   require(counts != nullptr, COMM_INVALID_ARGUMENT, (std::string(name) + " is NULL").c_str());
@@ -295,36 +151,87 @@ std::vector<std::size_t> counts_of(const Call& call, const size_t* counts, const
   return result;
 }
 
-comm_result_t all_to_all_v(const void* sendbuff, const size_t* sendcounts, void* recvbuff, const size_t* recvcounts,
-                           comm_datatype_t datatype, comm_t comm, Issue issue) {
+}  // namespace comm::c_api
+
+namespace {
+
+using comm::c_api::blocks;
+
+comm_result_t all_reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype,
+                              comm_op_t op, comm_t comm, Issuing issue) {
   return guarded(comm, issue.name, [&] {
     Call call(comm, datatype, issue);
-    std::size_t sent = 0, received = 0;
-    auto input_counts = counts_of(call, sendcounts, "sendcounts", &sent);
-    auto output_counts = counts_of(call, recvcounts, "recvcounts", &received);
-    Buffer input = call.buffer(sendbuff, sent, "sendbuff");
-    Buffer output = call.buffer(recvbuff, received, "recvbuff");
-    return submit(call, {.call = {.operation = Operation::AllToAllV, .output = output, .input = input},
-                         .input_counts = std::move(input_counts),
-                         .output_counts = std::move(output_counts)});
+    ReduceOp reduce = op_of(op);
+    Buffer input = call.buffer(sendbuff, count, "sendbuff");
+    Buffer output = call.buffer(recvbuff, count, "recvbuff");
+    return submit(call,
+                  {.call = {.operation = Operation::AllReduce, .output = output, .op = reduce}, .copied_input = input});
   });
 }
 
-comm_result_t all_gather_v(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
-                           comm_datatype_t datatype, comm_t comm, Issue issue) {
+comm_result_t broadcast(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, int root,
+                             comm_t comm, Issuing issue) {
   return guarded(comm, issue.name, [&] {
     Call call(comm, datatype, issue);
-    std::size_t received = 0;
-    auto counts = counts_of(call, recvcounts, "recvcounts", &received);
+    require_root(call, root);
+    bool is_root = call.rank() == root;
+    Buffer input = call.buffer(is_root ? sendbuff : nullptr, is_root ? count : 0, "sendbuff");
+    Buffer output = call.buffer(recvbuff, count, "recvbuff");
+    return submit(call,
+                  {.call = {.operation = Operation::Broadcast, .output = output, .root = root}, .copied_input = input});
+  });
+}
+
+comm_result_t reduce(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_op_t op,
+                          int root, comm_t comm, Issuing issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
+    require_root(call, root);
+    ReduceOp reduce = op_of(op);
+    Buffer input = call.buffer(sendbuff, count, "sendbuff");
+    // The root reduces into recvbuff; the others lend sendbuff, which libcomm leaves as it was.
+    bool is_root = call.rank() == root;
+    Buffer output = is_root ? call.buffer(recvbuff, count, "recvbuff") : input;
+    return submit(call, {.call = {.operation = Operation::Reduce, .output = output, .op = reduce, .root = root},
+                         .copied_input = input});
+  });
+}
+
+comm_result_t all_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype,
+                              comm_t comm, Issuing issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
     Buffer input = call.buffer(sendbuff, sendcount, "sendbuff");
-    Buffer output = call.buffer(recvbuff, received, "recvbuff");
-    return submit(call, {.call = {.operation = Operation::AllGatherV, .output = output, .input = input},
-                         .output_counts = std::move(counts)});
+    Buffer output = call.buffer(recvbuff, call.times_ranks(sendcount, "sendcount"), "recvbuff");
+    return submit(call, {.call = {.operation = Operation::AllGather, .output = output, .input = input}});
+  });
+}
+
+comm_result_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
+                                  comm_op_t op, comm_t comm, Issuing issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
+    ReduceOp reduce = op_of(op);
+    Buffer input = call.buffer(sendbuff, call.times_ranks(recvcount, "recvcount"), "sendbuff");
+    Buffer output = call.buffer(recvbuff, recvcount, "recvbuff");
+    return submit(call,
+                  {.call = {.operation = Operation::ReduceScatter, .output = output, .input = input, .op = reduce}});
+  });
+}
+
+comm_result_t all_to_all(const void* sendbuff, void* recvbuff, size_t count, comm_datatype_t datatype, comm_t comm,
+                              Issuing issue) {
+  return guarded(comm, issue.name, [&] {
+    Call call(comm, datatype, issue);
+    std::size_t total = call.times_ranks(count, "count");
+    Buffer input = call.buffer(sendbuff, total, "sendbuff");
+    Buffer output = call.buffer(recvbuff, total, "recvbuff");
+    return submit(call, {.call = {.operation = Operation::AllToAll, .output = output, .input = input}});
   });
 }
 
 comm_result_t gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
-                          comm_t comm, Issue issue) {
+                          comm_t comm, Issuing issue) {
   return guarded(comm, issue.name, [&] {
     Call call(comm, datatype, issue);
     require_root(call, root);
@@ -337,7 +244,7 @@ comm_result_t gather(const void* sendbuff, void* recvbuff, size_t sendcount, com
 }
 
 comm_result_t scatter(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype, int root,
-                           comm_t comm, Issue issue) {
+                           comm_t comm, Issuing issue) {
   return guarded(comm, issue.name, [&] {
     Call call(comm, datatype, issue);
     require_root(call, root);
@@ -349,7 +256,7 @@ comm_result_t scatter(const void* sendbuff, void* recvbuff, size_t recvcount, co
   });
 }
 
-comm_result_t barrier(comm_t comm, Issue issue) {
+comm_result_t barrier(comm_t comm, Issuing issue) {
   return guarded(comm, issue.name, [&] {
     Call call(comm, COMM_UINT8, issue);
     return submit(call, {.call = {.operation = Operation::Barrier}});
@@ -367,7 +274,7 @@ struct comm_prepared {
   std::shared_ptr<comm::PreparedCall> call;
 };
 
-namespace {
+namespace comm::c_api {
 
 comm_result_t prepare(const Call& arguments, Submission submission) {
   require(!comm::c_api::in_group(), COMM_INVALID_ARGUMENT,
@@ -383,7 +290,7 @@ comm_result_t prepare(const Call& arguments, Submission submission) {
   return COMM_SUCCESS;
 }
 
-}  // namespace
+}  // namespace comm::c_api
 
 extern "C" {
 
@@ -447,16 +354,6 @@ comm_result_t comm_all_to_all_init(const void* sendbuff, void* recvbuff, size_t 
   return all_to_all(sendbuff, recvbuff, count, datatype, comm, {"comm_all_to_all_init", nullptr, true, prepared});
 }
 
-comm_result_t comm_all_to_all_v(const void* sendbuff, const size_t* sendcounts, void* recvbuff,
-                                const size_t* recvcounts, comm_datatype_t datatype, comm_t comm, void* stream) {
-  return all_to_all_v(sendbuff, sendcounts, recvbuff, recvcounts, datatype, comm, {"comm_all_to_all_v", stream});
-}
-
-comm_result_t comm_all_gather_v(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
-                                comm_datatype_t datatype, comm_t comm, void* stream) {
-  return all_gather_v(sendbuff, sendcount, recvbuff, recvcounts, datatype, comm, {"comm_all_gather_v", stream});
-}
-
 comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
                           comm_t comm, void* stream) {
   return gather(sendbuff, recvbuff, sendcount, datatype, root, comm, {"comm_gather", stream});
@@ -508,12 +405,12 @@ comm_result_t comm_prepared_run(comm_prepared_t prepared, void* stream) {
     require(prepared != nullptr, COMM_INVALID_ARGUMENT, "prepared is NULL");
     if (comm::c_api::in_group()) {
       comm::c_api::queue_operation(prepared->comm, [prepared, stream](ProcessGroup& group) {
-        ready(group, prepared->device, stream, prepared->submission);
+        comm::c_api::ready(group, prepared->device, stream, prepared->submission);
         return prepared->call->start();
       });
       return COMM_SUCCESS;
     }
-    ready(prepared->comm->group(), prepared->device, stream, prepared->submission);
+    comm::c_api::ready(prepared->comm->group(), prepared->device, stream, prepared->submission);
     prepared->call->run();
     return COMM_SUCCESS;
   });

@@ -184,6 +184,16 @@ std::size_t CallChecks::total_of(std::span<const std::size_t> counts, const char
   return total;
 }
 
+// This rank's count, which `buffer` (this rank's side of the call) must hold; after total_of.
+std::size_t CallChecks::own_count(std::span<const std::size_t> counts, const Buffer& buffer, const char* name,
+                                  const char* op) const {
+  std::size_t mine = counts[static_cast<std::size_t>(rank_)];
+  check_count(buffer.count >= mine, op,
+              std::string("the ") + name + " holds " + std::to_string(buffer.count) +
+                  " elements, fewer than this rank's count " + std::to_string(mine));
+  return mine;
+}
+
 algorithms::HostCall CallChecks::collective(const Call& call) const {
   const char* op = to_string(call.operation);
   auto n = static_cast<std::size_t>(size_);
@@ -293,16 +303,47 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
     case Operation::AllGatherV: {
       check_pair_buffers(output, input, op);
       total_of(call.output_counts, "counts", output.count, op);
-      std::size_t mine = call.output_counts[static_cast<std::size_t>(rank_)];
-      check_count(input.count >= mine, op,
-                  "the input holds " + std::to_string(input.count) + " elements, fewer than this rank's count " +
-                      std::to_string(mine));
+      std::size_t mine = own_count(call.output_counts, input, "input", op);
       return {.collective = Collective::AllGatherV,
               .dtype = input.dtype,
               .count = mine,
               .output = output.data,
               .input = input.data,
               .counts = {call.output_counts.begin(), call.output_counts.end()}};
+    }
+    case Operation::ReduceScatterV: {
+      check_pair_buffers(output, input, op);
+      algorithms::check_supported(input.dtype, call.op, rank_);
+      total_of(call.input_counts, "counts", input.count, op);
+      std::size_t mine = own_count(call.input_counts, output, "output", op);
+      return {.collective = Collective::ReduceScatterV,
+              .dtype = input.dtype,
+              .op = call.op,
+              .count = mine,
+              .output = output.data,
+              .input = input.data,
+              .counts = {call.input_counts.begin(), call.input_counts.end()}};
+    }
+    case Operation::GatherV:
+    case Operation::ScatterV: {
+      bool gathering = call.operation == Operation::GatherV;
+      const Buffer& own = gathering ? input : output;    // this rank's block
+      const Buffer& whole = gathering ? output : input;  // every rank's, on the root
+      std::span<const std::size_t> counts = gathering ? call.output_counts : call.input_counts;
+      check_buffer(own, op);
+      check_root(call.root, op);
+      bool root = rank_ == call.root;
+      if (root) check_pair_buffers(output, input, op);
+      // Off the root the whole is not used: the counts must still add up without wrapping.
+      total_of(counts, "counts", root ? whole.count : std::numeric_limits<std::size_t>::max(), op);
+      std::size_t mine = own_count(counts, own, gathering ? "input" : "output", op);
+      return {.collective = gathering ? Collective::GatherV : Collective::ScatterV,
+              .dtype = own.dtype,
+              .root = call.root,
+              .count = mine,
+              .output = gathering && !root ? nullptr : output.data,
+              .input = !gathering && !root ? nullptr : input.data,
+              .counts = {counts.begin(), counts.end()}};
     }
     case Operation::Barrier: check_member(op); return {.collective = Collective::Barrier};
     case Operation::Send:
@@ -312,8 +353,8 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
 }
 
 Device device_of(const Call& call) {
-  bool by_input =
-      call.operation == Operation::Gather || (call.operation == Operation::AllGather && !call.blocks.empty());
+  bool by_input = call.operation == Operation::Gather || call.operation == Operation::GatherV ||
+                  (call.operation == Operation::AllGather && !call.blocks.empty());
   return by_input ? call.input.device : call.output.device;
 }
 

@@ -73,9 +73,12 @@ class CallChecks {
   // Both buffers usable, and a pair.
   void check_pair_buffers(const Buffer& output, const Buffer& input, const char* op) const;
   void check_count(bool ok, const char* op, const std::string& message) const;
-  // all_to_all_v's counts: one per rank, their sum within the buffer's count; returns the sum.
+  // A v-form's counts: one per rank, their sum within the buffer's count; returns the sum.
   std::size_t total_of(std::span<const std::size_t> counts, const char* name, std::size_t buffer_count,
                        const char* op) const;
+  // This rank's entry of counts (already checked by total_of), which `buffer` must hold.
+  std::size_t own_count(std::span<const std::size_t> counts, const Buffer& buffer, const char* name,
+                        const char* op) const;
   // gather's outputs or scatter's inputs on the root, all_gather's outputs: one per rank, each
   // paired with `own` (the rank's own buffer) and holding `own.count` elements (at least, for
   // outputs).

@@ -31,12 +31,13 @@ namespace {
 
 bool is_transfer(const Call& call) { return call.operation == Operation::Send || call.operation == Operation::Recv; }
 
-// What of a call's size every rank must agree on: its count; all_gather_v's counts, every one
-// (folded into one number, FNV-1a); nothing of all_to_all_v's, whose counts differ by rank (each
-// pair's must agree: the algorithm checks, and the call is confirmed).
+// What of a call's size every rank must agree on: its count; the counts of all_gather_v,
+// reduce_scatter_v, gather_v and scatter_v, every one (folded into one number, FNV-1a); nothing
+// of all_to_all_v's, whose counts differ by rank (each pair's must agree: the algorithm checks,
+// and the call is confirmed).
 std::size_t fingerprinted_count(const algorithms::HostCall& call) {
   if (call.collective == Collective::AllToAllV) return 0;
-  if (call.collective != Collective::AllGatherV) return call.count;
+  if (call.counts.empty()) return call.count;
   std::uint64_t folded = 14695981039346656037ull;
   for (std::size_t count : call.counts) folded = (folded ^ count) * 1099511628211ull;
   return static_cast<std::size_t>(folded);
@@ -67,7 +68,8 @@ inline trace::Handle ProcessGroup::Impl::begin_trace(const ReadyCall& ready, std
   const algorithms::HostCall& call = ready.call;
   Collective collective = call.collective;
   bool rooted = collective == Collective::Broadcast || collective == Collective::Reduce ||
-                collective == Collective::Gather || collective == Collective::Scatter;
+                collective == Collective::Gather || collective == Collective::Scatter ||
+                collective == Collective::GatherV || collective == Collective::ScatterV;
   return trace::begin(trace_group_, static_cast<std::uint8_t>(collective), sequence, call.count,
                       collective == Collective::Barrier ? std::int8_t{-1} : static_cast<std::int8_t>(call.dtype),
                       static_cast<std::uint8_t>(ready.algorithm), rooted ? call.root : -1, flags);

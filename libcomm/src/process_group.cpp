@@ -162,6 +162,28 @@ void ProcessGroup::all_gather_v(Buffer output, Buffer input, std::span<const std
 std::shared_ptr<Work> ProcessGroup::iall_gather_v(Buffer output, Buffer input, std::span<const std::size_t> counts) {
   return start({.operation = Operation::AllGatherV, .output = output, .input = input, .output_counts = counts});
 }
+void ProcessGroup::reduce_scatter_v(Buffer output, Buffer input, std::span<const std::size_t> counts, ReduceOp op) {
+  run({.operation = Operation::ReduceScatterV, .output = output, .input = input, .input_counts = counts, .op = op});
+}
+std::shared_ptr<Work> ProcessGroup::ireduce_scatter_v(Buffer output, Buffer input, std::span<const std::size_t> counts,
+                                                      ReduceOp op) {
+  return start(
+      {.operation = Operation::ReduceScatterV, .output = output, .input = input, .input_counts = counts, .op = op});
+}
+void ProcessGroup::gather_v(Buffer output, Buffer input, std::span<const std::size_t> counts, int root) {
+  run({.operation = Operation::GatherV, .output = output, .input = input, .output_counts = counts, .root = root});
+}
+std::shared_ptr<Work> ProcessGroup::igather_v(Buffer output, Buffer input, std::span<const std::size_t> counts,
+                                              int root) {
+  return start({.operation = Operation::GatherV, .output = output, .input = input, .output_counts = counts, .root = root});
+}
+void ProcessGroup::scatter_v(Buffer output, Buffer input, std::span<const std::size_t> counts, int root) {
+  run({.operation = Operation::ScatterV, .output = output, .input = input, .input_counts = counts, .root = root});
+}
+std::shared_ptr<Work> ProcessGroup::iscatter_v(Buffer output, Buffer input, std::span<const std::size_t> counts,
+                                               int root) {
+  return start({.operation = Operation::ScatterV, .output = output, .input = input, .input_counts = counts, .root = root});
+}
 void ProcessGroup::barrier() { run({.operation = Operation::Barrier}); }
 std::shared_ptr<Work> ProcessGroup::ibarrier() { return start({.operation = Operation::Barrier}); }
 

@@ -26,7 +26,7 @@ import sys
 from collections import defaultdict
 
 COLLECTIVES = {"broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "gather", "scatter",
-               "all_to_all", "all_to_all_v", "all_gather_v",
+               "all_to_all", "all_to_all_v", "all_gather_v", "reduce_scatter_v", "gather_v", "scatter_v",
                "barrier"}
 TRANSFERS = {"send", "recv"}
 

@@ -300,6 +300,68 @@ static void check_all_gather_v(comm_datatype_t datatype, int c) {
   free(recvcounts);
 }
 
+/* reduce_scatter_v (sum and max), gather_v and scatter_v with rank r's block (r + c) % 3 * 7
+ * elements (zeros included), the root c % size; off the root gather_v's recvbuff and
+ * scatter_v's sendbuff are NULL, as MPI allows. */
+static void check_rooted_and_reducing_v(comm_datatype_t datatype, int c) {
+  size_t ranks = size > 0 ? (size_t)size : 1;
+  size_t* counts_of_ranks = calloc(ranks, sizeof(size_t));
+  size_t* at = calloc(ranks + 1, sizeof(size_t));
+  size_t i, mine;
+  int r, o, root = c % size;
+  long wrong = -1;
+  void *send, *receive;
+  for (r = 0; r < size; ++r) {
+    counts_of_ranks[r] = (size_t)((r + c) % 3) * 7;
+    at[r + 1] = at[r] + counts_of_ranks[r];
+  }
+  mine = counts_of_ranks[rank];
+  for (o = 0; o < 2; ++o) {
+    comm_op_t op = o == 0 ? COMM_SUM : COMM_MAX;
+    send = buffer_of(datatype, at[size]);
+    receive = buffer_of(datatype, mine);
+    fill(datatype, op, send, rank, at[size]);
+    CHECK_OK(comm_reduce_scatter_v(send, receive, counts_of_ranks, datatype, op, comm, NULL));
+    for (i = 0; i < mine && wrong < 0; ++i) {
+      if (!reduction_matches(datatype, op, load_value(datatype, receive, i),
+                             reduction_result(datatype, op, size, at[rank] + i)))
+        wrong = (long)i;
+    }
+    CHECK(wrong < 0, "reduce_scatter_v %s %s: element %ld is wrong", datatype_name(datatype), op_names[op], wrong);
+    free(send);
+    free(receive);
+  }
+  send = buffer_of(datatype, mine);
+  receive = rank == root ? buffer_of(datatype, at[size]) : NULL;
+  for (i = 0; i < mine; ++i) store_value(datatype, send, i, (double)((rank * 11 + (int)i) % 100));
+  CHECK_OK(comm_gather_v(send, mine, receive, counts_of_ranks, datatype, root, comm, NULL));
+  for (r = 0; rank == root && r < size; ++r) {
+    for (i = 0; i < counts_of_ranks[r] && wrong < 0; ++i) {
+      if (load_value(datatype, receive, at[r] + i) != round_to(datatype, (double)((r * 11 + (int)i) % 100)))
+        wrong = (long)(at[r] + i);
+    }
+  }
+  CHECK(wrong < 0, "gather_v %s: element %ld is wrong", datatype_name(datatype), wrong);
+  free(send);
+  free(receive);
+  send = rank == root ? buffer_of(datatype, at[size]) : NULL;
+  receive = buffer_of(datatype, mine);
+  for (r = 0; rank == root && r < size; ++r) {
+    for (i = 0; i < counts_of_ranks[r]; ++i) store_value(datatype, send, at[r] + i, (double)((r * 13 + (int)i) % 100));
+  }
+  CHECK_OK(comm_scatter_v(send, counts_of_ranks, receive, mine, datatype, root, comm, NULL));
+  for (i = 0; i < mine && wrong < 0; ++i) {
+    if (load_value(datatype, receive, i) != round_to(datatype, (double)((rank * 13 + (int)i) % 100))) wrong = (long)i;
+  }
+  CHECK(wrong < 0, "scatter_v %s: element %ld is wrong", datatype_name(datatype), wrong);
+  CHECK(comm_scatter_v(send, NULL, receive, mine, datatype, root, comm, NULL) == COMM_INVALID_ARGUMENT,
+        "scatter_v with NULL sendcounts is refused");
+  free(send);
+  free(receive);
+  free(counts_of_ranks);
+  free(at);
+}
+
 int main(void) {
   size_t t, o, c;
   int in_place;
@@ -319,6 +381,7 @@ int main(void) {
     for (c = 0; c < 3; ++c) {
       check_all_to_all_v(all_datatypes[t], (int)c);
       check_all_gather_v(all_datatypes[t], (int)c);
+      check_rooted_and_reducing_v(all_datatypes[t], (int)c);
     }
   }
   CHECK_OK(comm_barrier(comm, NULL));

@@ -30,11 +30,14 @@ TORCH_DTYPES = {
     "float32": "Float", "float64": "Double", "bfloat16": "BFloat16",
 }
 COLLECTIVES = {"broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "gather", "scatter",
-               "all_to_all", "all_to_all_v", "all_gather_v",
+               "all_to_all", "all_to_all_v", "all_gather_v", "reduce_scatter_v", "gather_v", "scatter_v",
                "barrier"}
 # libcomm's operations torch's recorder names otherwise: all_to_all_v is what torch records as an
-# all_to_all (all_to_all_single with splits), whose sizes its analyzer lets differ by rank.
-TORCH_NAMES = {"all_to_all_v": "all_to_all"}
+# all_to_all (all_to_all_single with splits), whose sizes its analyzer lets differ by rank;
+# torch's analyzer knows no uneven gather or scatter, whose sizes are given as none.
+TORCH_NAMES = {"all_to_all_v": "all_to_all", "gather_v": "gather", "scatter_v": "scatter"}
+# Those whose count is the rank's own block: no size every rank could agree on.
+UNSIZED = {"barrier", "all_gather_v", "reduce_scatter_v", "gather_v", "scatter_v"}
 PREFIX = "libcomm_fr_rank_"
 
 
@@ -47,7 +50,7 @@ def _wall(dump, steady_ns):
 
 def _sizes(op, count, group_size):
     """(input sizes, output sizes) as torch lists them for one tensor each."""
-    if op in ("barrier", "all_gather_v"):  # all_gather_v's count is this rank's: no size to compare
+    if op in UNSIZED:
         return [[]], [[]]
     if op == "all_gather":
         return [[count]], [[count * group_size]]

@@ -26,6 +26,9 @@ enum class Operation {
   AllToAll,
   AllToAllV,
   AllGatherV,
+  ReduceScatterV,
+  GatherV,
+  ScatterV,
   Barrier,
   Send,
   Recv
@@ -44,8 +47,10 @@ struct Call {
   // outputs in place of its flat output.
   std::span<const Buffer> blocks{};
   // all_to_all_v: the elements this rank sends to each rank (from input, packed in rank order)
-  // and receives from each (into output, likewise); one per rank of the group. all_gather_v:
-  // output_counts only, each rank's block of the output (the same on every rank).
+  // and receives from each (into output, likewise); one per rank of the group. all_gather_v and
+  // gather_v: output_counts only, each rank's block of the (root's) output; reduce_scatter_v and
+  // scatter_v: input_counts only, each rank's block of the (root's) input. Those four take the
+  // same counts on every rank.
   std::span<const std::size_t> input_counts{};
   std::span<const std::size_t> output_counts{};
   ReduceOp op = ReduceOp::Sum;

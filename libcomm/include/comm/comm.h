@@ -213,6 +213,23 @@ comm_result_t comm_all_gather_v(const void* sendbuff, size_t sendcount, void* re
  * with COMM_INVALID_USAGE. Host buffers only, for now. */
 comm_result_t comm_all_to_all_v(const void* sendbuff, const size_t* sendcounts, void* recvbuff,
                                 const size_t* recvcounts, comm_datatype_t datatype, comm_t comm, void* stream);
+/* MPI_Reduce_scatter: sendbuff holds recvcounts[r] elements for each rank r, packed in rank order;
+ * recvbuff gets this rank's block reduced over the ranks (recvcounts[rank] elements). The same
+ * recvcounts on every rank (else COMM_INVALID_USAGE on every rank). Host buffers only, for now. */
+comm_result_t comm_reduce_scatter_v(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                    comm_datatype_t datatype, comm_op_t op, comm_t comm, void* stream);
+/* MPI_Gatherv without displacements: the root's recvbuff gets recvcounts[r] elements from rank r,
+ * packed in rank order (recvbuff may be NULL elsewhere). Unlike MPI, every rank passes recvcounts,
+ * the same on every rank (a disagreement is COMM_INVALID_USAGE on every rank); sendcount must be
+ * recvcounts[rank]. Host buffers only, for now. */
+comm_result_t comm_gather_v(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                            comm_datatype_t datatype, int root, comm_t comm, void* stream);
+/* MPI_Scatterv without displacements: rank r's recvbuff gets block r of the root's sendbuff
+ * (sendcounts[r] elements, packed in rank order; sendbuff may be NULL elsewhere). Unlike MPI,
+ * every rank passes sendcounts, the same on every rank; recvcount must be at least
+ * sendcounts[rank]. Host buffers only, for now. */
+comm_result_t comm_scatter_v(const void* sendbuff, const size_t* sendcounts, void* recvbuff, size_t recvcount,
+                             comm_datatype_t datatype, int root, comm_t comm, void* stream);
 /* The root's recvbuff holds nranks * sendcount elements. */
 comm_result_t comm_gather(const void* sendbuff, void* recvbuff, size_t sendcount, comm_datatype_t datatype, int root,
                           comm_t comm, void* stream);

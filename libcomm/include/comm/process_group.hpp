@@ -116,6 +116,17 @@ class ProcessGroup {
   // output; this rank's input holds counts[rank()]. The same counts on every rank (else a
   // MismatchError). In place when input is this rank's block of output.
   void all_gather_v(Buffer output, Buffer input, std::span<const std::size_t> counts);
+  // reduce_scatter_v: the uneven reduce_scatter: input holds every rank's block (counts[r]
+  // elements for rank r, packed in rank order); output gets this rank's block reduced over the
+  // ranks. The same counts on every rank. In place when output is this rank's block of input.
+  void reduce_scatter_v(Buffer output, Buffer input, std::span<const std::size_t> counts,
+                        ReduceOp op = ReduceOp::Sum);
+  // gather_v: root's output gets counts[r] elements from rank r, packed in rank order; a rank's
+  // input holds counts[rank()] (output is ignored on other ranks). The same counts on every rank.
+  void gather_v(Buffer output, Buffer input, std::span<const std::size_t> counts, int root);
+  // scatter_v: rank r's output gets the counts[r] elements of block r of root's input (packed in
+  // rank order; input is ignored on other ranks). The same counts on every rank.
+  void scatter_v(Buffer output, Buffer input, std::span<const std::size_t> counts, int root);
   // gather: root receives input of rank r into outputs[r] (outputs ignored on other ranks).
   void gather(Buffer input, std::span<Buffer> outputs, int root);
   // scatter: rank r receives inputs[r] of root into output (inputs ignored on other ranks).
@@ -145,6 +156,10 @@ class ProcessGroup {
                                         std::string_view algorithm = {});
   std::shared_ptr<Work> iall_to_all(Buffer output, Buffer input);
   std::shared_ptr<Work> iall_gather_v(Buffer output, Buffer input, std::span<const std::size_t> counts);
+  std::shared_ptr<Work> ireduce_scatter_v(Buffer output, Buffer input, std::span<const std::size_t> counts,
+                                          ReduceOp op = ReduceOp::Sum);
+  std::shared_ptr<Work> igather_v(Buffer output, Buffer input, std::span<const std::size_t> counts, int root);
+  std::shared_ptr<Work> iscatter_v(Buffer output, Buffer input, std::span<const std::size_t> counts, int root);
   std::shared_ptr<Work> iall_to_all_v(Buffer output, std::span<const std::size_t> output_counts, Buffer input,
                                       std::span<const std::size_t> input_counts);
   std::shared_ptr<Work> ibarrier();

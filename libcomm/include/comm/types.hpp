@@ -29,6 +29,9 @@ enum class Collective {
   AllToAll,
   AllToAllV,
   AllGatherV,
+  ReduceScatterV,
+  GatherV,
+  ScatterV,
   Barrier
 };
 
