@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "algorithms/direct.hpp"
 #include "algorithms/halving_doubling.hpp"
@@ -137,8 +138,20 @@ void all_to_all_v_direct(const CollectiveContext& context, const HostCall& call,
   direct_all_to_all_v(context, call.output, call.output_counts(), source, call.input_counts(), element);
 }
 
+// Into one output per rank, or into the blocks of the flat output.
 void all_gather_v_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
-  direct_all_gather_v(context, call.output, call.counts, call.input, element_size(call.dtype));
+  std::size_t element = element_size(call.dtype);
+  if (!call.output_blocks.empty()) {
+    direct_all_gather_v(context, call.output_blocks, call.counts, call.input, element);
+    return;
+  }
+  std::vector<void*> blocks;
+  std::uint8_t* at = bytes_at(call.output);
+  for (std::size_t count : call.counts) {
+    blocks.push_back(at);
+    at += count * element;
+  }
+  direct_all_gather_v(context, blocks, call.counts, call.input, element);
 }
 
 void reduce_scatter_v_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {

@@ -71,23 +71,21 @@ void direct_all_to_all(const CollectiveContext& context, void* output, const voi
   transfers.wait_all(context);
 }
 
-void direct_all_gather_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
-                         const void* input, std::size_t element) {
-  auto* out = static_cast<std::uint8_t*>(output);
-  std::vector<std::size_t> at = offsets_of(counts, element);
+void direct_all_gather_v(const CollectiveContext& context, std::span<void* const> blocks,
+                         std::span<const std::size_t> counts, const void* input, std::size_t element) {
   auto mine = static_cast<std::size_t>(context.rank);
-  std::size_t own = at[mine + 1] - at[mine];
+  std::size_t own = counts[mine] * element;
   TransferSet transfers;
   for (int offset = 1; offset < context.size; ++offset) {
     auto from = static_cast<std::size_t>(context.wrap(context.rank - offset));
-    transfers.add(context.recv(static_cast<int>(from), out + at[from], at[from + 1] - at[from], 0),
-                  static_cast<int>(from), 0);
+    transfers.add(context.recv(static_cast<int>(from), blocks[from], counts[from] * element, 0), static_cast<int>(from),
+                  0);
   }
   for (int offset = 1; offset < context.size; ++offset) {
     int to = context.wrap(context.rank + offset);
     transfers.add(context.send(to, input, own, 0), to, 0);
   }
-  if (own > 0 && out + at[mine] != input) std::memmove(out + at[mine], input, own);
+  if (own > 0 && blocks[mine] != input) std::memmove(blocks[mine], input, own);
   transfers.wait_all(context);
 }
 

@@ -19,10 +19,10 @@ void direct_scatter(const CollectiveContext& context, void* output, std::size_t 
                     std::span<const void* const> blocks, int root);
 // Block r of input goes to rank r, landing in block `rank` of its output.
 void direct_all_to_all(const CollectiveContext& context, void* output, const void* input, std::size_t block_bytes);
-// The uneven all_gather: counts[r] elements of `element` bytes from rank r into its block of
-// `output` (packed in rank order); this rank's from `input` (left alone when it is its block).
-void direct_all_gather_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
-                         const void* input, std::size_t element);
+// The uneven all_gather: counts[r] elements of `element` bytes from rank r into blocks[r]; this
+// rank's from `input` (left alone when it is its block).
+void direct_all_gather_v(const CollectiveContext& context, std::span<void* const> blocks,
+                         std::span<const std::size_t> counts, const void* input, std::size_t element);
 // gather_v: root receives counts[r] elements of `element` bytes from rank r into its block of
 // `output` (packed in rank order); its own from `input` (left alone when it is its block).
 void direct_gather_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,

@@ -1,5 +1,5 @@
 // all_gather_v, the uneven all_gather: random counts (zeros included) on 1 to 8 ranks over shared
-// memory and TCP, out of place, in place and as an i-form, every element checked against what its
+// memory and TCP, out of place, in place, as an i-form and into one output per rank, every element checked against what its
 // owner brought; bad counts are refused before anything moves (counts that differ between ranks:
 // test_uneven_collectives.cpp).
 #include <catch2/catch_test_macros.hpp>
@@ -26,7 +26,7 @@ void gather_uneven(const std::string& transport, int ranks, unsigned seed) {
       ranks,
       [&](comm::ProcessGroup& group) {
         int me = group.rank();
-        for (int round = 0; round < 3; ++round) {
+        for (int round = 0; round < 4; ++round) {
           std::mt19937 random(seed + static_cast<unsigned>(round));  // the same counts on every rank
           std::vector<std::size_t> counts, at;
           std::size_t total = 0;
@@ -43,8 +43,13 @@ void gather_uneven(const std::string& transport, int ranks, unsigned seed) {
           } else if (round == 1) {  // in place: this rank's block of the output is the input
             std::copy(input.begin(), input.end(), output.begin() + static_cast<std::ptrdiff_t>(at[mine]));
             group.all_gather_v(output, std::span<std::int64_t>(output.data() + at[mine], counts[mine]), counts);
-          } else {
+          } else if (round == 2) {
             group.iall_gather_v(output, input, counts)->wait();
+          } else {  // one output per rank, each rank's count its output's (as torch's all_gather)
+            std::vector<comm::Buffer> blocks;
+            for (int r = 0; r < ranks; ++r) blocks.emplace_back(output.data() + at[static_cast<std::size_t>(r)],
+                                                                counts[static_cast<std::size_t>(r)], comm::DType::Int64);
+            group.run({.operation = comm::Operation::AllGatherV, .input = input, .blocks = blocks});
           }
           bool right = true;
           for (int r = 0; r < ranks; ++r) {

@@ -197,13 +197,25 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::allgather(std::vector<std::vector
   check_single_tensor(inputs, "allgather");
   TORCH_CHECK(outputs.size() == 1, "ProcessGroup libcomm: allgather takes a single list of output tensors");
   check_list_size(outputs[0].size(), getSize(), "allgather", "the output list");
-  check_same_type_and_size(inputs[0], outputs[0], "allgather");
+  // Tensors of unequal sizes (each rank's size its output's) are libcomm's all_gather_v.
+  bool uneven = std::any_of(outputs[0].begin(), outputs[0].end(),
+                            [&](const at::Tensor& output) { return output.numel() != inputs[0].numel(); });
+  if (uneven) {
+    TORCH_CHECK(outputs[0][static_cast<std::size_t>(getRank())].numel() == inputs[0].numel(),
+                "ProcessGroup libcomm: allgather: this rank's output tensor (", getRank(), ") holds ",
+                outputs[0][static_cast<std::size_t>(getRank())].numel(), " elements and its input ",
+                inputs[0].numel(), "; they must be equal");
+  } else {
+    check_same_type_and_size(inputs[0], outputs[0], "allgather");
+  }
   auto input = buffer_of(inputs[0], "allgather", "input tensor");
   auto output_buffers = buffers_of(outputs[0], "allgather", "output tensor");
   order_on_current_stream(*group, "allgather", outputs, inputs);
-  return works_.collective(
-      OpType::ALLGATHER, {group->start({.operation = Operation::AllGather, .input = input, .blocks = output_buffers})},
-      outputs[0], inputs, options.timeout);
+  return works_.collective(OpType::ALLGATHER,
+                           {group->start({.operation = uneven ? Operation::AllGatherV : Operation::AllGather,
+                                          .input = input,
+                                          .blocks = output_buffers})},
+                           outputs[0], inputs, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -325,7 +337,19 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter(std::vector<at::Te
   check_single_tensor(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "ProcessGroup libcomm: reduce_scatter takes a single list of input tensors");
   check_list_size(inputs[0].size(), getSize(), "reduce_scatter", "the input list");
-  check_same_type_and_size(outputs[0], inputs[0], "reduce_scatter");
+  // Tensors of unequal sizes (rank r's block the size of input r) are libcomm's reduce_scatter_v.
+  std::vector<std::size_t> counts;
+  for (const auto& input : inputs[0]) counts.push_back(static_cast<std::size_t>(input.numel()));
+  bool uneven = std::any_of(counts.begin(), counts.end(),
+                            [&](std::size_t count) { return count != static_cast<std::size_t>(outputs[0].numel()); });
+  if (uneven) {
+    TORCH_CHECK(counts[static_cast<std::size_t>(getRank())] == static_cast<std::size_t>(outputs[0].numel()),
+                "ProcessGroup libcomm: reduce_scatter: this rank's input tensor (", getRank(), ") holds ",
+                counts[static_cast<std::size_t>(getRank())], " elements and the output ", outputs[0].numel(),
+                "; they must be equal");
+  } else {
+    check_same_type_and_size(outputs[0], inputs[0], "reduce_scatter");
+  }
   auto op = reduce_op_of(options.reduceOp, "reduce_scatter");
   order_on_current_stream(*group, "reduce_scatter", outputs, inputs);
   // libcomm reduces one flat input of size() blocks: the list is copied into one.
@@ -334,10 +358,12 @@ c10::intrusive_ptr<c10d::Work> LibcommBackend::reduce_scatter(std::vector<at::Te
   at::Tensor flat = at::cat(flat_parts);
   auto output = buffer_of(outputs[0], "reduce_scatter", "output tensor");
   auto input = buffer_of(flat, "reduce_scatter", "input tensor");
-  return works_.collective(
-      OpType::REDUCE_SCATTER,
-      {group->start({.operation = Operation::ReduceScatter, .output = output, .input = input, .op = op})}, outputs,
-      {flat}, options.timeout);
+  comm::Call call{.operation = Operation::ReduceScatter, .output = output, .input = input, .op = op};
+  if (uneven) {
+    call.operation = Operation::ReduceScatterV;
+    call.input_counts = counts;
+  }
+  return works_.collective(OpType::REDUCE_SCATTER, {group->start(call)}, outputs, {flat}, options.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> LibcommBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,

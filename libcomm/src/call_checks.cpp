@@ -301,6 +301,26 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
               .counts = counts_of(call)};
     }
     case Operation::AllGatherV: {
+      if (!call.blocks.empty()) {
+        // One output per rank, each rank's count that output's (torch's all_gather of unequal tensors).
+        check_buffer(input, op);
+        check_count(call.blocks.size() == n, op,
+                    "got " + std::to_string(call.blocks.size()) + " output buffers; pass one per rank (" +
+                        std::to_string(n) + ")");
+        std::vector<std::size_t> counts;
+        for (const Buffer& block : call.blocks) {
+          check_pair(block, input, op);
+          check_buffer(block, op);
+          counts.push_back(block.count);
+        }
+        std::size_t mine = own_count(counts, input, "input", op);
+        return {.collective = Collective::AllGatherV,
+                .dtype = input.dtype,
+                .count = mine,
+                .input = input.data,
+                .output_blocks = pointers_of<void*>(call.blocks),
+                .counts = std::move(counts)};
+      }
       check_pair_buffers(output, input, op);
       total_of(call.output_counts, "counts", output.count, op);
       std::size_t mine = own_count(call.output_counts, input, "input", op);

@@ -128,6 +128,18 @@ def check_collectives(rank, size, check):
         output = torch.zeros(count, dtype=dtype)
         dist._reduce_scatter_base(output, torch.cat(inputs))
         check.equal("_reduce_scatter_base %s" % dtype, output, want.to(dtype), tolerance)
+        # Unequal sizes (rank r's (2r + 1) % 5 elements, a zero among them from 3 ranks): libcomm's
+        # all_gather_v and reduce_scatter_v.
+        sizes = [(2 * r + 1) % 5 for r in range(size)]
+        outputs = [torch.full((sizes[r],), -1, dtype=dtype) for r in range(size)]
+        dist.all_gather(outputs, values(rank, sizes[rank], dtype))
+        for r in range(size):
+            check.equal("all_gather unequal block %d %s" % (r, dtype), outputs[r], values(r, sizes[r], dtype))
+        inputs = [values(rank * size + r, sizes[r], dtype) for r in range(size)]
+        output = torch.full((sizes[rank],), -1, dtype=dtype)
+        dist.reduce_scatter(output, inputs)
+        want = reference("SUM", [values(r * size + rank, sizes[rank], dtype) for r in range(size)])
+        check.equal("reduce_scatter unequal %s" % dtype, output, want.to(dtype), tolerance)
         # all_to_all: equal blocks, uneven blocks, lists
         block = 4
         source = torch.cat([values(rank * 100 + r, block, dtype) for r in range(size)])
@@ -158,6 +170,11 @@ def check_collectives(rank, size, check):
             operations = [entry["op"] for entry in json.load(dump)["entries"]]
         check.equal("all_to_all_single as all_to_all_v", torch.tensor(operations.count("all_to_all_v")),
                     torch.tensor(2 * len(DTYPES)))
+        unequal = 1 if size > 1 else 0  # one rank's sizes are always "equal"
+        check.equal("unequal all_gather as all_gather_v", torch.tensor(operations.count("all_gather_v")),
+                    torch.tensor(unequal * len(DTYPES)))
+        check.equal("unequal reduce_scatter as reduce_scatter_v", torch.tensor(operations.count("reduce_scatter_v")),
+                    torch.tensor(unequal * len(DTYPES)))
     # bool: min/max are and/or
     flags = torch.tensor([rank == 0, True, False, rank % 2 == 1])
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)

@@ -44,7 +44,8 @@ struct Call {
   // The buffer read: send's; the input of all_gather, gather, reduce_scatter and all_to_all.
   Buffer input = Buffer(nullptr, 0, DType::UInt8);
   // One buffer per rank: gather's outputs and scatter's inputs (on the root), or all_gather's
-  // outputs in place of its flat output.
+  // outputs in place of its flat output; all_gather_v's too, each rank's count its output's
+  // (then without output_counts).
   std::span<const Buffer> blocks{};
   // all_to_all_v: the elements this rank sends to each rank (from input, packed in rank order)
   // and receives from each (into output, likewise); one per rank of the group. all_gather_v and
