@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "algorithms/bruck.hpp"
 #include "algorithms/direct.hpp"
 #include "algorithms/halving_doubling.hpp"
 #include "algorithms/ring.hpp"
@@ -139,6 +140,12 @@ void all_to_all_v_direct(const CollectiveContext& context, const HostCall& call,
 }
 
 // Into one output per rank, or into the blocks of the flat output.
+// In place needs no copy: every block is taken from the input before the output is written.
+void all_to_all_v_bruck(const CollectiveContext& context, const HostCall& call, const Resources&) {
+  bruck_all_to_all_v(context, call.output, call.output_counts(), call.input, call.input_counts(),
+                     element_size(call.dtype));
+}
+
 void all_gather_v_direct(const CollectiveContext& context, const HostCall& call, const Resources&) {
   std::size_t element = element_size(call.dtype);
   if (!call.output_blocks.empty()) {
@@ -202,6 +209,7 @@ constexpr std::array kTable{
     // Partial: a rank's return proves every rank made the call, not that their counts agree; a
     // disagreement is seen by its receiver only, so the call is confirmed after it.
     AlgorithmEntry{AllToAllV, Algorithm::Direct, None, Partial, all_to_all_v_direct},
+    AlgorithmEntry{AllToAllV, Algorithm::Bruck, None, Partial, all_to_all_v_bruck},
     // Every rank hears every rank, and all of them fingerprint the same counts.
     AlgorithmEntry{AllGatherV, Algorithm::Direct, None, EveryRank, all_gather_v_direct},
     AlgorithmEntry{ReduceScatterV, Algorithm::Direct, None, EveryRank, reduce_scatter_v_direct},
@@ -215,7 +223,7 @@ constexpr std::array kTable{
 // The table's row for each (collective, algorithm), or -1: every call looks its algorithm up,
 // so a lookup is one load rather than a search.
 constexpr int kCollectives = static_cast<int>(Collective::Barrier) + 1;
-constexpr int kAlgorithms = static_cast<int>(Algorithm::HalvingDoubling) + 1;
+constexpr int kAlgorithms = static_cast<int>(Algorithm::Bruck) + 1;
 constexpr auto kRows = [] {
   std::array<std::array<int, kAlgorithms>, kCollectives> rows{};
   for (auto& row : rows) row.fill(-1);

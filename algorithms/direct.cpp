@@ -129,16 +129,19 @@ void direct_all_to_all_v(const CollectiveContext& context, void* output, std::sp
   for (const auto& arrival : arrivals) {
     std::size_t expected = bytes_of(out_at, arrival.from);
     if (arrival.transfer && arrival.transfer->bytes() != expected) {
-      // Every rank's error says it (the group stops over this one): both ranks by number.
-      throw MismatchError(std::string(context.op) + ": rank " + std::to_string(arrival.from) + " sent rank " +
-                              std::to_string(context.rank) + " " + std::to_string(arrival.transfer->bytes() / element) +
-                              " elements, where rank " + std::to_string(context.rank) + " expected " +
-                              std::to_string(expected / element) + " (its output_counts[" +
-                              std::to_string(arrival.from) +
-                              "]); every rank's input_counts[r] must equal rank r's output_counts for it",
-                          ErrorContext{.rank = context.rank, .peer = arrival.from, .op = context.op});
+      throw_block_mismatch(context, arrival.from, arrival.transfer->bytes() / element, expected / element);
     }
   }
+}
+
+void throw_block_mismatch(const CollectiveContext& context, int from, std::size_t sent, std::size_t expected) {
+  // Every rank's error says it (the group stops over this one): both ranks by number.
+  throw MismatchError(std::string(context.op) + ": rank " + std::to_string(from) + " sent rank " +
+                          std::to_string(context.rank) + " " + std::to_string(sent) + " elements, where rank " +
+                          std::to_string(context.rank) + " expected " + std::to_string(expected) +
+                          " (its output_counts[" + std::to_string(from) +
+                          "]); every rank's input_counts[r] must equal rank r's output_counts for it",
+                      ErrorContext{.rank = context.rank, .peer = from, .op = context.op});
 }
 
 void direct_gather_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,

@@ -42,4 +42,9 @@ void direct_reduce_scatter_v(const CollectiveContext& context, void* output, std
 void direct_all_to_all_v(const CollectiveContext& context, void* output, std::span<const std::size_t> output_counts,
                          const void* input, std::span<const std::size_t> input_counts, std::size_t element);
 
+// all_to_all_v's error when a block from rank `from` holds `sent` elements where this rank's
+// output_counts expected `expected`.
+[[noreturn]] void throw_block_mismatch(const CollectiveContext& context, int from, std::size_t sent,
+                                       std::size_t expected);
+
 }  // namespace comm::algorithms

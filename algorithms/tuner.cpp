@@ -73,6 +73,8 @@ Algorithm by_default(const TunerQuery& query) {
     case Collective::Gather:
     case Collective::Scatter:
     case Collective::AllToAll:
+    // all_to_all_v's counts differ by rank, so its choice may not depend on size (ranks would
+    // disagree): Bruck's (fewer messages for many ranks) only by name.
     case Collective::AllToAllV:
     case Collective::AllGatherV:
     case Collective::ReduceScatterV:

@@ -32,7 +32,8 @@ std::vector<std::vector<std::size_t>> draw_counts(int ranks, unsigned seed) {
   return counts;
 }
 
-void exchange(const std::string& transport, int ranks, unsigned seed) {
+// `algorithm`: empty, the public methods (the tuner's choice); else a Call naming it.
+void exchange(const std::string& transport, int ranks, unsigned seed, const std::string& algorithm = {}) {
   RankChecks checks;
   run_ranks(
       ranks,
@@ -54,7 +55,16 @@ void exchange(const std::string& transport, int ranks, unsigned seed) {
             at += input_counts[to];
           }
           std::vector<std::int64_t>& result = in_place ? input : output;
-          if (started) {
+          comm::Call named{.operation = comm::Operation::AllToAllV,
+                           .output = in_place ? comm::Buffer(input) : comm::Buffer(output),
+                           .input = input,
+                           .input_counts = input_counts,
+                           .output_counts = output_counts,
+                           .algorithm = algorithm};
+          if (!algorithm.empty()) {
+            if (started) group.start(named)->wait();
+            if (!started) group.run(named);
+          } else if (started) {
             group.iall_to_all_v(output, output_counts, input, input_counts)->wait();
           } else if (in_place) {
             group.all_to_all_v(input, output_counts, input, input_counts);
@@ -88,30 +98,46 @@ TEST_CASE("all_to_all_v: random counts, 1 to 8 ranks, shm and tcp", "[all_to_all
   }
 }
 
+TEST_CASE("all_to_all_v by Bruck's algorithm: random counts, 1 to 8 ranks, shm and tcp", "[all_to_all_v]") {
+  for (const char* transport : {"shm", "tcp"}) {
+    for (int ranks = 1; ranks <= 8; ++ranks) {
+      INFO(transport << ", " << ranks << " ranks");
+      exchange(transport, ranks, 300u * static_cast<unsigned>(ranks) + (transport[0] == 's' ? 1u : 2u), "bruck");
+    }
+  }
+}
+
 TEST_CASE("all_to_all_v: counts two ranks disagree on fail the call on every rank", "[all_to_all_v]") {
   for (const char* transport : {"shm", "tcp"}) {
-    INFO(transport);
-    RankChecks checks;
-    run_ranks(
-        3,
-        [&](comm::ProcessGroup& group) {
-          // Rank 1 expects 5 elements from rank 0, which sends it 4.
-          std::vector<std::size_t> input_counts(3, 4), output_counts(3, 4);
-          if (group.rank() == 1) output_counts[0] = 5;
-          std::vector<float> input(12, 1.0f), output(13, 0.0f);
-          try {
-            group.all_to_all_v(output, output_counts, input, input_counts);
-            checks.check(false, "the call failed", __LINE__);
-          } catch (const comm::Error& error) {
-            // Rank 1 sees the disagreement; the others fail in the call's confirmation, with its text.
-            std::string text = error.what();
-            checks.check(error.code() == comm::ErrorCode::Mismatch, "a mismatch", __LINE__, text);
-            checks.check(text.find("rank 0 sent rank 1 4 elements, where rank 1 expected 5") != std::string::npos,
-                         "names the pair", __LINE__, text);
-          }
-        },
-        std::chrono::seconds(20), transport);
-    REQUIRE_RANK_CHECKS(checks);
+    for (std::string algorithm : {"direct", "bruck"}) {
+      INFO(transport << ", " << algorithm);
+      RankChecks checks;
+      run_ranks(
+          3,
+          [&](comm::ProcessGroup& group) {
+            // Rank 1 expects 5 elements from rank 0, which sends it 4.
+            std::vector<std::size_t> input_counts(3, 4), output_counts(3, 4);
+            if (group.rank() == 1) output_counts[0] = 5;
+            std::vector<float> input(12, 1.0f), output(13, 0.0f);
+            try {
+              group.run({.operation = comm::Operation::AllToAllV,
+                         .output = output,
+                         .input = input,
+                         .input_counts = input_counts,
+                         .output_counts = output_counts,
+                         .algorithm = algorithm});
+              checks.check(false, "the call failed", __LINE__);
+            } catch (const comm::Error& error) {
+              // Rank 1 sees the disagreement; the others fail in the call's confirmation, with its text.
+              std::string text = error.what();
+              checks.check(error.code() == comm::ErrorCode::Mismatch, "a mismatch", __LINE__, text);
+              checks.check(text.find("rank 0 sent rank 1 4 elements, where rank 1 expected 5") != std::string::npos,
+                           "names the pair", __LINE__, text);
+            }
+          },
+          std::chrono::seconds(20), transport);
+      REQUIRE_RANK_CHECKS(checks);
+    }
   }
 }
 

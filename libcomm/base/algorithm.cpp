@@ -17,6 +17,7 @@ const char* to_string(Algorithm algorithm) {
     case Algorithm::SharedMemory: return "shared_memory";
     case Algorithm::Hierarchical: return "hierarchical";
     case Algorithm::HalvingDoubling: return "halving_doubling";
+    case Algorithm::Bruck: return "bruck";
   }
   return "unknown algorithm";
 }
@@ -24,7 +25,8 @@ const char* to_string(Algorithm algorithm) {
 Algorithm parse_algorithm_name(std::string_view name, const char* source) {
   for (Algorithm algorithm :
        {Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct,
-        Algorithm::Dissemination, Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::HalvingDoubling}) {
+        Algorithm::Dissemination, Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::HalvingDoubling,
+        Algorithm::Bruck}) {
     if (name == to_string(algorithm)) return algorithm;
   }
   if (name == "rd") return Algorithm::RecursiveDoubling;
@@ -32,7 +34,7 @@ Algorithm parse_algorithm_name(std::string_view name, const char* source) {
   throw InvalidArgumentError(
       std::string(source) + " is '" + std::string(name) +
           "'; known algorithms: auto, ring, tree, recursive_doubling (rd), direct, dissemination, "
-          "shared_memory (shm), hierarchical, halving_doubling",
+          "shared_memory (shm), hierarchical, halving_doubling, bruck",
       ErrorContext{.op = "tuner"});
 }
 

@@ -14,7 +14,8 @@ namespace comm {
 // ranks all share one host over shared memory (docs/collectives.md lists which collective has which).
 // Hierarchical: all_reduce inside each host, then among hosts, for groups with the same number
 // (more than one) of ranks on each of several hosts. HalvingDoubling: all_reduce as a reduce-scatter
-// by recursive halving and an all-gather by recursive doubling.
+// by recursive halving and an all-gather by recursive doubling. Bruck: all_to_all_v in log2 n
+// exchanges, for many ranks and small blocks.
 enum class Algorithm {
   Auto,
   Ring,
@@ -24,7 +25,8 @@ enum class Algorithm {
   Dissemination,
   SharedMemory,
   Hierarchical,
-  HalvingDoubling
+  HalvingDoubling,
+  Bruck
 };
 
 const char* to_string(Algorithm algorithm);
