@@ -10,6 +10,7 @@
 #include "algorithms/algorithm_table.hpp"
 #include "algorithms/cost_model.hpp"
 #include "libcomm/base/check.hpp"
+#include "libcomm/base/collective_traits.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/fingerprint.hpp"
 #include "libcomm/base/log.hpp"
@@ -68,22 +69,14 @@ Algorithm by_default(const TunerQuery& query) {
     case Collective::Reduce:
       if (query.bytes < kReduceRecursiveDoublingBelow) return Algorithm::RecursiveDoubling;
       return query.bytes < kReduceRingFrom ? Algorithm::Tree : Algorithm::Ring;
-    case Collective::AllGather:
-    case Collective::ReduceScatter: return Algorithm::Ring;
-    case Collective::Gather:
-    case Collective::Scatter:
-    case Collective::AllToAll:
-    // all_to_all_v's counts differ by rank, so its choice may not depend on size (ranks would
-    // disagree): Bruck's (fewer messages for many ranks) only by name.
-    case Collective::AllToAllV:
-    case Collective::AllGatherV:
-    case Collective::ReduceScatterV:
-    case Collective::GatherV:
-    case Collective::ScatterV: return Algorithm::Direct;
     case Collective::Barrier:
       return query.shared_memory && query.size > 1 ? Algorithm::SharedMemory : Algorithm::Dissemination;
+    default:
+      // The rest run their row's algorithm (collective_traits.hpp) whatever the size. all_to_all_v's
+      // counts differ by rank, so its choice may not depend on size (ranks would disagree):
+      // Bruck's (fewer messages for many ranks) only by name.
+      return traits_of(query.collective).default_algorithm;
   }
-  return Algorithm::Ring;
 }
 
 // Runs on every call, so it costs a load when the choice was logged already: one bit per

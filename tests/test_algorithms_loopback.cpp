@@ -21,6 +21,7 @@
 #include "algorithms/algorithm_table.hpp"
 #include "algorithms/scratch.hpp"
 #include "comm/store.hpp"
+#include "libcomm/base/collective_traits.hpp"
 #include "libcomm/base/fingerprint.hpp"
 #include "tests/support/loopback_transport.hpp"
 #include "transport/memory/memory_stream.hpp"
@@ -413,14 +414,8 @@ std::vector<std::vector<int>> hierarchies(int ranks) {
   return layouts;
 }
 
-bool rooted(Collective collective) {
-  return collective == Collective::Broadcast || collective == Collective::Reduce || collective == Collective::Gather ||
-         collective == Collective::Scatter || collective == Collective::GatherV || collective == Collective::ScatterV;
-}
-bool reduces(Collective collective) {
-  return collective == Collective::AllReduce || collective == Collective::Reduce ||
-         collective == Collective::ReduceScatter || collective == Collective::ReduceScatterV;
-}
+bool rooted(Collective collective) { return comm::traits_of(collective).rooted; }
+bool reduces(Collective collective) { return comm::traits_of(collective).reduces; }
 
 // Every scenario of one table entry at `ranks` ranks.
 void run_entry(const AlgorithmEntry& entry, int ranks, Medium medium = Medium::Loopback) {
@@ -430,12 +425,7 @@ void run_entry(const AlgorithmEntry& entry, int ranks, Medium medium = Medium::L
   if (rooted(entry.collective) && ranks > 1) roots = {0, ranks - 1, ranks / 2};
   std::vector<ReduceOp> ops{ReduceOp::Sum};
   if (reduces(entry.collective)) ops.push_back(ReduceOp::Max);
-  // Those with an input and an output that may be one (the others work in one buffer, or in
-  // one per rank: gather's and scatter's blocks).
-  Collective c = entry.collective;
-  bool has_in_place = c == Collective::AllGather || c == Collective::ReduceScatter || c == Collective::AllToAll ||
-                      c == Collective::AllToAllV || c == Collective::AllGatherV || c == Collective::ReduceScatterV ||
-                      c == Collective::GatherV || c == Collective::ScatterV;
+  bool has_in_place = comm::traits_of(entry.collective).in_place;
   for (const auto& hosts : layouts) {
     std::vector<Algorithm> across{Algorithm::Ring};
     if (!hosts.empty() && entry.collective == Collective::AllReduce) across.push_back(Algorithm::HalvingDoubling);
@@ -496,6 +486,11 @@ TEST_CASE("the table holds every collective's algorithms once", "[loopback]") {
     auto collective = static_cast<Collective>(value);
     INFO(to_string(collective));
     REQUIRE(std::any_of(table.begin(), table.end(), [&](const auto& entry) { return entry.collective == collective; }));
+    // The algorithm its row (collective_traits.hpp) has the tuner run is one of its own.
+    Algorithm fixed = comm::traits_of(collective).default_algorithm;
+    REQUIRE((fixed == Algorithm::Auto || std::any_of(table.begin(), table.end(), [&](const auto& entry) {
+               return entry.collective == collective && entry.algorithm == fixed;
+             })));
   }
   for (std::size_t a = 0; a < table.size(); ++a) {
     for (std::size_t b = a + 1; b < table.size(); ++b) {

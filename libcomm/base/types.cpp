@@ -1,6 +1,7 @@
 #include "comm/types.hpp"
 
 #include "comm/error.hpp"
+#include "libcomm/base/collective_traits.hpp"
 
 namespace comm {
 
@@ -44,13 +45,10 @@ static_assert(element_size(DType::Int8) == sizeof(std::int8_t) && element_size(D
               element_size(DType::Bool) == sizeof(bool) && element_size(static_cast<DType>(11)) == 0);
 
 const char* to_string(Collective collective) {
-  // A table: every collective names itself (its record, its errors) on the hot path.
-  static constexpr const char* kNames[] = {
-      "broadcast",    "reduce",       "all_reduce",       "all_gather", "reduce_scatter", "gather",   "scatter",
-      "all_to_all",   "all_to_all_v", "all_gather_v", "reduce_scatter_v", "gather_v",       "scatter_v", "barrier"};
-  static_assert(std::size(kNames) == static_cast<std::size_t>(Collective::Barrier) + 1);
+  // A table (collective_traits.hpp): every collective names itself (its record, its errors) on
+  // the hot path.
   auto index = static_cast<std::size_t>(collective);
-  return index < std::size(kNames) ? kNames[index] : "unknown collective";
+  return index < all_collectives().size() ? all_collectives()[index].name : "unknown collective";
 }
 
 std::string to_string(Device device) {

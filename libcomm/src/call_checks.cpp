@@ -9,6 +9,7 @@
 #include "comm/error.hpp"
 #include "cuda/memory.hpp"
 #include "libcomm/base/check.hpp"
+#include "libcomm/base/collective_traits.hpp"
 
 namespace comm {
 
@@ -373,8 +374,9 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
 }
 
 Device device_of(const Call& call) {
-  bool by_input = call.operation == Operation::Gather || call.operation == Operation::GatherV ||
-                  (call.operation == Operation::AllGather && !call.blocks.empty());
+  // Operation's collectives are Collective's (call_pipeline.cpp); send and recv come here not.
+  auto collective = static_cast<Collective>(call.operation);
+  bool by_input = traits_of(collective).device_from_input || (collective == Collective::AllGather && !call.blocks.empty());
   return by_input ? call.input.device : call.output.device;
 }
 

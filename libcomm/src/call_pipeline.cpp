@@ -13,6 +13,7 @@
 #include "algorithms/tuner.hpp"
 #include "comm/error.hpp"
 #include "cuda/memory.hpp"
+#include "libcomm/base/collective_traits.hpp"
 #include "libcomm/base/fingerprint.hpp"
 #include "libcomm/src/group.hpp"
 #include "libcomm/src/trace_dump.hpp"
@@ -36,8 +37,9 @@ bool is_transfer(const Call& call) { return call.operation == Operation::Send ||
 // of all_to_all_v's, whose counts differ by rank (each pair's must agree: the algorithm checks,
 // and the call is confirmed).
 std::size_t fingerprinted_count(const algorithms::HostCall& call) {
-  if (call.collective == Collective::AllToAllV) return 0;
-  if (call.counts.empty()) return call.count;
+  CollectiveTraits::Counts counts = traits_of(call.collective).counts;
+  if (counts == CollectiveTraits::Counts::PerPair) return 0;
+  if (counts == CollectiveTraits::Counts::Even) return call.count;
   std::uint64_t folded = 14695981039346656037ull;
   for (std::size_t count : call.counts) folded = (folded ^ count) * 1099511628211ull;
   return static_cast<std::size_t>(folded);
@@ -67,9 +69,7 @@ inline trace::Handle ProcessGroup::Impl::begin_trace(const ReadyCall& ready, std
                                                      std::uint8_t flags) const {
   const algorithms::HostCall& call = ready.call;
   Collective collective = call.collective;
-  bool rooted = collective == Collective::Broadcast || collective == Collective::Reduce ||
-                collective == Collective::Gather || collective == Collective::Scatter ||
-                collective == Collective::GatherV || collective == Collective::ScatterV;
+  bool rooted = traits_of(collective).rooted;
   return trace::begin(trace_group_, static_cast<std::uint8_t>(collective), sequence, call.count,
                       collective == Collective::Barrier ? std::int8_t{-1} : static_cast<std::int8_t>(call.dtype),
                       static_cast<std::uint8_t>(ready.algorithm), rooted ? call.root : -1, flags);

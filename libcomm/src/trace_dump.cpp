@@ -18,6 +18,7 @@
 #include "comm/call.hpp"
 #include "comm/types.hpp"
 #include "libcomm/base/algorithm.hpp"
+#include "libcomm/base/collective_traits.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/log.hpp"
 
@@ -149,7 +150,14 @@ std::string render(const FlightRecorder::Copy& copy, const char* reason) {
     } else if (!collective && !transfer) {
       out += ", \"count\": " + std::to_string(entry.count);
     }
-    if (collective) out += ", \"algorithm\": \"" + std::string(to_string(static_cast<Algorithm>(entry.algorithm))) + "\"";
+    if (collective) {
+      out += ", \"algorithm\": \"" + std::string(to_string(static_cast<Algorithm>(entry.algorithm))) + "\"";
+      // An uneven form's count is this rank's own; whether the ranks' counts agree (the tools
+      // compare sizes only where they must).
+      CollectiveTraits::Counts counts = traits_of(static_cast<Collective>(entry.operation)).counts;
+      if (counts != CollectiveTraits::Counts::Even)
+        out += std::string(", \"counts\": \"") + (counts == CollectiveTraits::Counts::Shared ? "shared" : "per_pair") + "\"";
+    }
     if (entry.peer >= 0) out += std::string(transfer ? ", \"peer\": " : ", \"root\": ") + std::to_string(entry.peer);
     if (transfer && entry.peer < 0) out += ", \"peer\": -1";
     std::int64_t queued = nanoseconds(entry.queued);

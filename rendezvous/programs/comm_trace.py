@@ -25,9 +25,6 @@ import os
 import sys
 from collections import defaultdict
 
-COLLECTIVES = {"broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "gather", "scatter",
-               "all_to_all", "all_to_all_v", "all_gather_v", "reduce_scatter_v", "gather_v", "scatter_v",
-               "barrier"}
 TRANSFERS = {"send", "recv"}
 
 
@@ -85,6 +82,9 @@ class Call:
         self.rank = dump["rank"]
         self.group = dump["groups"][entry["group"]]
         self.op = entry["op"]
+        # A collective's entry names its algorithm (libcomm/src/trace_dump.cpp); transfers and
+        # group events do not: no list of collectives to keep in step here.
+        self.collective = "algorithm" in entry
         self.state = entry["state"]
         offset = dump["_to_axis"]
         self.start = entry.get("started_ns", entry["queued_ns"]) + offset
@@ -92,10 +92,6 @@ class Call:
         dumped = dump["dumped_at_steady_ns"] + offset
         self.end = entry["completed_ns"] + offset if "completed_ns" in entry else dumped
         self.finished = "completed_ns" in entry
-
-    @property
-    def collective(self):
-        return self.op in COLLECTIVES
 
     def peer_world_rank(self):
         peer = self.entry.get("peer", -1)

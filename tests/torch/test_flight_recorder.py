@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch's own Flight Recorder analyzer on libcomm's dumps (issue 46): a 4-rank torch job on
 backend "libcomm" in which rank 3 never calls the third all_reduce (it sleeps in user code) hangs
-(an uneven all_to_all_single before it, whose sizes differ by rank);
+(an uneven all_to_all_single and an all_gather of unequal tensors before it, whose sizes differ
+by rank);
 the ranks dump on the hang verdict (COMM_TRACE_DIR); `python -m torch_libcomm.fr_convert` turns
 the dumps into torch's format; torch 2.13's analyzer (`python -m
 torch.distributed.flight_recorder.fr_trace`) must then name rank 3 as the missing rank of that
@@ -43,6 +44,10 @@ def worker(directory):
     receive_splits = [peer + rank + 1 for peer in range(SIZE)]
     received = torch.zeros(sum(receive_splits))
     dist.all_to_all_single(received, torch.ones(sum(send_splits)), receive_splits, send_splits)
+    # An all_gather of unequal tensors (libcomm's all_gather_v, whose entries count each rank's own
+    # block): the analysis must go past it to the hang.
+    gathered = [torch.zeros(r + 1) for r in range(SIZE)]
+    dist.all_gather(gathered, torch.ones(rank + 1))
     if rank == 3:
         time.sleep(9)  # never calls the third all_reduce; the others time out meanwhile
         return 0

@@ -29,15 +29,11 @@ TORCH_DTYPES = {
     "int8": "Char", "uint8": "Byte", "int32": "Int", "int64": "Long", "float16": "Half",
     "float32": "Float", "float64": "Double", "bfloat16": "BFloat16",
 }
-COLLECTIVES = {"broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "gather", "scatter",
-               "all_to_all", "all_to_all_v", "all_gather_v", "reduce_scatter_v", "gather_v", "scatter_v",
-               "barrier"}
 # libcomm's operations torch's recorder names otherwise: all_to_all_v is what torch records as an
 # all_to_all (all_to_all_single with splits), whose sizes its analyzer lets differ by rank;
 # torch's analyzer knows no uneven gather or scatter, whose sizes are given as none.
 TORCH_NAMES = {"all_to_all_v": "all_to_all", "gather_v": "gather", "scatter_v": "scatter"}
-# Those whose count is the rank's own block: no size every rank could agree on.
-UNSIZED = {"barrier", "all_gather_v", "reduce_scatter_v", "gather_v", "scatter_v"}
+
 PREFIX = "libcomm_fr_rank_"
 
 
@@ -48,9 +44,10 @@ def _wall(dump, steady_ns):
     return clock["wall_anchor_ns"] + (steady_ns - clock["steady_anchor_ns"])
 
 
-def _sizes(op, count, group_size):
-    """(input sizes, output sizes) as torch lists them for one tensor each."""
-    if op in UNSIZED:
+def _sizes(op, count, group_size, counts=None):
+    """(input sizes, output sizes) as torch lists them for one tensor each. An uneven form whose
+    counts the ranks share has a count of the rank's own block: no size every rank agrees on."""
+    if op == "barrier" or counts == "shared":
         return [[]], [[]]
     if op == "all_gather":
         return [[count]], [[count * group_size]]
@@ -72,7 +69,7 @@ def convert_dump(dump):
     status = {}
     for entry in dump["entries"]:
         op = entry["op"]
-        if op not in COLLECTIVES:
+        if "algorithm" not in entry:  # only collectives name one (transfers, group events do not)
             continue
         group = groups[entry["group"]]
         key = str(group["id"])
@@ -82,7 +79,7 @@ def convert_dump(dump):
         torch_state = ("completed" if state == "completed" else
                        "started" if "started_ns" in entry else "scheduled")
         dtype = TORCH_DTYPES.get(entry.get("dtype"), "Float") if "dtype" in entry else "Float"
-        inputs, outputs = _sizes(op, entry.get("count", 0), group["size"])
+        inputs, outputs = _sizes(op, entry.get("count", 0), group["size"], entry.get("counts"))
         entries.append({
             "record_id": len(entries),
             "pg_id": entry["group"],
