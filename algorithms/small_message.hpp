@@ -35,7 +35,8 @@ void dissemination_broadcast(const CollectiveContext& context, void* data, std::
 
 // On the steps algorithms leave alone (kConfirmSteps). After an algorithm some of whose ranks return having heard from
 // only some others: returns once every rank has finished its part of the same call, or throws the MismatchError of a
-// rank whose call differs.
-void confirm_call(const CollectiveContext& context);
+// rank whose call differs. Through the group's shared segment where it has one (`arena`: the
+// shared-memory barrier, which compares the calls' fingerprints there), else over messages.
+void confirm_call(const CollectiveContext& context, transport::SharedArena* arena);
 
 }  // namespace comm::algorithms

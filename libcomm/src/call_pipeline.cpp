@@ -186,7 +186,7 @@ void ProcessGroup::Impl::execute(const ReadyCall& prepared, std::uint64_t sequen
       // The call completes when the stream has run it.
       cuda::Stream::synchronize_handle(prepared.device_resources.stream, prepared.device_index);
     }
-    if (prepared.confirm) algorithms::confirm_call(context);
+    if (prepared.confirm) algorithms::confirm_call(context, arena_.get());
   } catch (Error& error) {
     error.add_context(ErrorContext{.rank = rank(), .op = op, .sequence = static_cast<std::int64_t>(sequence)});
     if (error.code() == ErrorCode::Timeout && hang_watch_) {
