@@ -21,7 +21,7 @@ struct Submission {
   comm::Call call;
   std::vector<Buffer> blocks{};
   std::optional<Buffer> copied_input{};  // copied into call.output first
-  std::vector<std::size_t> input_counts{}, output_counts{};  // all_to_all_v's, which its Call points at
+  std::vector<std::size_t> input_counts{}, output_counts{};  // the uneven forms', which its Call points at
 };
 
 DType dtype_of(comm_datatype_t datatype);

@@ -125,4 +125,37 @@ comm_result_t comm_all_gather_v(const void* sendbuff, size_t sendcount, void* re
   return all_gather_v(sendbuff, sendcount, recvbuff, recvcounts, datatype, comm, {"comm_all_gather_v", stream});
 }
 
+/* The persistent forms (comm/comm.h): the same arguments, prepared once. */
+comm_result_t comm_all_to_all_v_init(const void* sendbuff, const size_t* sendcounts, void* recvbuff,
+                                     const size_t* recvcounts, comm_datatype_t datatype, comm_t comm,
+                                     comm_prepared_t* prepared) {
+  return all_to_all_v(sendbuff, sendcounts, recvbuff, recvcounts, datatype, comm,
+                      {"comm_all_to_all_v_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_all_gather_v_init(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                                     comm_datatype_t datatype, comm_t comm, comm_prepared_t* prepared) {
+  return all_gather_v(sendbuff, sendcount, recvbuff, recvcounts, datatype, comm,
+                      {"comm_all_gather_v_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_reduce_scatter_v_init(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                         comm_datatype_t datatype, comm_op_t op, comm_t comm,
+                                         comm_prepared_t* prepared) {
+  return reduce_scatter_v(sendbuff, recvbuff, recvcounts, datatype, op, comm,
+                          {"comm_reduce_scatter_v_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_gather_v_init(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                                 comm_datatype_t datatype, int root, comm_t comm, comm_prepared_t* prepared) {
+  return gather_v(sendbuff, sendcount, recvbuff, recvcounts, datatype, root, comm,
+                  {"comm_gather_v_init", nullptr, true, prepared});
+}
+
+comm_result_t comm_scatter_v_init(const void* sendbuff, const size_t* sendcounts, void* recvbuff, size_t recvcount,
+                                  comm_datatype_t datatype, int root, comm_t comm, comm_prepared_t* prepared) {
+  return scatter_v(sendbuff, sendcounts, recvbuff, recvcount, datatype, root, comm,
+                   {"comm_scatter_v_init", nullptr, true, prepared});
+}
+
 }  // extern "C"

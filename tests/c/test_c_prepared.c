@@ -109,6 +109,86 @@ static void check_data_movement(size_t count) {
   free(from_all);
 }
 
+/* The uneven forms prepared: rank r's block (r + 1) * count elements, the counts arrays
+ * overwritten after _init (they are read there), four runs with new contents. */
+static void check_uneven(size_t count) {
+  size_t* counts_of_ranks = calloc((size_t)size, sizeof(size_t));
+  size_t* at = calloc((size_t)size, sizeof(size_t));
+  size_t total = 0, mine, i;
+  int32_t *own, *everyone, *reduced, *to_each, *from_each;
+  comm_prepared_t all_gather_v = NULL, reduce_scatter_v = NULL, all_to_all_v = NULL, gather_v = NULL,
+                  scatter_v = NULL;
+  int root = 0, run, r;
+  for (r = 0; r < size; ++r) {
+    at[r] = total;
+    counts_of_ranks[r] = (size_t)(r + 1) * count;
+    total += counts_of_ranks[r];
+  }
+  mine = counts_of_ranks[rank];
+  own = calloc(mine + 1, sizeof(int32_t));
+  everyone = calloc(total + 1, sizeof(int32_t));
+  reduced = calloc(mine + 1, sizeof(int32_t));
+  /* all_to_all_v: mine elements to every rank, from rank r its count. */
+  to_each = calloc(mine * (size_t)size + 1, sizeof(int32_t));
+  from_each = calloc(total + 1, sizeof(int32_t));
+  {
+    size_t* sends = calloc((size_t)size, sizeof(size_t));
+    for (r = 0; r < size; ++r) sends[r] = mine;
+    CHECK_OK(comm_all_to_all_v_init(to_each, sends, from_each, counts_of_ranks, COMM_INT32, comm, &all_to_all_v));
+    free(sends);
+  }
+  CHECK_OK(comm_all_gather_v_init(own, mine, everyone, counts_of_ranks, COMM_INT32, comm, &all_gather_v));
+  CHECK_OK(comm_reduce_scatter_v_init(everyone, reduced, counts_of_ranks, COMM_INT32, COMM_SUM, comm,
+                                      &reduce_scatter_v));
+  CHECK_OK(comm_gather_v_init(own, mine, rank == root ? everyone : NULL, counts_of_ranks, COMM_INT32, root, comm,
+                              &gather_v));
+  CHECK_OK(comm_scatter_v_init(rank == root ? everyone : NULL, counts_of_ranks, own, mine, COMM_INT32, root, comm,
+                               &scatter_v));
+  for (r = 0; r < size; ++r) counts_of_ranks[r] = 12345; /* read at _init: changing them changes nothing */
+  for (run = 0; run < 4; ++run) {
+    int right = 1;
+    for (i = 0; i < mine; ++i) own[i] = (int32_t)input(rank, run, i);
+    CHECK_OK(comm_prepared_run(all_gather_v, NULL));
+    for (r = 0; r < size; ++r)
+      for (i = 0; i < (size_t)(r + 1) * count; ++i) right = right && everyone[at[r] + i] == (int32_t)input(r, run, i);
+    CHECK(right, "all_gather_v run %d", run);
+    /* everyone holds rank r's input as block r on every rank: block `rank` sums to size * it. */
+    CHECK_OK(comm_prepared_run(reduce_scatter_v, NULL));
+    for (i = 0; i < mine; ++i) right = right && reduced[i] == (int32_t)(size * input(rank, run, i));
+    CHECK(right, "reduce_scatter_v run %d", run);
+    for (r = 0; r < size; ++r)
+      for (i = 0; i < mine; ++i) to_each[(size_t)r * mine + i] = (int32_t)(input(rank, run, i) * 10 + r);
+    CHECK_OK(comm_prepared_run(all_to_all_v, NULL));
+    for (r = 0; r < size; ++r)
+      for (i = 0; i < (size_t)(r + 1) * count; ++i)
+        right = right && from_each[at[r] + i] == (int32_t)(input(r, run, i) * 10 + rank);
+    CHECK(right, "all_to_all_v run %d", run);
+    for (i = 0; i < mine; ++i) own[i] = (int32_t)(input(rank, run, i) + 7);
+    CHECK_OK(comm_prepared_run(gather_v, NULL));
+    for (r = 0; rank == root && r < size; ++r)
+      for (i = 0; i < (size_t)(r + 1) * count; ++i)
+        right = right && everyone[at[r] + i] == (int32_t)(input(r, run, i) + 7);
+    CHECK(right, "gather_v run %d", run);
+    if (rank == root)
+      for (i = 0; i < total; ++i) everyone[i] = (int32_t)(i * 3 + (size_t)run);
+    CHECK_OK(comm_prepared_run(scatter_v, NULL));
+    for (i = 0; i < mine; ++i) right = right && own[i] == (int32_t)((at[rank] + i) * 3 + (size_t)run);
+    CHECK(right, "scatter_v run %d", run);
+  }
+  CHECK_OK(comm_prepared_free(all_gather_v));
+  CHECK_OK(comm_prepared_free(reduce_scatter_v));
+  CHECK_OK(comm_prepared_free(all_to_all_v));
+  CHECK_OK(comm_prepared_free(gather_v));
+  CHECK_OK(comm_prepared_free(scatter_v));
+  free(counts_of_ranks);
+  free(at);
+  free(own);
+  free(everyone);
+  free(reduced);
+  free(to_each);
+  free(from_each);
+}
+
 static void check_refusals(void) {
   double value = 1;
   comm_prepared_t prepared = NULL;
@@ -132,6 +212,8 @@ int main(void) {
   check_all_reduce(1000, 1);
   check_data_movement(1);
   check_data_movement(333);
+  check_uneven(1);
+  check_uneven(50);
   check_refusals();
   CHECK_OK(comm_barrier(comm, NULL));
   CHECK_OK(comm_destroy(comm));

@@ -264,6 +264,19 @@ comm_result_t comm_gather_init(const void* sendbuff, void* recvbuff, size_t send
 comm_result_t comm_scatter_init(const void* sendbuff, void* recvbuff, size_t recvcount, comm_datatype_t datatype,
                                 int root, comm_t comm, comm_prepared_t* prepared);
 comm_result_t comm_barrier_init(comm_t comm, comm_prepared_t* prepared);
+/* The uneven forms too: their counts are read at _init (the arrays may be reused after it). */
+comm_result_t comm_all_gather_v_init(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                                     comm_datatype_t datatype, comm_t comm, comm_prepared_t* prepared);
+comm_result_t comm_reduce_scatter_v_init(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                         comm_datatype_t datatype, comm_op_t op, comm_t comm,
+                                         comm_prepared_t* prepared);
+comm_result_t comm_all_to_all_v_init(const void* sendbuff, const size_t* sendcounts, void* recvbuff,
+                                     const size_t* recvcounts, comm_datatype_t datatype, comm_t comm,
+                                     comm_prepared_t* prepared);
+comm_result_t comm_gather_v_init(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                                 comm_datatype_t datatype, int root, comm_t comm, comm_prepared_t* prepared);
+comm_result_t comm_scatter_v_init(const void* sendbuff, const size_t* sendcounts, void* recvbuff, size_t recvcount,
+                                  comm_datatype_t datatype, int root, comm_t comm, comm_prepared_t* prepared);
 /* One run; `stream` as for the ordinary call. */
 comm_result_t comm_prepared_run(comm_prepared_t prepared, void* stream);
 /* NULL is allowed. */
