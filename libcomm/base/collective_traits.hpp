@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 
 #include "comm/types.hpp"
 #include "libcomm/base/algorithm.hpp"
@@ -79,5 +80,41 @@ constexpr const CollectiveTraits& traits_of(Collective collective) {
 
 // Every collective, in Collective's order (for tests and tools that cover them all).
 constexpr const auto& all_collectives() { return detail::kCollectiveTraits; }
+
+// The questions every call asks, as one bit per collective, made from the rows at compile time:
+// a shift and a test on the hot path, where a row's field costs an index computation and a load.
+namespace detail {
+template <class Ask>
+constexpr std::uint32_t collectives_where(Ask ask) {
+  std::uint32_t bits = 0;
+  for (const CollectiveTraits& row : kCollectiveTraits) {
+    if (ask(row)) bits |= std::uint32_t{1} << static_cast<unsigned>(row.collective);
+  }
+  return bits;
+}
+static_assert(kCollectiveTraits.size() <= 32, "one bit per collective");
+inline constexpr std::uint32_t kRooted = collectives_where([](const CollectiveTraits& row) { return row.rooted; });
+inline constexpr std::uint32_t kDeviceFromInput =
+    collectives_where([](const CollectiveTraits& row) { return row.device_from_input; });
+inline constexpr std::uint32_t kSharedCounts =
+    collectives_where([](const CollectiveTraits& row) { return row.counts == CollectiveTraits::Counts::Shared; });
+inline constexpr std::uint32_t kPerPairCounts =
+    collectives_where([](const CollectiveTraits& row) { return row.counts == CollectiveTraits::Counts::PerPair; });
+constexpr bool has(std::uint32_t bits, Collective collective) {
+  return ((bits >> static_cast<unsigned>(collective)) & 1u) != 0;
+}
+}  // namespace detail
+
+constexpr bool is_rooted(Collective collective) { return detail::has(detail::kRooted, collective); }
+constexpr bool device_from_input(Collective collective) { return detail::has(detail::kDeviceFromInput, collective); }
+constexpr bool has_shared_counts(Collective collective) { return detail::has(detail::kSharedCounts, collective); }
+constexpr bool has_per_pair_counts(Collective collective) { return detail::has(detail::kPerPairCounts, collective); }
+
+// The names, as an array of pointers (to_string: every call names its collective).
+inline constexpr auto kCollectiveNames = [] {
+  std::array<const char*, detail::kCollectiveTraits.size()> names{};
+  for (std::size_t i = 0; i < names.size(); ++i) names[i] = detail::kCollectiveTraits[i].name;
+  return names;
+}();
 
 }  // namespace comm

@@ -48,7 +48,7 @@ const char* to_string(Collective collective) {
   // A table (collective_traits.hpp): every collective names itself (its record, its errors) on
   // the hot path.
   auto index = static_cast<std::size_t>(collective);
-  return index < all_collectives().size() ? all_collectives()[index].name : "unknown collective";
+  return index < kCollectiveNames.size() ? kCollectiveNames[index] : "unknown collective";
 }
 
 std::string to_string(Device device) {

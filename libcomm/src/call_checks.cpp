@@ -376,7 +376,7 @@ algorithms::HostCall CallChecks::collective(const Call& call) const {
 Device device_of(const Call& call) {
   // Operation's collectives are Collective's (call_pipeline.cpp); send and recv come here not.
   auto collective = static_cast<Collective>(call.operation);
-  bool by_input = traits_of(collective).device_from_input || (collective == Collective::AllGather && !call.blocks.empty());
+  bool by_input = device_from_input(collective) || (collective == Collective::AllGather && !call.blocks.empty());
   return by_input ? call.input.device : call.output.device;
 }
 

@@ -37,9 +37,8 @@ bool is_transfer(const Call& call) { return call.operation == Operation::Send ||
 // of all_to_all_v's, whose counts differ by rank (each pair's must agree: the algorithm checks,
 // and the call is confirmed).
 std::size_t fingerprinted_count(const algorithms::HostCall& call) {
-  CollectiveTraits::Counts counts = traits_of(call.collective).counts;
-  if (counts == CollectiveTraits::Counts::PerPair) return 0;
-  if (counts == CollectiveTraits::Counts::Even) return call.count;
+  if (has_per_pair_counts(call.collective)) return 0;
+  if (!has_shared_counts(call.collective)) return call.count;
   std::uint64_t folded = 14695981039346656037ull;
   for (std::size_t count : call.counts) folded = (folded ^ count) * 1099511628211ull;
   return static_cast<std::size_t>(folded);
@@ -69,7 +68,7 @@ inline trace::Handle ProcessGroup::Impl::begin_trace(const ReadyCall& ready, std
                                                      std::uint8_t flags) const {
   const algorithms::HostCall& call = ready.call;
   Collective collective = call.collective;
-  bool rooted = traits_of(collective).rooted;
+  bool rooted = is_rooted(collective);
   return trace::begin(trace_group_, static_cast<std::uint8_t>(collective), sequence, call.count,
                       collective == Collective::Barrier ? std::int8_t{-1} : static_cast<std::int8_t>(call.dtype),
                       static_cast<std::uint8_t>(ready.algorithm), rooted ? call.root : -1, flags);
