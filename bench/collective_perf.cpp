@@ -359,10 +359,9 @@ int main(int argc, char** argv) {
   using comm::Collective;
   const std::string name = COMM_BENCH_COLLECTIVE;
   Collective collective = Collective::AllReduce;
-  for (Collective candidate : {Collective::Broadcast, Collective::Reduce, Collective::AllReduce, Collective::AllGather,
-                               Collective::ReduceScatter, Collective::Gather, Collective::Scatter, Collective::AllToAll,
-                               Collective::AllToAllV, Collective::AllGatherV, Collective::ReduceScatterV,
-                               Collective::GatherV, Collective::ScatterV, Collective::Barrier}) {
+  // Every collective by its name (the barrier is the enum's last).
+  for (int value = 0; value <= static_cast<int>(Collective::Barrier); ++value) {
+    auto candidate = static_cast<Collective>(value);
     if (name == comm::to_string(candidate)) collective = candidate;
   }
   // The three whose one buffer is read and written; every other but the barrier splits its data
