@@ -16,15 +16,10 @@ void bruck_all_to_all_v(const CollectiveContext& context, void* output, std::spa
   // pieces[k]: the block held for rank me + k (mod n); a block moves by 2^j for each bit j of
   // k, so after the last step pieces[k] is the block from rank me - k, destined here.
   std::vector<std::vector<std::uint8_t>> pieces(n);
-  std::size_t offset = 0;
-  std::vector<std::size_t> input_at(n);
-  for (std::size_t r = 0; r < n; ++r) {
-    input_at[r] = offset;
-    offset += input_counts[r] * element;
-  }
+  std::vector<std::size_t> input_at = block_offsets(input_counts, element);
   for (std::size_t k = 0; k < n; ++k) {
     std::size_t to = (me + k) % n;
-    pieces[k].assign(in + input_at[to], in + input_at[to] + input_counts[to] * element);
+    pieces[k].assign(in + input_at[to], in + input_at[to + 1]);
   }
   std::vector<std::uint64_t> sizes_out, sizes_in;
   std::vector<std::uint8_t> bytes_out, bytes_in;

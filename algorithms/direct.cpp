@@ -9,16 +9,12 @@
 #include "comm/error.hpp"
 
 namespace comm::algorithms {
-namespace {
 
-// Byte offsets of each rank's block, packed in rank order: n + 1 entries, the last the total.
-std::vector<std::size_t> offsets_of(std::span<const std::size_t> counts, std::size_t element) {
+std::vector<std::size_t> block_offsets(std::span<const std::size_t> counts, std::size_t element) {
   std::vector<std::size_t> at(counts.size() + 1, 0);
   for (std::size_t r = 0; r < counts.size(); ++r) at[r + 1] = at[r] + counts[r] * element;
   return at;
 }
-
-}  // namespace
 
 void direct_gather(const CollectiveContext& context, const void* input, std::size_t block_bytes,
                    std::span<void* const> blocks, int root) {
@@ -93,7 +89,7 @@ void direct_all_to_all_v(const CollectiveContext& context, void* output, std::sp
                          const void* input, std::span<const std::size_t> input_counts, std::size_t element) {
   auto* out = static_cast<std::uint8_t*>(output);
   const auto* in = static_cast<const std::uint8_t*>(input);
-  std::vector<std::size_t> out_at = offsets_of(output_counts, element), in_at = offsets_of(input_counts, element);
+  std::vector<std::size_t> out_at = block_offsets(output_counts, element), in_at = block_offsets(input_counts, element);
   auto bytes_of = [](const std::vector<std::size_t>& at, int rank) {
     return at[static_cast<std::size_t>(rank) + 1] - at[static_cast<std::size_t>(rank)];
   };
@@ -146,7 +142,7 @@ void throw_block_mismatch(const CollectiveContext& context, int from, std::size_
 
 void direct_gather_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
                      const void* input, std::size_t element, int root) {
-  std::vector<std::size_t> at = offsets_of(counts, element);
+  std::vector<std::size_t> at = block_offsets(counts, element);
   auto block = [&](int rank) { return at[static_cast<std::size_t>(rank) + 1] - at[static_cast<std::size_t>(rank)]; };
   if (context.rank != root) {
     context.send_wait(root, input, block(context.rank), 0);
@@ -165,7 +161,7 @@ void direct_gather_v(const CollectiveContext& context, void* output, std::span<c
 
 void direct_scatter_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
                       const void* input, std::size_t element, int root) {
-  std::vector<std::size_t> at = offsets_of(counts, element);
+  std::vector<std::size_t> at = block_offsets(counts, element);
   auto block = [&](int rank) { return at[static_cast<std::size_t>(rank) + 1] - at[static_cast<std::size_t>(rank)]; };
   if (context.rank != root) {
     context.recv_wait(root, output, block(context.rank), 0);
@@ -185,7 +181,7 @@ void direct_scatter_v(const CollectiveContext& context, void* output, std::span<
 void direct_reduce_scatter_v(const CollectiveContext& context, void* output, std::span<const std::size_t> counts,
                              const void* input, DType dtype, ReduceOp op) {
   std::size_t element = element_size(dtype);
-  std::vector<std::size_t> at = offsets_of(counts, element);
+  std::vector<std::size_t> at = block_offsets(counts, element);
   auto n = static_cast<std::size_t>(context.size);
   auto me = static_cast<std::size_t>(context.rank);
   std::size_t count = counts[me], mine = count * element;

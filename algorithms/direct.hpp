@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "algorithms/collective_context.hpp"
 
@@ -42,6 +43,9 @@ void direct_reduce_scatter_v(const CollectiveContext& context, void* output, std
 void direct_all_to_all_v(const CollectiveContext& context, void* output, std::span<const std::size_t> output_counts,
                          const void* input, std::span<const std::size_t> input_counts, std::size_t element);
 
+// Byte offsets of the blocks of `counts` elements of `element` bytes packed in rank order: one
+// entry per rank and the total last.
+std::vector<std::size_t> block_offsets(std::span<const std::size_t> counts, std::size_t element);
 // all_to_all_v's error when a block from rank `from` holds `sent` elements where this rank's
 // output_counts expected `expected`.
 [[noreturn]] void throw_block_mismatch(const CollectiveContext& context, int from, std::size_t sent,

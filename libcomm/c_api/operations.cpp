@@ -8,8 +8,6 @@
 // only handed to the group's queue would have put nothing on the stream yet, and work the caller
 // queues on the stream next (torch's event that says the collective is done) would run first.
 #include <cstring>
-#include <limits>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,15 +25,13 @@ using comm::DType;
 using comm::Operation;
 using comm::ProcessGroup;
 using comm::ReduceOp;
+using comm::c_api::Call;
 using comm::c_api::CallError;
 using comm::c_api::guarded;
-using comm::c_api::require;
-
-using comm::c_api::Call;
 using comm::c_api::Issuing;
 using comm::c_api::on_device;
 using comm::c_api::op_of;
-
+using comm::c_api::require;
 using comm::c_api::require_root;
 using comm::c_api::Submission;
 using comm::c_api::submit;
