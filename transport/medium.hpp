@@ -22,6 +22,7 @@
 
 #include "comm/error.hpp"
 #include "comm/store_interface.hpp"
+#include "transport/lent_buffers.hpp"
 #include "transport/shared_arena.hpp"
 #include "transport/socket.hpp"
 
@@ -66,6 +67,9 @@ class ByteStream {
   // Throws, as read_some does, when nothing has arrived and the peer is gone.
   virtual std::optional<std::span<const std::uint8_t>> lend_record() { return std::nullopt; }
   virtual void release_record() {}
+  // Large messages in one copy (lent_buffers.hpp): the pair's leases, where each end can read
+  // the other's memory (processes of one host, threads of one process); null elsewhere.
+  virtual LentBuffers* lent_buffers() { return nullptr; }
   // The descriptor the progress thread sleeps on for this peer (readable: data, a wake-up, or
   // the peer's end); called when it fired, before reading.
   virtual int wakeup_fd() const = 0;

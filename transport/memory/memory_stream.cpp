@@ -29,6 +29,7 @@ struct Direction {
 // What both ends share: a direction each way and each end's bell.
 struct Pipe {
   Direction forward, backward;  // forward: from the lower rank to the higher
+  LentSlots lent[2];            // [0]: the lower rank's leases, [1]: the higher's
   OwnedDescriptor bells[2] = {make_bell(), make_bell()};
 
   static OwnedDescriptor make_bell() {
@@ -43,7 +44,7 @@ class MemoryStream final : public ByteStream {
   // `connection`: the pair's mesh socket (or none), kept open while the stream lives: a peer still
   // setting up takes a closed one for this rank's death.
   MemoryStream(std::shared_ptr<Pipe> pipe, bool lower, int peer, std::string peer_name, std::size_t capacity,
-               Socket connection = Socket())
+               Socket connection = Socket(), ReadLent read_lent = nullptr)
       : pipe_(std::move(pipe)),
         out_(lower ? pipe_->forward : pipe_->backward),
         in_(lower ? pipe_->backward : pipe_->forward),
@@ -52,7 +53,8 @@ class MemoryStream final : public ByteStream {
         peer_(peer),
         peer_name_(std::move(peer_name)),
         capacity_(capacity),
-        connection_(std::move(connection)) {}
+        connection_(std::move(connection)),
+        lent_(&pipe_->lent[lower ? 0 : 1], &pipe_->lent[lower ? 1 : 0], read_lent ? read_lent : read_this_process) {}
 
   ~MemoryStream() override {
     {
@@ -119,8 +121,14 @@ class MemoryStream final : public ByteStream {
   const char* medium() const override { return "memory"; }
   // Ranks of one process share its memory: the shared-memory collectives may run.
   bool shares_host_memory() const override { return true; }
+  // One process: a lent buffer is read with a plain copy, the single-copy protocol unchanged.
+  LentBuffers* lent_buffers() override { return &lent_; }
 
  private:
+  static int read_this_process(std::int64_t, std::uint64_t address, void* into, std::size_t bytes) {
+    std::memcpy(into, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(address)), bytes);
+    return 0;
+  }
   static void ring(int bell) {
     std::uint64_t one = 1;
     while (::write(bell, &one, sizeof one) < 0 && errno == EINTR) {
@@ -135,6 +143,7 @@ class MemoryStream final : public ByteStream {
   std::string peer_name_;
   std::size_t capacity_;
   Socket connection_;
+  LentBuffers lent_;
 };
 
 std::string name_in_this_process(int peer) { return "rank " + std::to_string(peer) + " (in this process)"; }
@@ -204,14 +213,17 @@ class MemorySession final : public MediumSession {
 
 }  // namespace
 
-std::vector<std::vector<std::unique_ptr<ByteStream>>> memory_stream_mesh(int ranks, std::size_t capacity) {
+std::vector<std::vector<std::unique_ptr<ByteStream>>> memory_stream_mesh(int ranks, std::size_t capacity,
+                                                                         ReadLent read_lent) {
   std::vector<std::vector<std::unique_ptr<ByteStream>>> streams(static_cast<std::size_t>(ranks));
   for (auto& row : streams) row.resize(static_cast<std::size_t>(ranks));
   for (int low = 0; low < ranks; ++low) {
     for (int high = low + 1; high < ranks; ++high) {
       auto pipe = std::make_shared<Pipe>();
-      streams[low][high] = std::make_unique<MemoryStream>(pipe, true, high, name_in_this_process(high), capacity);
-      streams[high][low] = std::make_unique<MemoryStream>(pipe, false, low, name_in_this_process(low), capacity);
+      streams[low][high] =
+          std::make_unique<MemoryStream>(pipe, true, high, name_in_this_process(high), capacity, Socket(), read_lent);
+      streams[high][low] =
+          std::make_unique<MemoryStream>(pipe, false, low, name_in_this_process(low), capacity, Socket(), read_lent);
     }
   }
   return streams;

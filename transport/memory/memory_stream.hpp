@@ -16,8 +16,10 @@
 namespace comm::transport {
 
 // streams[r][p]: rank r's end of its pipe to rank p (null for p == r), for MeshTransport::create.
-// `capacity`: bytes a direction holds before its writer must wait.
-std::vector<std::vector<std::unique_ptr<ByteStream>>> memory_stream_mesh(int ranks, std::size_t capacity = 256 << 10);
+// `capacity`: bytes a direction holds before its writer must wait. `read_lent`: how a receiver
+// reads a lent buffer (lent_buffers.hpp; null: a plain copy), for tests of the single-copy path.
+std::vector<std::vector<std::unique_ptr<ByteStream>>> memory_stream_mesh(int ranks, std::size_t capacity = 256 << 10,
+                                                                         ReadLent read_lent = nullptr);
 
 // Through init_process_group: every rank of the job in this process (else the set-up says which
 // is not); the pipe of a pair is made by whichever end asks first.

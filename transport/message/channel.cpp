@@ -34,7 +34,18 @@ Channel::Clearance Channel::cleared_to_send(std::uint64_t id) {
   if (found == awaiting_clearance_.end()) return withdrawn_.erase(id) != 0 ? Clearance::Withdrawn : Clearance::Unknown;
   PendingSend send = std::move(found->second);
   awaiting_clearance_.erase(found);
+  send.lease.settle();  // the peer could not read it: two copies, through the stream
   connection_->queue(make_frame(FrameKind::Data, send.tag, send.bytes, id), send.data, std::move(send.completion));
+  return Clearance::Queued;
+}
+
+Channel::Clearance Channel::fetched(std::uint64_t id, int peer) {
+  auto found = awaiting_clearance_.find(id);
+  if (found == awaiting_clearance_.end()) return withdrawn_.erase(id) != 0 ? Clearance::Withdrawn : Clearance::Unknown;
+  PendingSend send = std::move(found->second);
+  awaiting_clearance_.erase(found);
+  if (!send.lease.settle()) return Clearance::Unknown;  // nothing was lent, or not read: a protocol error
+  send.completion->complete(send.bytes, peer);
   return Clearance::Queued;
 }
 
@@ -42,6 +53,7 @@ bool Channel::fail_send(std::uint64_t id, const std::exception_ptr& error) {
   withdrawn_.erase(id);
   auto found = awaiting_clearance_.find(id);
   if (found == awaiting_clearance_.end()) return false;
+  found->second.lease.settle();
   found->second.completion->fail(error);
   awaiting_clearance_.erase(found);
   return true;
@@ -92,6 +104,7 @@ std::exception_ptr Channel::loss_error(std::exception_ptr error, int rank, int p
 
 int Channel::fail_all(const std::exception_ptr& error) {
   set_error(error);
+  for (auto& [id, send] : awaiting_clearance_) send.lease.settle();  // while the stream is there
   int fd = -1;
   if (connection_) {
     fd = connection_->fd();
@@ -102,7 +115,7 @@ int Channel::fail_all(const std::exception_ptr& error) {
     if (frame.on_written) frame.on_written->fail(error);
   }
   for (auto& [id, send] : awaiting_clearance_) send.completion->fail(error);
-  awaiting_clearance_.clear();
+  awaiting_clearance_.clear();  // settled above
   for (auto& [id, receive] : cleared_) receive.completion->fail(error);
   cleared_.clear();
   if (arrival_.receive) arrival_.receive->completion->fail(error);
@@ -133,12 +146,16 @@ void Channel::release(const std::function<bool(std::uint64_t tag)>& of_group, co
     entry.second.completion->fail(error);
     return true;
   });
-  std::erase_if(awaiting_clearance_, [&](auto& entry) {
-    if (!of_group(entry.second.tag)) return false;
-    entry.second.completion->fail(error);
-    withdrawn_.insert(entry.first);  // a ClearToSend still on its way is ignored
-    return true;
-  });
+  for (auto it = awaiting_clearance_.begin(); it != awaiting_clearance_.end();) {
+    if (!of_group(it->second.tag)) {
+      ++it;
+      continue;
+    }
+    it->second.lease.settle();  // a peer reading it now throws what it read away
+    it->second.completion->fail(error);
+    withdrawn_.insert(it->first);  // a ClearToSend still on its way is ignored
+    it = awaiting_clearance_.erase(it);
+  }
 }
 
 }  // namespace comm::transport

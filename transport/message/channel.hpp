@@ -28,12 +28,14 @@ namespace comm::transport {
 
 class Channel {
  public:
-  // A large send of ours, announced (ReadyToSend) and waiting for the peer's ClearToSend.
+  // A large send of ours, announced (ReadyToSend) and waiting for the peer's ClearToSend, or
+  // for its Fetched when its buffer is lent (`lease`: lent_buffers.hpp).
   struct PendingSend {
     const void* data;
     std::size_t bytes;
     std::uint64_t tag;
     std::shared_ptr<detail::Completion> completion;
+    Lease lease;  // settled before the send completes or fails, and when dropped
   };
   // Where the payload of the frame now arriving goes.
   struct Arrival {
@@ -78,6 +80,9 @@ class Channel {
   void await_clearance(std::uint64_t id, PendingSend send) { awaiting_clearance_.emplace(id, std::move(send)); }
   enum class Clearance { Queued, Withdrawn, Unknown };
   Clearance cleared_to_send(std::uint64_t id);
+  // The peer read send `id`'s lent buffer (its Fetched frame): the send completes. Queued here
+  // means completed.
+  Clearance fetched(std::uint64_t id, int peer);
   // The peer refused send `id` (it did not fit, or its group was revoked there): fails it.
   bool fail_send(std::uint64_t id, const std::exception_ptr& error);
 
@@ -126,6 +131,7 @@ class Channel {
     std::shared_ptr<detail::Completion> on_written;
   };
 
+  // Before awaiting_clearance_, so that its leases (on the connection's stream) end first.
   std::unique_ptr<StreamConnection> connection_;                       // null once lost (or not yet made)
   std::vector<WaitingFrame> waiting_;                                  // for a connection under way
   std::exception_ptr error_;                                           // why it is unusable

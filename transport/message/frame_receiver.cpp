@@ -106,6 +106,12 @@ StreamConnection::PayloadTarget FrameReceiver::on_header(StreamConnection& conne
                       ErrorContext{.peer = peer});
       }
       return {};
+    case FrameKind::Fetched:
+      if (channel.fetched(header.id, peer) == Channel::Clearance::Unknown) {
+        throw IoError(peers_.name(peer) + " read a message that was not lent to it; protocol error",
+                      ErrorContext{.peer = peer});
+      }
+      return {};
     case FrameKind::Data: {
       arrival.receive = channel.take_expected(header.id);
       // Its receive failed when the group was revoked: the payload is thrown away.
@@ -142,10 +148,12 @@ StreamConnection::PayloadTarget FrameReceiver::on_ready_to_send(int peer, const 
     if (conflicting(receive->fingerprint, header.extra)) {
       mismatches_.fail(*receive, peer, header.extra);
     } else if (fits(*receive, peer, header.tag, header.bytes, header.id)) {
-      clear_to_send(peer, header.id, std::move(*receive));
+      clear_to_send(peer, header.id, header.lease, header.bytes, std::move(*receive));
     }
   } else {
-    matcher_.add_unexpected({peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra});
+    UnexpectedMessage message{peer, header.tag, header.bytes, true, header.id, false, {}, std::nullopt, header.extra};
+    message.lease = header.lease;
+    matcher_.add_unexpected(std::move(message));
     mismatches_.fail_conflicting(peer, header.tag, header.extra);
   }
   return {};
@@ -219,8 +227,28 @@ void FrameReceiver::refuse(const PostedReceive& receive, int source, std::uint64
     engine_.send_frame(source, make_frame(FrameKind::Refused, tag, bytes, id, receive.capacity), nullptr, nullptr);
 }
 
-void FrameReceiver::clear_to_send(int peer, std::uint64_t id, PostedReceive receive) {
-  peers_[peer].expect_data(id, std::move(receive));
+void FrameReceiver::clear_to_send(int peer, std::uint64_t id, std::uint32_t lease, std::size_t bytes,
+                                  PostedReceive receive) {
+  Channel& channel = peers_[peer];
+  LentBuffers* lent = lease != 0 && !receive.reduction && channel.connection() != nullptr
+                          ? channel.connection()->stream().lent_buffers()
+                          : nullptr;
+  if (lent != nullptr) {
+    switch (lent->fetch(lease, receive.data, bytes)) {
+      case LentBuffers::Fetch::Done:
+        receive.completion->complete(bytes, peer);
+        engine_.send_frame(peer, make_frame(FrameKind::Fetched, 0, 0, id), nullptr, nullptr);
+        return;
+      case LentBuffers::Fetch::Withdrawn:
+        // The sender's send failed (its group revoked, its transport stopping): what was read is
+        // void, and the receive waits for the news of why, which fails it (as a cleared receive
+        // whose data never comes).
+        channel.expect_data(id, std::move(receive));
+        return;
+      case LentBuffers::Fetch::Unable: break;  // two copies, as without a lease
+    }
+  }
+  channel.expect_data(id, std::move(receive));
   engine_.send_frame(peer, make_frame(FrameKind::ClearToSend, 0, 0, id), nullptr, nullptr);
 }
 

@@ -1,7 +1,8 @@
 // What each frame arriving from a peer does: the receiving side of the message layer's
 // protocol. An eager message lands in a posted receive (matched in place when it came whole) or
-// waits as unexpected; a ReadyToSend is cleared once a receive matches; a ClearToSend queues the
-// large send's payload in its channel; a Goodbye says why the peer leaves; a Refused fails the
+// waits as unexpected; a ReadyToSend is read from the sender's memory (Fetched) or cleared once
+// a receive matches; a ClearToSend queues the large send's payload in its channel, a Fetched
+// completes it; a Goodbye says why the peer leaves; a Refused fails the
 // send that did not fit; an Exclude is answered at once; a Revoke revokes the group here too.
 //
 // The channel's connection calls it from inside a read (StreamConnection::Sink), under the
@@ -39,8 +40,10 @@ class FrameReceiver final : public StreamConnection::Sink {
     refuse(receive, source, tag, bytes, id);
     return false;
   }
-  // Clears a peer's large message (ReadyToSend `id`) for `receive`.
-  void clear_to_send(int peer, std::uint64_t id, PostedReceive receive);
+  // Takes a peer's large message (ReadyToSend `id`, `bytes` long) into `receive`: read straight
+  // from the sender's memory when it lent it (`lease`) and the receive copies rather than
+  // combines, else cleared, for the sender to write through the stream.
+  void clear_to_send(int peer, std::uint64_t id, std::uint32_t lease, std::size_t bytes, PostedReceive receive);
 
  private:
   void refuse(const PostedReceive& receive, int source, std::uint64_t tag, std::size_t bytes, std::uint64_t id);

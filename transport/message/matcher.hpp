@@ -50,6 +50,7 @@ struct UnexpectedMessage {
   std::optional<PostedReceive> claimed_by;  // a receive matched while the payload was arriving
   std::uint64_t fingerprint = 0;
   bool dropped = false;  // refused by the receive it matched while still arriving: discarded on arrival
+  std::uint32_t lease = 0;  // a rendezvous message whose sender lent its buffer (lent_buffers.hpp)
 };
 
 // Whether two fingerprints belong to different calls (0 is "unknown" and agrees with anything).

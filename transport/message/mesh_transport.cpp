@@ -102,8 +102,14 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
     engine_.send_frame(peer, make_frame(FrameKind::Eager, tag, bytes, 0, fingerprint), data, completion);
   } else {
     std::uint64_t id = next_id_++;
-    peers_[peer].await_clearance(id, {data, bytes, tag, completion});
-    engine_.send_frame(peer, make_frame(FrameKind::ReadyToSend, tag, bytes, id, fingerprint), nullptr, nullptr);
+    Channel& channel = peers_[peer];
+    FrameHeader announcement = make_frame(FrameKind::ReadyToSend, tag, bytes, id, fingerprint);
+    // Lent where the stream can (one copy, read by the receiver); else cleared and written.
+    LentBuffers* lent = channel.connection() != nullptr ? channel.connection()->stream().lent_buffers() : nullptr;
+    Lease lease = lent != nullptr ? lent->offer(data, bytes) : Lease();
+    announcement.lease = lease.id();
+    channel.await_clearance(id, {data, bytes, tag, completion, std::move(lease)});
+    engine_.send_frame(peer, announcement, nullptr, nullptr);
   }
   return completion;
 }
@@ -207,9 +213,10 @@ void MeshTransport::post_receive(PostedReceive&& receive) {
     }
   } else if (message->rendezvous) {
     int source = message->source;
-    std::uint64_t id = message->id;
+    std::uint64_t id = message->id, bytes = message->bytes;
+    std::uint32_t lease = message->lease;
     matcher_.remove_unexpected(message);
-    frames_.clear_to_send(source, id, std::move(receive));
+    frames_.clear_to_send(source, id, lease, bytes, std::move(receive));
   } else if (message->arrived) {
     deliver(receive, message->payload.data(), message->bytes);
     receive.completion->complete(message->bytes, message->source);

@@ -4,7 +4,7 @@
 // matching: each arriving header is handed to a Sink, which says where its payload goes. The
 // owning transport serialises all calls.
 //
-// Frame: a 40-byte header {u8 kind, 7 reserved, u64 tag, u64 bytes, u64 id, u64 extra} in host byte order
+// Frame: a 40-byte header {u8 kind, 3 reserved, u32 lease, u64 tag, u64 bytes, u64 id, u64 extra} in host byte order
 // (every supported platform is little-endian), then `bytes` of payload for Eager and Data.
 #pragma once
 
@@ -25,7 +25,9 @@ namespace comm::transport {
 
 enum class FrameKind : std::uint8_t {
   Eager = 1,    // tag, bytes, payload follows
-  ReadyToSend,  // tag, bytes, id: a large message waits for the receiver's ClearToSend
+  ReadyToSend,  // tag, bytes, id: a large message waits for the receiver's ClearToSend; with a
+                // lease (header.lease), the receiver may read it from the sender's memory instead
+                // (lent_buffers.hpp) and answer Fetched
   ClearToSend,  // id: the receiver matched it; send the payload
   Data,         // id, bytes, payload follows
   Refused,      // tag, bytes (the message), id (the sender's, 0 if eager), extra (the receiver's
@@ -36,6 +38,7 @@ enum class FrameKind : std::uint8_t {
                 // ErrorCode; payload: the cause's message. The group's transfers stop.
   Exclude,      // tag: where to answer; id: a shrink agreement (the id of the group it makes):
                 // the sender would leave this rank out of it (Transport::ask_to_exclude)
+  Fetched,      // id: the receiver read the lent message whole; the send is complete
 };
 
 // Whether a frame of this kind carries `bytes` of payload after its header.
@@ -47,7 +50,8 @@ constexpr std::uint64_t kRevokedCapacity = ~std::uint64_t{0};
 
 struct FrameHeader {
   FrameKind kind;
-  std::uint8_t reserved[7];
+  std::uint8_t reserved[3];
+  std::uint32_t lease;  // ReadyToSend: the sender's lease on its buffer (0: none)
   std::uint64_t tag;
   std::uint64_t bytes;
   std::uint64_t id;

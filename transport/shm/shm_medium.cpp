@@ -35,7 +35,7 @@ class ShmSession final : public MediumSession {
   std::unique_ptr<ByteStream> open(int peer, const std::string& peer_name, Socket connection,
                                    std::vector<Socket>) override {
     set_nonblocking(connection.fd());
-    return std::make_unique<ShmStream>(pairs_.take(peer), std::move(connection), peer, peer_name);
+    return std::make_unique<ShmStream>(pairs_.take(peer), std::move(connection), peer, peer_name, 1, single_copy_);
   }
   std::string description() const override { return "shared memory"; }
   std::string shortage() const override { return pairs_.shortage(); }
@@ -43,6 +43,11 @@ class ShmSession final : public MediumSession {
  private:
   std::vector<bool> same_host_;
   SharedMemoryPairs pairs_;
+  // Large messages read straight from the sender's memory (transport/lent_buffers.hpp); 0 sends
+  // every byte through the rings (for comparison, or where reading another process is refused
+  // in a way it does not notice).
+  bool single_copy_ = environment::get_integer_in("COMM_SINGLE_COPY", 0, 1, "large shared-memory messages in one copy")
+                          .value_or(1) != 0;
 };
 
 }  // namespace

@@ -49,7 +49,8 @@ void map_ahead(const Ring& ring, std::uint64_t& mapped, std::uint64_t upto) {
 
 }  // namespace
 
-ShmStream::ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer_name, std::uint32_t first_sequence)
+ShmStream::ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer_name, std::uint32_t first_sequence,
+                     bool single_copy)
     : end_(std::move(end)),
       doorbell_(std::move(doorbell)),
       write_chunk_(std::min(kChunkBytes, end_.outbound.capacity / 4)),
@@ -57,7 +58,9 @@ ShmStream::ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer
       write_sequence_(first_sequence),
       read_sequence_(first_sequence),
       peer_(peer),
-      peer_name_(std::move(peer_name)) {}
+      peer_name_(std::move(peer_name)),
+      lent_(&end_.outbound.header->lent, &end_.inbound.header->lent, read_other_process),
+      single_copy_(single_copy) {}
 
 void ShmStream::ring_doorbell() {
   std::uint8_t byte = 1;

@@ -26,6 +26,7 @@ struct alignas(64) RingHeader {
   alignas(64) std::atomic<std::uint64_t> tail;  // bytes of the ring the reader has released
   alignas(64) std::atomic<std::uint32_t> reader_sleeping;
   alignas(64) std::atomic<std::uint32_t> writer_sleeping;
+  LentSlots lent;  // the writer's leases (large messages in one copy: transport/lent_buffers.hpp)
 };
 
 // A mapped segment (or a slice of one); unmapped when the last ShmStream using it is destroyed.
@@ -62,7 +63,9 @@ struct ShmPairEnd {
 class ShmStream final : public ByteStream {
  public:
   // `first_sequence`: of the first record each way (both ends alike; tests start near the wrap).
-  ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer_name, std::uint32_t first_sequence = 1);
+  // `single_copy`: lend large messages' buffers (false: every byte through the ring, COMM_SINGLE_COPY=0).
+  ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer_name, std::uint32_t first_sequence = 1,
+            bool single_copy = true);
   std::size_t write_some(const iovec* vectors, int count) override;
   std::size_t read_some(void* data, std::size_t bytes) override;
   // Hands the bytes over in the ring itself, record by record: no copy out first.
@@ -76,6 +79,7 @@ class ShmStream final : public ByteStream {
   void woke_up() override;
   bool writes_wake_through_fd() const override { return false; }
   bool shares_host_memory() const override { return true; }
+  LentBuffers* lent_buffers() override { return single_copy_ ? &lent_ : nullptr; }
   const char* medium() const override { return "shm"; }
 
  private:
@@ -111,6 +115,8 @@ class ShmStream final : public ByteStream {
   std::size_t record_length_ = 0, record_left_ = 0, record_offset_ = 0;
   int peer_;
   std::string peer_name_;
+  LentBuffers lent_;
+  bool single_copy_;
 };
 
 }  // namespace comm::transport
