@@ -227,10 +227,33 @@ void FrameReceiver::refuse(const PostedReceive& receive, int source, std::uint64
     engine_.send_frame(source, make_frame(FrameKind::Refused, tag, bytes, id, receive.capacity), nullptr, nullptr);
 }
 
+namespace {
+
+// Whether reading a lent message beats having it written through the stream. The ring moves a
+// large message with both cores copying at once, in cache-sized pieces; one core's read of the
+// sender's memory costs more per byte (its pages pinned one by one, memory to memory) but spares
+// the sender's core. Point to point, the sender has nothing else to do: reading is as fast or
+// faster up to 128 KiB and slower from 256 KiB (2 ranks, sendrecv_perf, p50 against the ring's:
+// 128 KiB 10-15 against 12-15 us; 256 KiB 38-39 against 30-31; 512 KiB 59-63 against 51-57;
+// 2 MiB 277-283 against 183-197). In a collective every rank is busy with other transfers (or
+// its own block), and reading wins further (all_gather 2 ranks 4 MiB 4.0 against 2.1 GB/s; the
+// skewed all_to_all_v at 16 MiB 930-1120 against 1370-2430 us at 2-4 ranks), up to where the ring
+// wins again (broadcast and all_gather at 64 MiB: 1.1-1.2 against 1.3-1.6 GB/s at 4 ranks).
+// docs/design/transport.md, "Large messages in one copy".
+constexpr std::size_t kReadPointToPointUpTo = 128 << 10;
+constexpr std::size_t kReadCollectiveUpTo = 16 << 20;
+
+bool worth_reading(std::size_t bytes, std::uint64_t fingerprint) {
+  return bytes <= (fingerprint != 0 ? kReadCollectiveUpTo : kReadPointToPointUpTo);
+}
+
+}  // namespace
+
 void FrameReceiver::clear_to_send(int peer, std::uint64_t id, std::uint32_t lease, std::size_t bytes,
                                   PostedReceive receive) {
   Channel& channel = peers_[peer];
-  LentBuffers* lent = lease != 0 && !receive.reduction && channel.connection() != nullptr
+  LentBuffers* lent = lease != 0 && !receive.reduction && worth_reading(bytes, receive.fingerprint) &&
+                              channel.connection() != nullptr
                           ? channel.connection()->stream().lent_buffers()
                           : nullptr;
   if (lent != nullptr) {
