@@ -12,6 +12,7 @@
 #include "libcomm/base/cpu_relax.hpp"
 #include "libcomm/base/duration_text.hpp"
 #include "libcomm/base/fingerprint.hpp"
+#include "libcomm/base/oversubscription.hpp"
 
 namespace comm::algorithms {
 namespace {
@@ -56,9 +57,14 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
   auto start = Clock::now();
   auto last_check = start;
   bool probed = false;
+  const bool yield_each = detail::yield_each_poll.load(std::memory_order_relaxed);
   for (unsigned round = 1; word.load(std::memory_order_acquire) < epoch; ++round) {
     if ((round & 63) != 0) {
-      detail::cpu_relax();
+      if (yield_each) {
+        ::sched_yield();  // a host with more ranks than cores (oversubscription.hpp)
+      } else {
+        detail::cpu_relax();
+      }
       continue;
     }
     auto now = Clock::now();

@@ -12,6 +12,7 @@
 
 #include "libcomm/base/cpu_relax.hpp"
 #include "libcomm/base/environment.hpp"
+#include "libcomm/base/oversubscription.hpp"
 
 namespace comm::detail {
 
@@ -106,10 +107,12 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
     auto progressor = driver();
     if (progressor) progressor->spinning(true);
     bool moved = false;
+    const bool yield_each = yield_each_poll.load(std::memory_order_relaxed);
     for (unsigned round = 0; !done(); ++round) {
       if (progressor && progressor->progress(peer_hint_, this)) moved = true;
       if (done()) break;
       cpu_relax();
+      if (yield_each && (round & 63) != 63) ::sched_yield();  // a host with more ranks than cores
       if ((round & 63) == 63) {
         auto now = Clock::now();
         if (round == 63) set_deadline(now);

@@ -3,10 +3,12 @@
 // frame_receiver.cpp's; reading and waiting, progress_engine.cpp's.
 #include "transport/message/mesh_transport.hpp"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
 #include "comm/error.hpp"
+#include "libcomm/base/oversubscription.hpp"
 
 namespace comm::transport {
 
@@ -16,6 +18,8 @@ std::shared_ptr<MeshTransport> MeshTransport::create(int rank, std::vector<std::
                                                      ArenaMaker arena_maker) {
   auto transport =
       std::make_shared<MeshTransport>(rank, std::move(peer_names), std::move(streams), std::move(connector));
+  if (rank >= 0 && static_cast<std::size_t>(rank) < hosts.size())
+    detail::note_ranks_on_host(static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[static_cast<std::size_t>(rank)])));
   transport->hosts_ = std::move(hosts);
   transport->arena_maker_ = std::move(arena_maker);
   transport->engine_.start();
