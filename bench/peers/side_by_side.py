@@ -8,8 +8,11 @@ import subprocess
 import tempfile
 
 
-def arguments():
+def arguments(add=None):
+    """The shared options; `add(parser)` adds a script's own."""
     parser = argparse.ArgumentParser()
+    if add:
+        add(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--build", default="build")
     parser.add_argument("--peers", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "peers"))
