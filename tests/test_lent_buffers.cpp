@@ -111,6 +111,17 @@ TEST_CASE("a reader refused the owner's memory says so, and the owner stops lend
   CHECK(pair.owner.offer(&byte, 1).id() == 0);
 }
 
+TEST_CASE("a lease naming another process than the peer's is not read", "[lent]") {
+  LentSlots tables[2];
+  LentBuffers owner(&tables[0], &tables[1], plain_copy);
+  LentBuffers reader(&tables[1], &tables[0], plain_copy, /*peer=*/1);  // no process here has pid 1
+  std::uint8_t byte = 7, into = 0;
+  Lease lease = owner.offer(&byte, 1);  // names this process
+  CHECK(reader.fetch(lease.id(), &into, 1) == LentBuffers::Fetch::Unable);
+  CHECK(into == 0);
+  CHECK_FALSE(lease.settle());
+}
+
 // The guarantee single copy rests on: the owner changes its buffer as soon as a withdrawal
 // succeeds; a read that reports Done must have seen the buffer as it was lent.
 TEST_CASE("racing reads and withdrawals: every read that counts saw the lent bytes unchanged", "[lent]") {

@@ -32,8 +32,8 @@ int read_other_process(std::int64_t owner, std::uint64_t address, void* into, st
   return 0;
 }
 
-LentBuffers::LentBuffers(LentSlots* mine, LentSlots* theirs, ReadLent read)
-    : mine_(mine), theirs_(theirs), read_(read) {}
+LentBuffers::LentBuffers(LentSlots* mine, LentSlots* theirs, ReadLent read, std::int64_t peer)
+    : mine_(mine), theirs_(theirs), read_(read), peer_(peer) {}
 
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
@@ -84,6 +84,7 @@ LentBuffers::Fetch LentBuffers::fetch(std::uint32_t lease, void* into, std::size
   std::uint64_t address = slot.address;
   std::int64_t owner = slot.owner;
   if (bytes > slot.bytes) return Fetch::Unable;  // never lent that much: let the two-copy path say so
+  if (peer_ != 0 && owner != peer_) return Fetch::Unable;  // not the peer's own memory: never read
   if (bytes > 0 && read_(owner, address, into, bytes) != 0) {
     // Not permitted (ptrace rules, a seccomp filter) or gone: tell the owner to stop lending,
     // unless it withdrew meanwhile (then the failure was the withdrawal's).

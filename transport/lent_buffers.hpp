@@ -67,7 +67,9 @@ class Lease {
 // lends). Used under the message layer's lock; the tables themselves are shared with the peer.
 class LentBuffers {
  public:
-  LentBuffers(LentSlots* mine, LentSlots* theirs, ReadLent read);
+  // `peer`: the peer's process as this end knows it (from the pair's set-up); a lease naming
+  // another is not read (0: whatever the lease names).
+  LentBuffers(LentSlots* mine, LentSlots* theirs, ReadLent read, std::int64_t peer = 0);
 
   // Lends [data, data + bytes): a lease for the announcement, or none (id 0) when no slot is
   // free or the peer cannot read this process.
@@ -89,6 +91,7 @@ class LentBuffers {
   LentSlots* mine_;
   LentSlots* theirs_;
   ReadLent read_;
+  std::int64_t peer_;
   std::uint32_t used_ = 0;        // slots of `mine` leased now (a bit each)
   std::uint32_t generation_ = 0;  // of the last lease made
 };

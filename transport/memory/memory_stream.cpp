@@ -54,7 +54,8 @@ class MemoryStream final : public ByteStream {
         peer_name_(std::move(peer_name)),
         capacity_(capacity),
         connection_(std::move(connection)),
-        lent_(&pipe_->lent[lower ? 0 : 1], &pipe_->lent[lower ? 1 : 0], read_lent ? read_lent : read_this_process) {}
+        lent_(&pipe_->lent[lower ? 0 : 1], &pipe_->lent[lower ? 1 : 0], read_lent ? read_lent : read_this_process,
+              ::getpid()) {}
 
   ~MemoryStream() override {
     {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -60,6 +61,7 @@ std::shared_ptr<SharedSegment> map_segment(int fd, std::size_t bytes, std::size_
 struct PeerSegment {
   std::string path;
   std::size_t ring_bytes = 0;
+  std::int64_t pid = 0;  // of the process whose /proc path `path` is (0: not such a path)
 };
 
 PeerSegment parse_entry(const std::string& entry, const std::string& key, int rank) {
@@ -69,6 +71,9 @@ PeerSegment parse_entry(const std::string& entry, const std::string& key, int ra
       segment.ring_bytes < kSmallestRingBytes || segment.ring_bytes > kLargestRingBytes) {
     refuse_entry(key, "an entry '" + entry.substr(0, 80) + "'", rank);
   }
+  long long pid = 0;
+  int descriptor = 0;
+  if (std::sscanf(segment.path.c_str(), "/proc/%lld/fd/%d", &pid, &descriptor) == 2) segment.pid = pid;
   return segment;
 }
 
@@ -188,7 +193,7 @@ void SharedMemoryPairs::set_up(Store& store, int rank, const std::string& job_id
     Ring outbound{reinterpret_cast<RingHeader*>(headers->base()) + writer_slot, data->base(), theirs.ring_bytes};
     Ring inbound{reinterpret_cast<RingHeader*>(own_->base()) + reader_slot,
                  own_->base() + headers_bytes(peers) + reader_slot * ring_bytes, ring_bytes};
-    ends_[peer] = {{own_, std::move(headers), std::move(data)}, inbound, outbound};
+    ends_[peer] = {{own_, std::move(headers), std::move(data)}, inbound, outbound, theirs.pid};
   }
   log::get(log::Subsystem::Transport)
       .debug("shared memory: rank {} reads {} rings of {} KiB ({} KiB in all; COMM_SHM_BUDGET_MB={})", rank, peers,

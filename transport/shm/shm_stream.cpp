@@ -59,7 +59,7 @@ ShmStream::ShmStream(ShmPairEnd end, Socket doorbell, int peer, std::string peer
       read_sequence_(first_sequence),
       peer_(peer),
       peer_name_(std::move(peer_name)),
-      lent_(&end_.outbound.header->lent, &end_.inbound.header->lent, read_other_process),
+      lent_(&end_.outbound.header->lent, &end_.inbound.header->lent, read_other_process, end_.peer_pid),
       single_copy_(single_copy) {}
 
 void ShmStream::ring_doorbell() {

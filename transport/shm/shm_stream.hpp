@@ -58,6 +58,7 @@ struct Ring {
 struct ShmPairEnd {
   std::vector<std::shared_ptr<SharedSegment>> mappings;
   Ring inbound, outbound;
+  std::int64_t peer_pid = 0;  // the peer's process (its segment's /proc path says it); 0: unknown
 };
 
 class ShmStream final : public ByteStream {
