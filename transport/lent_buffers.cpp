@@ -57,9 +57,9 @@ Lease LentBuffers::offer(const void* data, std::size_t bytes) {
   std::uint32_t index = static_cast<std::uint32_t>(std::countr_one(used_));
   generation_ = generation_ + 1 == kGenerations ? 1 : generation_ + 1;
   LentSlot& slot = mine_->slot[index];
-  slot.address = reinterpret_cast<std::uintptr_t>(data);
-  slot.bytes = bytes;
-  slot.owner = ::getpid();
+  slot.address.store(reinterpret_cast<std::uintptr_t>(data), std::memory_order_relaxed);
+  slot.bytes.store(bytes, std::memory_order_relaxed);
+  slot.owner.store(::getpid(), std::memory_order_relaxed);
   // Release: a reader that sees the lease sees its fields (it reads them after the state).
   slot.state.store(word(generation_, kOffered), std::memory_order_release);
   used_ |= 1u << index;
@@ -81,9 +81,9 @@ LentBuffers::Fetch LentBuffers::fetch(std::uint32_t lease, void* into, std::size
   std::uint64_t offered = word(generation, kOffered);
   if (slot.state.load(std::memory_order_acquire) != offered) return Fetch::Withdrawn;
   // Fields read after the state: if the owner reused the slot meanwhile, the swap below fails.
-  std::uint64_t address = slot.address;
-  std::int64_t owner = slot.owner;
-  if (bytes > slot.bytes) return Fetch::Unable;  // never lent that much: let the two-copy path say so
+  std::uint64_t address = slot.address.load(std::memory_order_relaxed);
+  std::int64_t owner = slot.owner.load(std::memory_order_relaxed);
+  if (bytes > slot.bytes.load(std::memory_order_relaxed)) return Fetch::Unable;  // never lent that much: let the two-copy path say so
   if (peer_ != 0 && owner != peer_) return Fetch::Unable;  // not the peer's own memory: never read
   if (bytes > 0 && read_(owner, address, into, bytes) != 0) {
     // Not permitted (ptrace rules, a seccomp filter) or gone: tell the owner to stop lending,

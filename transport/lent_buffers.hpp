@@ -23,11 +23,13 @@
 namespace comm::transport {
 
 // Lives in memory both ends map; one table per direction, written by its owner (the sender).
+// The fields are atomics (relaxed) because a reader may read them while the owner reuses the
+// slot; the state's generation then voids what it read.
 struct LentSlot {
   std::atomic<std::uint64_t> state{0};  // generation << 2 | LeaseState
-  std::uint64_t address = 0;
-  std::uint64_t bytes = 0;
-  std::int64_t owner = 0;  // the lending process (its pid)
+  std::atomic<std::uint64_t> address{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::int64_t> owner{0};  // the lending process (its pid)
 };
 struct alignas(64) LentSlots {
   static constexpr std::uint32_t kSlots = 16;  // leases out at once to one peer; more take two copies
