@@ -9,7 +9,6 @@
 
 #include "algorithms/reduce.hpp"
 #include "comm/error.hpp"
-#include "libcomm/base/cpu_relax.hpp"
 #include "libcomm/base/duration_text.hpp"
 #include "libcomm/base/fingerprint.hpp"
 #include "libcomm/base/oversubscription.hpp"
@@ -57,14 +56,9 @@ void wait_for_peer(const CollectiveContext& context, SharedArena& arena, int pee
   auto start = Clock::now();
   auto last_check = start;
   bool probed = false;
-  const bool yield_each = detail::yield_each_poll.load(std::memory_order_relaxed);
   for (unsigned round = 1; word.load(std::memory_order_acquire) < epoch; ++round) {
     if ((round & 63) != 0) {
-      if (yield_each) {
-        ::sched_yield();  // a host with more ranks than cores (oversubscription.hpp)
-      } else {
-        detail::cpu_relax();
-      }
+      detail::pause_between_polls();
       continue;
     }
     auto now = Clock::now();

@@ -10,7 +10,6 @@
 #include <ctime>
 #include <utility>
 
-#include "libcomm/base/cpu_relax.hpp"
 #include "libcomm/base/environment.hpp"
 #include "libcomm/base/oversubscription.hpp"
 
@@ -107,12 +106,10 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) {
     auto progressor = driver();
     if (progressor) progressor->spinning(true);
     bool moved = false;
-    const bool yield_each = yield_each_poll.load(std::memory_order_relaxed);
     for (unsigned round = 0; !done(); ++round) {
       if (progressor && progressor->progress(peer_hint_, this)) moved = true;
       if (done()) break;
-      cpu_relax();
-      if (yield_each && (round & 63) != 63) ::sched_yield();  // a host with more ranks than cores
+      pause_between_polls();
       if ((round & 63) == 63) {
         auto now = Clock::now();
         if (round == 63) set_deadline(now);

@@ -5,7 +5,8 @@
 namespace comm::detail {
 
 void note_ranks_on_host(int ranks) {
-  if (oversubscribes(ranks, std::thread::hardware_concurrency())) yield_each_poll.store(true, std::memory_order_relaxed);
+  unsigned cores = std::thread::hardware_concurrency();  // 0: unknown
+  if (cores > 0 && static_cast<unsigned>(ranks) > cores) yield_each_poll.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace comm::detail

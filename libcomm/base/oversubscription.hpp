@@ -5,15 +5,26 @@
 // yielding (docs/results/collectives.md).
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
+
+#include "libcomm/base/cpu_relax.hpp"
 
 namespace comm::detail {
 
-// The transport's set-up says how many ranks share this host (the most it has seen).
+// The transport's set-up says how many ranks share this host; past the online cores, waiters
+// yield at every poll from then on.
 void note_ranks_on_host(int ranks);
-// Whether waiters yield at every poll; set once the ranks outnumber the online cores.
 inline std::atomic<bool> yield_each_poll{false};
-// For tests and the set-up: whether `ranks` ranks oversubscribe `cores` cores.
-inline bool oversubscribes(int ranks, unsigned cores) { return cores > 0 && static_cast<unsigned>(ranks) > cores; }
+
+// What a spin loop does between two polls: a pause, or on an oversubscribed host the core.
+inline void pause_between_polls() {
+  if (yield_each_poll.load(std::memory_order_relaxed)) {
+    ::sched_yield();
+  } else {
+    cpu_relax();
+  }
+}
 
 }  // namespace comm::detail

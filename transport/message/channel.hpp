@@ -148,4 +148,10 @@ class Channel {
   bool output_watched_ = false;
 };
 
+// The leases of `channel`'s stream (lent_buffers.hpp): null without a connection, or where its
+// medium cannot read the peer's memory.
+inline LentBuffers* lent_buffers_of(const Channel& channel) {
+  return channel.connection() != nullptr ? channel.connection()->stream().lent_buffers() : nullptr;
+}
+
 }  // namespace comm::transport

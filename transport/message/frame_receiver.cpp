@@ -252,10 +252,8 @@ bool worth_reading(std::size_t bytes, std::uint64_t fingerprint) {
 void FrameReceiver::clear_to_send(int peer, std::uint64_t id, std::uint32_t lease, std::size_t bytes,
                                   PostedReceive receive) {
   Channel& channel = peers_[peer];
-  LentBuffers* lent = lease != 0 && !receive.reduction && worth_reading(bytes, receive.fingerprint) &&
-                              channel.connection() != nullptr
-                          ? channel.connection()->stream().lent_buffers()
-                          : nullptr;
+  LentBuffers* lent =
+      lease != 0 && !receive.reduction && worth_reading(bytes, receive.fingerprint) ? lent_buffers_of(channel) : nullptr;
   if (lent != nullptr) {
     switch (lent->fetch(lease, receive.data, bytes)) {
       case LentBuffers::Fetch::Done:

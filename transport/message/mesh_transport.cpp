@@ -109,7 +109,7 @@ std::shared_ptr<detail::Completion> MeshTransport::isend(int peer, const void* d
     Channel& channel = peers_[peer];
     FrameHeader announcement = make_frame(FrameKind::ReadyToSend, tag, bytes, id, fingerprint);
     // Lent where the stream can (one copy, read by the receiver); else cleared and written.
-    LentBuffers* lent = channel.connection() != nullptr ? channel.connection()->stream().lent_buffers() : nullptr;
+    LentBuffers* lent = lent_buffers_of(channel);
     Lease lease = lent != nullptr ? lent->offer(data, bytes) : Lease();
     announcement.lease = lease.id();
     channel.await_clearance(id, {data, bytes, tag, completion, std::move(lease)});
